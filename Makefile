@@ -1,0 +1,37 @@
+# gpuaas-infra — every target installs what it needs first (tools/setup.sh is idempotent).
+SHELL := /bin/bash
+VENV  := .venv
+PY    := $(VENV)/bin/python
+ENV   ?= local
+STACK ?= local
+PYTEST_ARGS ?=
+
+.PHONY: setup demo test validate bench lint help
+help:
+	@echo "make demo        run the local stack against the embedded simulators"
+	@echo "make test        run the whole test suite"
+	@echo "make validate ENV=<env>  validate an environment and print its summary"
+	@echo "make bench       run the benchmarks (figures + ratios vs. a baseline)"
+	@echo "make lint        ruff + mypy"
+
+setup:
+	@./tools/setup.sh
+
+demo: setup
+	@$(PY) -m tools.demo --stack $(STACK)
+
+test: setup
+	@$(PY) -m pytest $(PYTEST_ARGS)
+
+validate: setup
+	@$(PY) -m environments validate $(ENV)
+
+bench: setup
+	@set -e; for b in benchmarks/bench_*.py; do echo "== $$b"; $(PY) $$b; done
+
+lint: setup
+	@$(VENV)/bin/ruff check .
+	@$(VENV)/bin/mypy environments providers components clients simulators tools
+
+# Per-area targets (ci-lint, lab, ...) live beside their owners.
+-include mk/*.mk

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Idempotent set-up for a fresh Debian 12 machine with Python 3.11:
+# Debian packages (as root, only those missing), the project venv, and the project
+# installed into it. Re-running is cheap: each step is skipped when its inputs are unchanged.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=${PYTHON:-python3}
+mkdir -p .stamps
+
+# Debian packages: only when root and something is missing (non-root machines skip, and the
+# tiers that need them say so loudly when they run).
+want=$(grep -v '^\s*#' tools/apt-packages.txt | awk 'NF{print $1}')
+missing=()
+for p in $want; do dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p"); done
+if [ ${#missing[@]} -gt 0 ]; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    echo "setup: installing Debian packages: ${missing[*]}"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq >/dev/null || true
+    apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  else
+    echo "setup: NOT installing Debian packages (need root + apt-get): ${missing[*]}" >&2
+  fi
+fi
+
+# Python venv + project (editable, with test extras).
+[ -x .venv/bin/python ] || "$PY" -m venv .venv
+stamp=.stamps/pip-$(sha256sum pyproject.toml | cut -c1-16)
+if [ ! -f "$stamp" ]; then
+  .venv/bin/pip install -q --disable-pip-version-check -e '.[test]' 2> >(grep -v '^WARNING: Location' >&2)
+  rm -f .stamps/pip-*; touch "$stamp"
+fi
