@@ -1,0 +1,449 @@
+"""The environment model: one pydantic schema for a whole environment.
+
+An environment document (`environments/<name>.yaml`) declares inventory and config only; the
+shared shape (SKUs, storage layouts, host-role layout, apps, profile defaults) comes from its
+blueprint (`environments/blueprints/<blueprint>.yaml`), per seed 003's environment creation rule.
+All models are frozen: the compiled `Environment` is read by everything downstream, never mutated.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from enum import StrEnum
+from typing import Annotated
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+# ---------------------------------------------------------------------------------------------
+# Enums (values are the seeds' own words)
+
+
+class Tier(StrEnum):
+    """Promotion order is local -> dev -> staging -> prod (seed 003)."""
+
+    LOCAL = "local"
+    DEV = "dev"
+    STAGING = "staging"
+    PROD = "prod"
+
+
+class LogicalRole(StrEnum):
+    PLATFORM_CONTROL = "platform_control"
+    APP_CONTROL = "app_control"
+    WORKER_COMPUTE = "worker_compute"
+
+
+class HostRole(StrEnum):
+    """Ansible roles; values are the role directory names under ansible/roles/."""
+
+    COMMON = "common"
+    PLATFORM_CONTROL = "platform_control"
+    CONTROL_PLANE_K3S = "control_plane_k3s"
+    GITLAB = "gitlab"
+    RUNNER = "runner"
+    APP_CONTROL = "app_control"
+    WORKER_COMPUTE = "worker_compute"
+    OBSERVABILITY_AGENT = "observability_agent"
+
+
+# Roles that must never land on a worker_compute host (seed 003: no control-plane or CI services
+# on GPU workers).
+CONTROL_PLANE_AND_CI_ROLES = frozenset(
+    {HostRole.PLATFORM_CONTROL, HostRole.APP_CONTROL, HostRole.CONTROL_PLANE_K3S, HostRole.GITLAB, HostRole.RUNNER}
+)
+
+
+class RunnerTag(StrEnum):
+    PLATFORM_CONTROL = "platform-control"
+    SIM = "sim"
+    APP_CONTROL = "app-control"
+    WORKER_COMPUTE = "worker-compute"
+
+
+class FabricMode(StrEnum):
+    ETHERNET = "ethernet"
+    ROCE = "roce"
+    IB = "ib"
+
+
+class EraseMode(StrEnum):
+    """How MAAS wipes disks on release: none, quick (wipe signatures), secure (ATA secure erase), full."""
+
+    NONE = "none"
+    QUICK = "quick"
+    SECURE = "secure"
+    FULL = "full"
+
+
+class TeardownMode(StrEnum):
+    REIMAGE = "reimage"
+    FULL_DECOMMISSION = "full_decommission"
+    DETACH = "detach"
+
+
+class MaasLayout(StrEnum):
+    FLAT = "flat"
+    LVM = "lvm"
+    BCACHE = "bcache"
+    BLANK = "blank"
+
+
+class PowerType(StrEnum):
+    IPMI = "ipmi"
+    REDFISH = "redfish"
+    MANUAL = "manual"
+
+
+class OperatingMode(StrEnum):
+    PLATFORM_MANAGED = "platform_managed"
+    TENANT_DEDICATED = "tenant_dedicated"
+
+
+class ControlPlaneScope(StrEnum):
+    PROJECT = "project"
+    TENANT = "tenant"
+
+
+class RuntimeBackend(StrEnum):
+    SLURM = "slurm"
+    RAY = "ray"
+    KUBERNETES = "kubernetes"
+
+
+class TenantBoundaryMode(StrEnum):
+    DEDICATED_NODES = "dedicated_nodes"
+    SHARED_NODES = "shared_nodes"
+
+
+# ---------------------------------------------------------------------------------------------
+# Scalar types
+
+_VAULT_REF = re.compile(r"^[A-Za-z0-9_.-]+(/[A-Za-z0-9_.-]+)*#[A-Za-z0-9_.-]+$")
+_NAME = r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$"
+_MAC = r"^([0-9a-f]{2}:){5}[0-9a-f]{2}$"
+
+
+def _vault_ref(value: str) -> str:
+    if not _VAULT_REF.match(value):
+        raise ValueError(
+            "not a Vault reference; write '<path under the KV mount>#<key>', "
+            "e.g. 'prod/maas/dal1#api_key' (secrets never go in environment files)"
+        )
+    return value
+
+
+def _endpoint(value: str) -> str:
+    if value == "embedded" or re.match(r"^https?://[^\s/]+(/\S*)?$", value):
+        return value
+    raise ValueError(f"{value!r} is not an http(s) URL or 'embedded'")
+
+
+VaultRef = Annotated[str, AfterValidator(_vault_ref)]
+"""A secret's location: `<path under the KV v2 mount>#<key>`; the value is read at operation time."""
+
+Endpoint = Annotated[str, AfterValidator(_endpoint)]
+"""An http(s) URL, or `embedded` (the local stack: the demo's simulators supply the URL)."""
+
+Name = Annotated[str, Field(pattern=_NAME)]
+MacAddress = Annotated[str, Field(pattern=_MAC)]
+
+
+# ---------------------------------------------------------------------------------------------
+# Blueprint: the shape shared by every environment
+
+
+class BootDiskHint(_Model):
+    """How to pick the boot disk among a machine's block devices (e.g. the BOSS device)."""
+
+    model_contains: str | None = None
+    name: str | None = None
+    smallest: bool = False
+
+
+class Sku(_Model):
+    description: str
+    gpu_model: str | None = None
+    gpu_count: int = Field(0, ge=0, le=16)
+    boot_disk_hint: BootDiskHint
+    pxe_interface: str
+    fabric_interfaces: tuple[str, ...] = ()
+    """RoCE/IB NICs in rail order: fabric_interfaces[r] is the interface on rail r."""
+
+
+class StorageLayout(_Model):
+    maas_layout: MaasLayout
+    root_size_gb: int | None = Field(None, ge=16, le=16384)
+    description: str = ""
+
+
+class ComponentKeySpec(_Model):
+    control_plane: bool
+    min: int = Field(0, ge=0)
+    max: int = Field(1024, ge=1)
+
+
+class AppSpec(_Model):
+    component_keys: dict[str, ComponentKeySpec]
+
+
+class RuntimeMetadata(_Model):
+    operating_mode: OperatingMode
+    control_plane_scope: ControlPlaneScope
+    runtime_backend: RuntimeBackend
+    tenant_boundary_mode: TenantBoundaryMode
+
+
+class Blueprint(_Model):
+    name: Name
+    description: str = ""
+    skus: dict[str, Sku]
+    storage_layouts: dict[str, StorageLayout]
+    role_layout: dict[LogicalRole, tuple[HostRole, ...]]
+    apps: dict[str, AppSpec]
+    runtime_combinations: tuple[RuntimeMetadata, ...]
+    """The valid runtime metadata combinations of app instances (seed 004 + seed 003's production direction)."""
+
+
+# ---------------------------------------------------------------------------------------------
+# Environment documents
+
+
+class SiteProfile(_Model):
+    """A site profile: the 11 policy fields of seed 002, its proposed additions, and the erase mode."""
+
+    name: Name
+    # The 11 current policy fields (seed 002 §2)
+    site_bootstrap_bundle_ref: str
+    strict_pxe_preflight: bool = True
+    enable_phase2_roce: bool = False
+    require_hw_sync: bool = True
+    hardware_sync_interval: int = Field(900, ge=60, le=86400, description="seconds between MAAS hardware syncs")
+    release_fallback_no_erase: bool = False
+    enable_deploy_retry_on_datasource_failure: bool = True
+    max_deploy_retry_attempts: int = Field(3, ge=1, le=10)
+    auto_claim_single_new_machine: bool = False
+    batch_max_parallel: int = Field(8, ge=1, le=64)
+    enrollment_token_ttl_seconds: int = Field(3600, ge=300, le=86400)
+    # Seed 002 §7 additions
+    fabric_mode: FabricMode = FabricMode.ETHERNET
+    commissioning_bundle_ref: str | None = None
+    post_deploy_validation_bundle_ref: str | None = None
+    storage_layout_profile: str = "flat"
+    # Needed by teardown (issue 6): how a release wipes disks
+    release_erase_mode: EraseMode = EraseMode.QUICK
+
+
+class Site(_Model):
+    name: Name
+    maas_url: Endpoint
+    maas_api_key_path: VaultRef
+    tls_verify: bool = True
+    customer_handoff: bool = False
+    """Restricted-release site (seed 002): machines are handed to a customer; never erase."""
+    bmc_network: ipaddress.IPv4Network
+    profiles: tuple[SiteProfile, ...] = Field(min_length=1)
+
+
+class Host(_Model):
+    hostname: Name
+    address: ipaddress.IPv4Address
+    logical_role: LogicalRole
+    extra_roles: tuple[HostRole, ...] = ()
+    runner_tags: tuple[RunnerTag, ...] = ()
+    ssh_user: str = "gpuaas"
+    ssh_key_path: VaultRef
+    machine: str | None = None
+    """Hostname of the MAAS machine this host is (a worker deployed by MAAS), if any."""
+    roles: tuple[HostRole, ...] = ()
+    """Compiled: the blueprint's roles for the logical role, then extra_roles. Not written in documents."""
+
+
+class MaasMachine(_Model):
+    hostname: Name
+    ipmi_address: ipaddress.IPv4Address
+    pxe_mac: MacAddress
+    sku: str
+    site: str
+    profile: str
+    pool: str | None = None
+    bundle: str | None = None
+    """Bootstrap bundle; defaults to the profile's site_bootstrap_bundle_ref."""
+    power_type: PowerType = PowerType.IPMI
+    power_user_path: VaultRef | None = None
+    teardown_mode: TeardownMode = TeardownMode.FULL_DECOMMISSION
+    distro_series: str = "jammy"
+    hwe_kernel: str | None = None
+    tags: tuple[str, ...] = ()
+
+
+class MachinePool(_Model):
+    name: Name
+    site: str
+    profile: str
+    description: str = ""
+
+
+class RoceRange(_Model):
+    start: ipaddress.IPv4Address
+    end: ipaddress.IPv4Address
+
+
+class RocePool(_Model):
+    site: str
+    rail: int = Field(ge=0, le=15)
+    subnet: ipaddress.IPv4Network
+    range: RoceRange
+    mtu: int = Field(9000, ge=1280, le=9216)
+    vlan: int | None = Field(None, ge=1, le=4094)
+
+
+class VendorPackages(_Model):
+    """Vendor driver/runtime package lists (seed 001: Lambda stack, DOCA/OFED, rshim, ...)."""
+
+    driver: tuple[str, ...] = ()
+    runtime: tuple[str, ...] = ()
+    fabric: tuple[str, ...] = ()
+
+
+class BootstrapBundle(_Model):
+    name: Name
+    site: str
+    template_set: str = "default"
+    vendor_packages: VendorPackages = VendorPackages()
+    values: dict[str, str | int | bool] = {}
+
+
+class MemberSpec(_Model):
+    count: int = Field(ge=0, le=1024)
+    nodes: tuple[str, ...] = ()
+
+
+class AppRef(_Model):
+    slug: Name
+    version: str = Field(min_length=1, max_length=64)
+
+
+class AppInstance(_Model):
+    name: Name
+    project_id: str = Field(min_length=1, max_length=128)
+    app: AppRef
+    runtime: RuntimeMetadata
+    service_account_token_path: VaultRef
+    members: dict[str, MemberSpec]
+
+
+class VaultAuthMethod(StrEnum):
+    TOKEN = "token"
+    APPROLE = "approle"
+
+
+class VaultSettings(_Model):
+    address: Endpoint
+    kv_mount: str = "gpuaas"
+    auth_method: VaultAuthMethod = VaultAuthMethod.TOKEN
+
+
+class PlatformSettings(_Model):
+    url: Endpoint
+    admin_token_path: VaultRef
+
+
+class ArtifactStore(_Model):
+    """S3-compatible store for bootstrap bundles (WEKA S3 in production: path-style addressing)."""
+
+    endpoint_url: Endpoint
+    bucket: str = Field(pattern=r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
+    region: str = "us-east-1"
+    path_style: bool = True
+    credentials_path: VaultRef
+
+
+class EnvironmentDocument(_Model):
+    """What `environments/<name>.yaml` holds."""
+
+    name: Name
+    tier: Tier
+    blueprint: Name
+    description: str = ""
+    host_network: ipaddress.IPv4Network
+    vault: VaultSettings
+    platform: PlatformSettings
+    artifact_store: ArtifactStore
+    sites: tuple[Site, ...] = ()
+    hosts: tuple[Host, ...] = ()
+    machines: tuple[MaasMachine, ...] = ()
+    machine_pools: tuple[MachinePool, ...] = ()
+    roce_pools: tuple[RocePool, ...] = ()
+    bootstrap_bundles: tuple[BootstrapBundle, ...] = ()
+    app_instances: tuple[AppInstance, ...] = ()
+
+    @field_validator("hosts")
+    @classmethod
+    def _roles_are_compiled(cls, hosts: tuple[Host, ...]) -> tuple[Host, ...]:
+        for h in hosts:
+            if h.roles:
+                raise ValueError(f"host {h.hostname}: 'roles' is compiled from the blueprint; use extra_roles")
+        return hosts
+
+
+class Environment(EnvironmentDocument):
+    """The compiled, validated environment: the document plus its blueprint, roles resolved."""
+
+    source: str
+    """The document's path relative to the repo (for messages)."""
+    blueprint_model: Blueprint
+
+    @field_validator("hosts")
+    @classmethod
+    def _roles_are_compiled(cls, hosts: tuple[Host, ...]) -> tuple[Host, ...]:
+        return hosts  # compiled hosts carry their roles
+
+    # Lookups used by components and providers ------------------------------------------------
+    def site(self, name: str) -> Site:
+        return next(s for s in self.sites if s.name == name)
+
+    def profile(self, site: str, name: str) -> SiteProfile:
+        return next(p for p in self.site(site).profiles if p.name == name)
+
+    def bundle(self, name: str) -> BootstrapBundle:
+        return next(b for b in self.bootstrap_bundles if b.name == name)
+
+    def sku(self, name: str) -> Sku:
+        return self.blueprint_model.skus[name]
+
+    def host(self, hostname: str) -> Host:
+        return next(h for h in self.hosts if h.hostname == hostname)
+
+    def machine(self, hostname: str) -> MaasMachine:
+        return next(m for m in self.machines if m.hostname == hostname)
+
+    def machine_bundle(self, m: MaasMachine) -> BootstrapBundle:
+        return self.bundle(m.bundle or self.profile(m.site, m.profile).site_bootstrap_bundle_ref)
+
+    def machines_in_pool(self, pool: str) -> tuple[MaasMachine, ...]:
+        return tuple(m for m in self.machines if m.pool == pool)
+
+    def standalone_machines(self) -> tuple[MaasMachine, ...]:
+        return tuple(m for m in self.machines if m.pool is None)
+
+    def hosts_by_role(self) -> dict[LogicalRole, tuple[Host, ...]]:
+        return {r: tuple(h for h in self.hosts if h.logical_role is r) for r in LogicalRole}
+
+    def roce_pools_of(self, site: str) -> tuple[RocePool, ...]:
+        return tuple(sorted((p for p in self.roce_pools if p.site == site), key=lambda p: p.rail))
+
+    def roce_machines(self, site: str) -> tuple[MaasMachine, ...]:
+        """Machines of a site whose profile turns phase-2 RoCE on."""
+        return tuple(
+            m
+            for m in self.machines
+            if m.site == site
+            and self.profile(m.site, m.profile).enable_phase2_roce
+            and self.profile(m.site, m.profile).fabric_mode is FabricMode.ROCE
+        )
