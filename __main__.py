@@ -1,0 +1,35 @@
+"""The gpuaas-infra Pulumi program.
+
+Picks the environment from stack config (`gpuaas-infra:environment`, default: the stack name),
+validates and compiles it once, and hands the compiled model to the components.
+"""
+
+import pulumi
+
+from components.settings import StackSettings
+from components.stack import declare_environment
+from environments import EnvironmentInvalid, load_environment
+
+config = pulumi.Config("gpuaas-infra")
+settings = StackSettings.from_config(
+    pulumi.get_stack(),
+    {key: config.get(key) for key in ("environment", "embedded_maas_url", "embedded_platform_url",
+                                      "embedded_vault_url", "embedded_s3_url")},
+)
+
+try:
+    environment = load_environment(settings.environment)
+except EnvironmentInvalid as invalid:
+    # All findings at once, as a plain error (no Python traceback for bad input).
+    raise pulumi.RunError(str(invalid)) from None
+
+missing = settings.unresolved_endpoints(environment)
+if missing:
+    raise pulumi.RunError(
+        f"environment {environment.name!r} uses embedded endpoints ({', '.join(missing)}) that this stack "
+        "does not resolve; run it through `make demo` (which starts the simulators) or set "
+        + ", ".join(f"gpuaas-infra:embedded_{k}_url" for k in missing)
+    )
+
+for name, value in declare_environment(environment, settings).items():
+    pulumi.export(name, value)
