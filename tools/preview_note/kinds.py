@@ -1,0 +1,175 @@
+"""Per-kind judgement: what a change means for machines, app members and bundles.
+
+Dynamic providers send no detailed diff, so a MachinePool's per-machine effect and an
+AppInstance's member removals are computed here from old and new state.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+from tools.preview_note.changes import Action, Change
+from tools.preview_note.values import changed_paths, is_unknown, normalize, show
+
+PROD_ENVIRONMENTS = frozenset({"prod", "production"})
+# Top-level inputs shown by a kind's own view rather than as generic field rows.
+OWN_VIEW_FIELDS: dict[str, frozenset[str]] = {
+    "MachinePool": frozenset({"machines"}),
+    "AppInstance": frozenset({"members"}),
+}
+# Pool-level inputs whose change redeploys every machine that stays in the pool.
+_POOL_WIDE = ("site", "profile", "deploy")
+
+
+def is_prod(environment: str) -> bool:
+    return environment in PROD_ENVIRONMENTS or environment.startswith("prod-")
+
+
+class PoolView(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    joins: tuple[str, ...] = ()
+    redeploys: tuple[tuple[str, str], ...] = ()  # (hostname, why)
+    leaves: tuple[tuple[str, str], ...] = ()  # (hostname, system_id or "")
+    unchanged: int = 0
+    unknown: bool = False  # the new machine list is only known after apply
+
+
+class MemberView(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    lines: tuple[str, ...] = ()
+    removals: tuple[str, ...] = ()
+
+
+def _machines(value: Any) -> dict[str, dict[str, Any]]:
+    if not isinstance(value, list):
+        return {}
+    out = {}
+    for m in value:
+        if isinstance(m, dict) and isinstance(m.get("hostname"), str):
+            out[m["hostname"]] = {k: v for k, v in m.items() if k != "hostname"}
+    return out
+
+
+def pool_view(change: Change) -> PoolView:
+    old_in, new_in = change.inputs("old"), change.inputs("new")
+    old_out = change.old.outputs if change.old else {}
+    old = _machines(old_in.get("machines"))
+    # Outputs are what MAAS holds now: a machine there but not in old inputs is still a member.
+    out_machines = old_out.get("machines") if isinstance(old_out.get("machines"), dict) else {}
+    for host in out_machines:
+        old.setdefault(host, {})
+    system_ids = {h: str(v.get("system_id", "")) for h, v in out_machines.items() if isinstance(v, dict)}
+    if change.action is Action.DELETE:
+        return PoolView(leaves=tuple((h, system_ids.get(h, "")) for h in sorted(old)))
+    if is_unknown(new_in.get("machines")):
+        return PoolView(unknown=True)
+    new = _machines(new_in.get("machines"))
+    wide = [k for k in _POOL_WIDE if normalize(old_in.get(k)) != normalize(new_in.get(k))]
+    if change.action is Action.CREATE:
+        return PoolView(joins=tuple(sorted(new)))
+    redeploys, unchanged = [], 0
+    for host in sorted(old.keys() & new.keys()):
+        fields = [p for p, _, _ in changed_paths(old[host], new[host])] if old[host] else []
+        if change.action is Action.REPLACE:
+            redeploys.append((host, "pool replaced"))
+        elif wide:
+            redeploys.append((host, "pool " + ", ".join(wide) + " changed"))
+        elif fields:
+            redeploys.append((host, ", ".join(fields) + " changed"))
+        else:
+            unchanged += 1
+    return PoolView(
+        joins=tuple(sorted(new.keys() - old.keys())),
+        redeploys=tuple(redeploys),
+        leaves=tuple((h, system_ids.get(h, "")) for h in sorted(old.keys() - new.keys())),
+        unchanged=unchanged,
+    )
+
+
+def _members(value: Any) -> dict[str, tuple[int, list[str]]]:
+    out = {}
+    if isinstance(value, dict):
+        for key, spec in value.items():
+            spec = spec if isinstance(spec, dict) else {}
+            count = normalize(spec.get("count", 0))
+            nodes = spec.get("nodes") if isinstance(spec.get("nodes"), list) else []
+            out[key] = (count if isinstance(count, int) else 0, [str(n) for n in nodes])
+    return out
+
+
+def member_view(change: Change) -> MemberView:
+    old = _members(change.inputs("old").get("members"))
+    new = {} if change.action is Action.DELETE else _members(change.inputs("new").get("members"))
+    if change.action is Action.REPLACE:
+        new = {}  # the instance is recreated: every current member goes, the new ones come fresh
+    outputs = change.old.outputs.get("members") if change.old else None
+    ids_on: dict[tuple[str, str], list[str]] = {}
+    for m in outputs if isinstance(outputs, list) else []:
+        if isinstance(m, dict):
+            ids_on.setdefault((str(m.get("component_key")), str(m.get("node"))), []).append(
+                str(m.get("member_id"))
+            )
+    lines, removals = [], []
+    for key in sorted(old.keys() | new.keys()):
+        (oc, on), (nc, nn) = old.get(key, (0, [])), new.get(key, (0, []))
+        gone = [n for n in on if n not in nn]
+        added = [n for n in nn if n not in on]
+        if nc != oc:
+            lines.append(f"`{key}`: count {oc} → {nc}")
+        for node in gone:
+            ids = ", ".join(ids_on.get((key, node), [])) or "member"
+            removals.append(f"`{key}` on node `{node}` removed ({ids})")
+        # Members removed beyond those named by node: a lowered count with no node list.
+        unnamed = (oc - nc) - (len(gone) - len(added))
+        if unnamed > 0:
+            removals.append(f"`{key}`: {unnamed} member(s) removed (count {oc} → {nc})")
+        for node in added:
+            lines.append(f"`{key}` added on node `{node}`")
+    if change.action is Action.REPLACE:
+        lines.append("instance replaced: members are recreated from the new inputs")
+    return MemberView(lines=tuple(lines), removals=tuple(removals))
+
+
+def destructive(change: Change, environment: str) -> list[str]:
+    """Why this change destroys something; empty when it does not. Markdown, one reason per item."""
+    name, kind, act = f"`{change.name}`", change.kind, change.action
+    old_in = change.inputs("old")
+    if kind == "MaasMachine" and act in (Action.REPLACE, Action.DELETE):
+        host = old_in.get("hostname") or change.name
+        mode = old_in.get("teardown_mode")
+        mode_txt = f" (teardown_mode {show(mode)})" if mode else ""
+        if act is Action.REPLACE:
+            why = ", ".join(f"`{r}`" for r in change.replace_reasons) or "replacement"
+            return [
+                f"MaasMachine {name}: machine `{host}` is **released and redeployed**{mode_txt}; cause: {why}"
+            ]
+        return [f"MaasMachine {name}: machine `{host}` is **released**{mode_txt}"]
+    if kind == "MachinePool" and act in (Action.UPDATE, Action.REPLACE, Action.DELETE):
+        view = pool_view(change)
+        out = [f"MachinePool {name}: `{h}` **redeploys** ({why})" for h, why in view.redeploys]
+        out += [
+            f"MachinePool {name}: `{h}`{f' ({sid})' if sid else ''} **leaves the pool** (released)"
+            for h, sid in view.leaves
+        ]
+        return out
+    if kind == "AppInstance" and act in (Action.UPDATE, Action.REPLACE, Action.DELETE):
+        if act is Action.DELETE:
+            return [f"AppInstance {name}: instance deleted, **all members removed**"]
+        return [f"AppInstance {name}: {r}" for r in member_view(change).removals] + (
+            [f"AppInstance {name}: instance **replaced**, all members recreated"]
+            if act is Action.REPLACE
+            else []
+        )
+    if kind == "BootstrapBundle" and act in (Action.REPLACE, Action.DELETE) and is_prod(environment):
+        site = old_in.get("site") or (change.inputs("new").get("site"))
+        old_digest = change.old.outputs.get("digest") if change.old else None
+        verb = "replaced" if act is Action.REPLACE else "deleted"
+        return [
+            f"BootstrapBundle {name}: bundle {verb} on prod site {show(site)} "
+            f"(nodes verify digest {show(old_digest)})"
+        ]
+    return []
