@@ -1,0 +1,36 @@
+"""The fixture program: declares the widgets described by the ``engine-fixture:spec`` config (JSON).
+
+Each spec item: ``{"name", "props", "secret": [keys], "refs": {prop: other}, "parent": group,
+"opts": {protect, retain_on_delete, ignore_changes, additional_secret_outputs, depends_on,
+delete_before_replace}}``; items with ``"group": true`` are component resources.
+"""
+
+import json
+
+import pulumi
+from fixture_provider import Group, Widget
+
+config = pulumi.Config()
+spec = json.loads(config.get("spec") or "[]")
+made: dict[str, pulumi.Resource] = {}
+
+for item in spec:
+    name = item["name"]
+    opts_spec = dict(item.get("opts", {}))
+    depends_on = [made[n] for n in opts_spec.pop("depends_on", [])]
+    parent = made[item["parent"]] if item.get("parent") else None
+    opts = pulumi.ResourceOptions(depends_on=depends_on, parent=parent, **opts_spec)
+    if item.get("group"):
+        made[name] = Group(name, opts)
+        continue
+    props = dict(item.get("props", {}))
+    for key in item.get("secret", []):
+        props[key] = pulumi.Output.secret(props[key])
+    for key, other in item.get("refs", {}).items():
+        props[key] = made[other].widget_id  # type: ignore[attr-defined]
+    widget = Widget(name, props, opts)
+    made[name] = widget
+    pulumi.export(f"{name}_id", widget.widget_id)
+    pulumi.export(f"{name}_token", widget.token)
+
+pulumi.export("greeting", config.get("greeting"))

@@ -1,0 +1,164 @@
+"""Pydantic models at the engine's boundaries: state records, steps, diagnostics, results.
+
+Field names follow Pulumi's JSON (``apitype.ResourceV3``, ``display.PreviewStep``), so a step can be
+dumped straight into the ``pulumi preview --json`` shape.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class Operation(StrEnum):
+    PREVIEW = "preview"
+    UP = "up"
+    REFRESH = "refresh"
+    DESTROY = "destroy"
+
+
+class StepOp(StrEnum):
+    SAME = "same"
+    CREATE = "create"
+    UPDATE = "update"
+    DELETE = "delete"
+    REPLACE = "replace"
+    CREATE_REPLACEMENT = "create-replacement"
+    DELETE_REPLACED = "delete-replaced"
+    READ = "read"
+    REFRESH = "refresh"
+
+
+# Ops that count in changeSummary; the halves of a replacement are reported as steps only.
+SUMMARY_OPS = {StepOp.SAME, StepOp.CREATE, StepOp.UPDATE, StepOp.DELETE, StepOp.REPLACE, StepOp.READ}
+
+
+class PendingOpType(StrEnum):
+    CREATING = "creating"
+    UPDATING = "updating"
+    DELETING = "deleting"
+    READING = "reading"
+
+
+class Severity(StrEnum):
+    DEBUG = "debug"
+    INFO = "info"
+    WARNING = "warning"
+    ERROR = "error"
+
+
+class DiffKind(StrEnum):
+    ADD = "add"
+    ADD_REPLACE = "add-replace"
+    DELETE = "delete"
+    DELETE_REPLACE = "delete-replace"
+    UPDATE = "update"
+    UPDATE_REPLACE = "update-replace"
+
+
+class ResourceState(BaseModel):
+    """One resource as recorded in the state file (values keep their secret wrappers)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    urn: str
+    custom: bool
+    delete: bool = False
+    id: str = ""
+    type: str
+    inputs: dict[str, Any] = Field(default_factory=dict)
+    outputs: dict[str, Any] = Field(default_factory=dict)
+    parent: str = ""
+    protect: bool = False
+    external: bool = False
+    dependencies: list[str] = Field(default_factory=list)
+    propertyDependencies: dict[str, list[str]] = Field(default_factory=dict)
+    additionalSecretOutputs: list[str] = Field(default_factory=list)
+    retainOnDelete: bool = False
+    ignoreChanges: list[str] = Field(default_factory=list)
+    created: str | None = None
+    modified: str | None = None
+
+    def all_dependencies(self) -> set[str]:
+        deps = set(self.dependencies)
+        for urns in self.propertyDependencies.values():
+            deps.update(urns)
+        if self.parent:
+            deps.add(self.parent)
+        return deps
+
+
+class PendingOperation(BaseModel):
+    resource: ResourceState
+    type: PendingOpType
+
+
+class PropertyDiff(BaseModel):
+    kind: DiffKind
+    inputDiff: bool
+
+
+class Step(BaseModel):
+    """A step in the ``pulumi preview --json`` shape (``display.PreviewStep``)."""
+
+    op: StepOp
+    urn: str
+    provider: str | None = None
+    oldState: dict[str, Any] | None = None
+    newState: dict[str, Any] | None = None
+    diffReasons: list[str] | None = None
+    replaceReasons: list[str] | None = None
+    detailedDiff: dict[str, PropertyDiff] | None = None
+
+    def digest(self) -> dict[str, Any]:
+        out = self.model_dump(mode="json", exclude_none=True)
+        out["detailedDiff"] = out.get("detailedDiff")  # never omitted by the CLI (no omitempty)
+        return out
+
+
+class Diagnostic(BaseModel):
+    urn: str | None = None
+    prefix: str | None = None
+    message: str
+    severity: Severity
+
+    def digest(self) -> dict[str, Any]:
+        return self.model_dump(mode="json", exclude_none=True)
+
+
+class EngineResult(BaseModel):
+    """What every operation returns (CLI ``--json`` for up/refresh/destroy, Python API for all)."""
+
+    operation: Operation
+    ok: bool
+    steps: list[Step] = Field(default_factory=list)
+    changeSummary: dict[str, int] = Field(default_factory=dict)
+    diagnostics: list[Diagnostic] = Field(default_factory=list)
+    outputs: dict[str, Any] = Field(default_factory=dict)  # stack outputs, secrets masked
+    failed: list[str] = Field(default_factory=list)  # URNs whose step failed
+    exitCode: int = 0
+    log: str = ""  # captured stdout/stderr of the engine process (Python API only)
+
+    def preview_digest(self) -> dict[str, Any]:
+        """Exactly the ``pulumi preview --json`` document."""
+        digest: dict[str, Any] = {"steps": [s.digest() for s in self.steps]}
+        if self.diagnostics:
+            digest["diagnostics"] = [d.digest() for d in self.diagnostics]
+        digest["changeSummary"] = self.changeSummary
+        return digest
+
+    def ops(self) -> dict[str, StepOp]:
+        """URN -> its main op (the ``replace`` op wins over its halves)."""
+        out: dict[str, StepOp] = {}
+        for step in self.steps:
+            if step.urn not in out or step.op in SUMMARY_OPS:
+                out[step.urn] = step.op
+        return out
+
+    def errors(self) -> list[str]:
+        return [d.message for d in self.diagnostics if d.severity is Severity.ERROR]
+
+    def warnings(self) -> list[str]:
+        return [d.message for d in self.diagnostics if d.severity is Severity.WARNING]

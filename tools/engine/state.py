@@ -1,0 +1,180 @@
+"""The JSON state file: secrets encrypted, written atomically after every step.
+
+On disk every secret is ``{SIG_KEY: SECRET_SIG, "ciphertext": "v1:..."}`` (the shape of Pulumi's own
+checkpoints); in memory it is ``{SIG_KEY: SECRET_SIG, "value": ...}``. Plaintext never reaches the file.
+Pending operations are recorded before a create/update/delete starts and cleared when it ends, so a run
+killed mid-operation leaves a state the next run can resume from (like Pulumi's ``pending_operations``).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import tempfile
+import threading
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, Field, ValidationError
+
+from tools.engine.crypto import Crypter, PassphraseError
+from tools.engine.graph import topo_order
+from tools.engine.model import PendingOperation, ResourceState
+from tools.engine.values import SECRET_SIG, SIG_KEY, is_secret
+
+STATE_VERSION = 1
+
+
+class StateError(Exception):
+    """The state file cannot be used; the message names the file and what to do."""
+
+
+class SecretsConfig(BaseModel):
+    kdf: str = "scrypt"
+    salt: str
+    verifier: str
+
+
+class StateDocument(BaseModel):
+    version: int = STATE_VERSION
+    project: str = ""
+    stack: str = ""
+    secrets: SecretsConfig | None = None
+    resources: list[ResourceState] = Field(default_factory=list)
+    pending_operations: list[PendingOperation] = Field(default_factory=list)
+    outputs: dict[str, Any] = Field(default_factory=dict)
+
+
+def _walk(value: Any, on_secret: Any) -> Any:
+    if is_secret(value):
+        return on_secret(value)
+    if isinstance(value, dict):
+        return {k: _walk(v, on_secret) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_walk(v, on_secret) for v in value]
+    return value
+
+
+def encrypt_tree(value: Any, crypter: Crypter) -> Any:
+    def enc(secret: dict[str, Any]) -> dict[str, Any]:
+        if "ciphertext" in secret:
+            return secret
+        return {SIG_KEY: SECRET_SIG, "ciphertext": crypter.encrypt(secret.get("value"))}
+
+    return _walk(value, enc)
+
+
+def decrypt_tree(value: Any, crypter: Crypter) -> Any:
+    def dec(secret: dict[str, Any]) -> dict[str, Any]:
+        if "ciphertext" not in secret:
+            return secret
+        return {SIG_KEY: SECRET_SIG, "value": crypter.decrypt(secret["ciphertext"])}
+
+    return _walk(value, dec)
+
+
+def _load_raw(path: Path) -> dict[str, Any]:
+    try:
+        raw = json.loads(path.read_text())
+    except json.JSONDecodeError as exn:
+        raise StateError(
+            f"{path}: not valid JSON (line {exn.lineno}): restore it or delete it to start over"
+        ) from None
+    if not isinstance(raw, dict) or raw.get("version") != STATE_VERSION:
+        raise StateError(f'{path}: not a state file of this engine (expected "version": {STATE_VERSION})')
+    return raw
+
+
+def _crypter_for(path: Path, doc: StateDocument, passphrase: str) -> Crypter:
+    if doc.secrets is None:
+        return Crypter.new(passphrase)
+    crypter = Crypter(passphrase, base64.b64decode(doc.secrets.salt))
+    try:
+        crypter.check(doc.secrets.verifier)
+    except PassphraseError:
+        raise StateError(
+            f"{path}: PULUMI_CONFIG_PASSPHRASE does not match the passphrase this state was written with"
+        ) from None
+    return crypter
+
+
+def read_state(path: str | os.PathLike[str], passphrase: str | None = None) -> StateDocument:
+    """Read a state file. With ``passphrase`` secrets come back decrypted (``{sig, "value"}``),
+    without it they stay as ciphertext, exactly as on disk."""
+    path = Path(path)
+    try:
+        raw = _load_raw(path)
+        if passphrase is None:
+            return StateDocument.model_validate(raw)
+        doc = StateDocument.model_validate(raw)
+        crypter = _crypter_for(path, doc, passphrase)
+        return StateDocument.model_validate(
+            {
+                **raw,
+                **decrypt_tree(
+                    {
+                        "resources": raw.get("resources", []),
+                        "pending_operations": raw.get("pending_operations", []),
+                        "outputs": raw.get("outputs", {}),
+                    },
+                    crypter,
+                ),
+            }
+        )
+    except ValidationError as exn:
+        first = exn.errors()[0]
+        loc = "/".join(str(p) for p in first["loc"])
+        raise StateError(f"{path}: invalid state at {loc}: {first['msg']}") from None
+
+
+class StateStore:
+    """Owns one state file for one run: loads it once, then rewrites it atomically on every change."""
+
+    def __init__(self, path: str | os.PathLike[str], passphrase: str, project: str, stack: str) -> None:
+        self.path = Path(path)
+        self.project = project
+        self.stack = stack
+        self._lock = threading.Lock()
+        if self.path.exists():
+            doc = read_state(self.path, passphrase)
+            if doc.stack and doc.stack != stack:
+                raise StateError(
+                    f"{self.path}: holds stack {doc.stack!r}, not {stack!r}; use another --state"
+                )
+            self.crypter = _crypter_for(self.path, doc, passphrase)
+            self.initial = doc
+        else:
+            self.crypter = Crypter.new(passphrase)
+            self.initial = StateDocument(project=project, stack=stack)
+
+    def save(
+        self, resources: list[ResourceState], pending: list[PendingOperation], outputs: dict[str, Any]
+    ) -> None:
+        doc = StateDocument(
+            project=self.project,
+            stack=self.stack,
+            secrets=SecretsConfig(
+                salt=base64.b64encode(self.crypter.salt).decode(), verifier=self.crypter.verifier()
+            ),
+            resources=topo_order(resources),
+            pending_operations=pending,
+            outputs=outputs,
+        )
+        data = doc.model_dump(mode="json")
+        for key in ("resources", "pending_operations", "outputs"):
+            data[key] = encrypt_tree(data[key], self.crypter)
+        text = json.dumps(data, indent=2, sort_keys=False) + "\n"
+        with self._lock:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(prefix=".state-", dir=self.path.parent)
+            try:
+                with os.fdopen(fd, "w") as fh:
+                    fh.write(text)
+                    fh.flush()
+                    os.fsync(fh.fileno())
+                os.replace(tmp, self.path)
+            except BaseException:
+                if os.path.exists(tmp):
+                    os.unlink(tmp)
+                raise
