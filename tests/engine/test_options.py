@@ -1,0 +1,124 @@
+"""Resource options the engine honours: delete_before_replace, protect, retain_on_delete,
+ignore_changes, additional_secret_outputs, depends_on, and reverse-dependency delete order."""
+
+from __future__ import annotations
+
+from tests.engine.conftest import FixtureStack, assert_ok, widget
+from tools.engine import StepOp
+
+
+def test_delete_before_replace_deletes_first(stack: FixtureStack) -> None:
+    # The provider's DiffResponse asks for delete-before-replace when `exclusive` is set.
+    assert_ok(stack.up([widget("x", zone="z1", exclusive=True)]))
+    stack.clear_events()
+    result = stack.up([widget("x", zone="z2", exclusive=True)])
+    assert_ok(result)
+    assert stack.events() == [("delete", "x"), ("create", "x")]
+    assert [s.op for s in result.steps if s.urn == stack.urn("x")] == [
+        StepOp.DELETE_REPLACED,
+        StepOp.REPLACE,
+        StepOp.CREATE_REPLACEMENT,
+    ]
+
+
+def test_delete_before_replace_resource_option(stack: FixtureStack) -> None:
+    assert_ok(stack.up([widget("x", zone="z1")]))
+    stack.clear_events()
+    assert_ok(stack.up([widget("x", zone="z2", opts={"delete_before_replace": True})]))
+    assert stack.events() == [("delete", "x"), ("create", "x")]
+
+
+def test_deletes_run_in_reverse_dependency_order(stack: FixtureStack) -> None:
+    chain = [
+        widget("base", size=1),
+        widget("mid", size=1, refs={"upstream": "base"}),  # property dependency
+        widget("top", size=1, opts={"depends_on": ["mid"]}),  # depends_on
+        widget("lone", size=1),
+    ]
+    assert_ok(stack.up(chain))
+    stack.clear_events()
+    assert_ok(stack.up([]))
+    order = [name for op, name in stack.events() if op == "delete"]
+    assert order.index("top") < order.index("mid") < order.index("base")
+    assert sorted(order) == ["base", "lone", "mid", "top"]
+
+
+def test_protect_blocks_delete_and_replace(stack: FixtureStack) -> None:
+    assert_ok(stack.up([widget("keep", zone="z1", opts={"protect": True})]))
+    result = stack.up([])
+    assert not result.ok and result.exitCode == 1
+    assert any("protected" in e and "protect=False" in e for e in result.errors())
+    assert stack.resource("keep") is not None and "keep" in stack.objects_by_name()
+
+    result = stack.up([widget("keep", zone="z2", opts={"protect": True})])
+    assert not result.ok
+    assert any("cannot replace" in e and "zone" in e for e in result.errors())
+    assert stack.objects_by_name()["keep"]["zone"] == "z1"
+
+    # Unprotect in the program, run up, then the delete goes through.
+    assert_ok(stack.up([widget("keep", zone="z1")]))
+    assert_ok(stack.up([]))
+    assert stack.backend()["objects"] == {}
+
+
+def test_retain_on_delete_forgets_without_deleting(stack: FixtureStack) -> None:
+    assert_ok(stack.up([widget("kept", size=1, opts={"retain_on_delete": True})]))
+    stack.clear_events()
+    result = stack.up([])
+    assert_ok(result)
+    assert result.ops()[stack.urn("kept")] is StepOp.DELETE
+    assert stack.resource("kept") is None
+    assert "kept" in stack.objects_by_name()  # still exists in the external system
+    assert stack.events() == []  # Delete was never called
+
+
+def test_ignore_changes_keeps_old_input(stack: FixtureStack) -> None:
+    assert_ok(stack.up([widget("w", size=1, label="a", opts={"ignore_changes": ["size"]})]))
+    result = stack.up([widget("w", size=5, label="a", opts={"ignore_changes": ["size"]})])
+    assert_ok(result)
+    assert result.ops()[stack.urn("w")] is StepOp.SAME
+    assert stack.resource("w").inputs["size"] == 1
+    # A change to a key that is not ignored still updates, and still keeps the ignored one.
+    result = stack.up([widget("w", size=5, label="b", opts={"ignore_changes": ["size"]})])
+    assert_ok(result)
+    assert result.ops()[stack.urn("w")] is StepOp.UPDATE
+    assert stack.objects_by_name()["w"] == {**stack.objects_by_name()["w"], "size": 1, "label": "b"}
+
+
+def test_additional_secret_outputs_marks_only_those(stack: FixtureStack) -> None:
+    assert_ok(
+        stack.up([widget("s", size=1, opts={"additional_secret_outputs": ["token"]}), widget("p", size=1)])
+    )
+    secret = stack.resource("s", decrypt=False)
+    plain = stack.resource("p", decrypt=False)
+    assert set(secret.outputs["token"]) == {"4dabf18193072939515e22adb298388d", "ciphertext"}
+    assert isinstance(plain.outputs["token"], str) and plain.outputs["token"].startswith("tok-")
+    assert isinstance(secret.outputs["size"], float)  # other outputs stay plain
+
+
+def test_depends_on_orders_creates_and_independents_run_in_parallel(stack: FixtureStack) -> None:
+    result = stack.up(
+        [
+            widget("first", size=1, delay=0.4),
+            widget("after", size=1, opts={"depends_on": ["first"]}),
+            widget("free", size=1, delay=0.4),
+        ]
+    )
+    assert_ok(result)
+    times = {(op, name, phase): t for op, name, phase, t in stack.timed_events()}
+    assert times[("create", "after", "start")] >= times[("create", "first", "done")]
+    # Independent registrations are not serialised by the engine.
+    assert times[("create", "free", "start")] < times[("create", "first", "done")]
+
+
+def test_component_parent_is_recorded(stack: FixtureStack) -> None:
+    result = stack.up([{"name": "grp", "group": True}, widget("child", size=1, parent="grp")])
+    assert_ok(result)
+    child_urn = stack.urn("child", parent_type="fixture:index:Group")
+    group_urn = "urn:pulumi:test::engine-fixture::fixture:index:Group::grp"
+    resources = {r.urn: r for r in stack.state().resources}
+    assert resources[child_urn].parent == group_urn
+    assert resources[group_urn].custom is False
+    assert resources[group_urn].outputs == {"name": "grp"}
+    urns = [r.urn for r in stack.state().resources]
+    assert urns.index(group_urn) < urns.index(child_urn)  # state is in dependency order
