@@ -1,0 +1,105 @@
+"""What the lifecycle needs from MAAS and from the platform, as narrow protocols.
+
+`clients.maas` implements `MachineOps` over python-libmaas; `clients.platform` backs `Enrollment`.
+The lifecycle never imports either, so it is tested against the real simulators through those
+clients and reads as plain Python.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from pydantic import BaseModel, ConfigDict, SecretStr
+
+from .status import MaasStatus
+
+
+class _View(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+
+class InterfaceView(_View):
+    id: int
+    name: str
+    mac_address: str
+    links: tuple[dict, ...] = ()
+
+
+class BlockDeviceView(_View):
+    id: int
+    name: str
+    model: str = ""
+    size: int = 0
+
+
+class MachineView(_View):
+    """One machine as MAAS reports it (a bulk read returns many)."""
+
+    system_id: str
+    hostname: str
+    status: MaasStatus
+    status_message: str = ""
+    power_state: str = "unknown"
+    pxe_mac: str | None = None
+    owner_data: dict[str, str] = {}
+    enable_hw_sync: bool = False
+
+
+class MachineDetail(_View):
+    """What the preflight and storage stages read (one request per machine, only when needed)."""
+
+    machine: MachineView
+    boot_interface_mac: str | None
+    interfaces: tuple[InterfaceView, ...]
+    block_devices: tuple[BlockDeviceView, ...]
+    boot_disk_id: int | None = None
+
+
+class MaasError(Exception):
+    """A MAAS call failed; carries what an operator needs."""
+
+    def __init__(self, message: str, *, status: int | None = None, system_id: str | None = None):
+        super().__init__(message)
+        self.status = status
+        self.system_id = system_id
+
+
+class MachineOps(Protocol):
+    # Bulk lookups: one request for many keys, never a list of all machines per machine.
+    def by_hostnames(self, hostnames: list[str]) -> list[MachineView]: ...
+    def by_macs(self, macs: list[str]) -> list[MachineView]: ...
+    def by_power_addresses(self, addresses: list[str]) -> dict[str, str]:
+        """power address -> system_id."""
+        ...
+    def read_many(self, system_ids: list[str]) -> list[MachineView]: ...
+    def detail(self, system_id: str) -> MachineDetail: ...
+    def create(self, *, hostname: str, pxe_mac: str, power_type: str, power_address: str,
+               power_user: str | None, power_pass: str | None, commission: bool) -> MachineView: ...
+    def accept(self, system_id: str) -> None: ...
+    def allocate(self, system_id: str) -> None: ...
+    def commission(self, system_id: str, commissioning_scripts: list[str], testing_scripts: list[str]) -> None: ...
+    def set_hostname(self, system_id: str, hostname: str) -> None: ...
+    def set_boot_disk(self, system_id: str, block_device_id: int) -> None: ...
+    def set_storage_layout(self, system_id: str, layout: str, boot_device_id: int, root_size_gb: int | None) -> None: ...
+    def link_static(self, system_id: str, interface_id: int, subnet_cidr: str, address: str) -> None: ...
+    def set_owner_data(self, system_id: str, data: dict[str, str | None]) -> None: ...
+    def deploy(self, system_id: str, *, user_data: bytes, distro_series: str, hwe_kernel: str | None,
+               enable_hw_sync: bool) -> None: ...
+    def release(self, system_id: str, *, erase: bool, secure_erase: bool, quick_erase: bool, force: bool) -> None: ...
+    def power_off(self, system_id: str) -> None: ...
+    def abort(self, system_id: str) -> None: ...
+    def last_event(self, system_id: str) -> str: ...
+    def set_tags(self, system_id: str, tags: list[str]) -> None: ...
+
+
+class EnrollmentToken(_View):
+    node_id: str
+    token: SecretStr
+    expires_at: float
+
+
+class Enrollment(Protocol):
+    def mint_token(self, *, site: str, hostname: str, system_id: str, ttl_seconds: int) -> EnrollmentToken: ...
+    def node_status(self, node_id: str) -> str:
+        """The platform's node status (bootstrap_issued, enrolling, active, ...)."""
+        ...

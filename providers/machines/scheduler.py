@@ -1,0 +1,247 @@
+"""Drives many machines through the lifecycle table at once, inside one provider call.
+
+One loop, no thread per machine: machines that wait are polled together with one bulk read per
+tick (a request whose cost grows with the machines in this run, not with the machines in MAAS);
+at most `batch_max_parallel` machines occupy the expensive stages (commissioning, deploying) at
+once; every waiting stage has a deadline and polling backs off. One machine failing never stops the
+others: each ends with its own outcome and reason.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+
+from pydantic import BaseModel, ConfigDict
+
+from environments.model import TeardownMode
+
+from .lifecycle import (
+    HANDLERS,
+    SLOT_STAGES,
+    WAIT_DEADLINE,
+    Context,
+    Goal,
+    StepKind,
+    Tracked,
+    stage_for,
+)
+from .ports import MaasError, MachineView
+from .resolve import resolve_machines
+from .spec import MachineSpec
+from .status import MachineOutcome, Stage
+
+MAX_TRANSIENT_ERRORS = 30
+MAX_STEPS_PER_TICK = 12  # a machine never loops forever inside one tick
+
+
+class MachineResult(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    hostname: str
+    system_id: str | None
+    outcome: MachineOutcome
+    stage: Stage
+    maas_status: str
+    reason: str = ""
+    notes: tuple[str, ...] = ()
+    node_id: str | None = None
+    deploy_attempts: int = 0
+    adopted: bool = False
+    stage_seconds: dict[str, float] = {}
+
+
+@dataclass
+class Scheduler:
+    ctx: Context
+    sleep: Callable[[float], None] = time.sleep
+    _tracked: list[Tracked] = field(default_factory=list)
+
+    # ---------------------------------------------------------------------------------------
+    def onboard(self, specs: Iterable[MachineSpec], known: dict[str, str] | None = None) -> list[MachineResult]:
+        """Bring every machine to Deployed + enrolled. `known`: hostname -> system_id from prior state."""
+        tracked = [Tracked(spec=s, goal=Goal.DEPLOYED) for s in specs]
+        adopted = self._resolve(tracked, known or {}, create_missing=True)
+        return self._run(tracked, adopted)
+
+    def teardown(self, items: Iterable[tuple[MachineSpec, str | None, TeardownMode]]) -> list[MachineResult]:
+        """Release (per teardown mode) machines; never delete them from MAAS."""
+        tracked: list[Tracked] = []
+        results: list[MachineResult] = []
+        for spec, system_id, mode in items:
+            m = Tracked(spec=spec, goal=Goal.RELEASED, teardown=mode, system_id=system_id)
+            if mode is TeardownMode.DETACH:
+                m.outcome, m.stage = MachineOutcome.DETACHED, Stage.DETACHED
+                m.notes.append("detached: MAAS was not touched")
+                results.append(self._result(m, adopted=False))
+            else:
+                tracked.append(m)
+        self._resolve(tracked, {t.spec.hostname: t.system_id for t in tracked if t.system_id}, create_missing=False)
+        return results + self._run(tracked, set())
+
+    # ---------------------------------------------------------------------------------------
+    def _resolve(self, tracked: list[Tracked], known: dict[str, str], create_missing: bool) -> set[str]:
+        found = resolve_machines(self.ctx.ops, [t.spec for t in tracked], known)
+        adopted: set[str] = set()
+        for t in tracked:
+            view = found.get(t.spec.hostname)
+            if view is None and not create_missing:
+                t.outcome, t.stage = MachineOutcome.RELEASED, Stage.RELEASED
+                t.notes.append("not in MAAS any more: nothing to release")
+                continue
+            if view is None:
+                view = self._create(t)
+                if view is None:
+                    continue
+            elif t.spec.hostname not in known:
+                adopted.add(t.spec.hostname)
+            t.view, t.system_id = view, view.system_id
+        return adopted
+
+    def _create(self, t: Tracked) -> MachineView | None:
+        power_user = power_pass = None
+        try:
+            view = self.ctx.ops.create(hostname=t.spec.hostname, pxe_mac=t.spec.pxe_mac,
+                                       power_type=t.spec.power_type.value, power_address=t.spec.ipmi_address,
+                                       power_user=power_user, power_pass=power_pass, commission=False)
+            self.ctx.log(f"{t.spec.hostname}: created in MAAS as {view.system_id}")
+            return view
+        except MaasError as e:
+            # A create that failed mid-way may still have created the machine: never create twice.
+            again = resolve_machines(self.ctx.ops, [t.spec], {})
+            if t.spec.hostname in again:
+                return again[t.spec.hostname]
+            t.outcome, t.stage, t.reason = MachineOutcome.FAILED, Stage.FAILED, f"{t.spec.hostname}: create failed: {e}"
+            return None
+
+    # ---------------------------------------------------------------------------------------
+    def _run(self, tracked: list[Tracked], adopted: set[str]) -> list[MachineResult]:
+        ctx = self.ctx
+        self._tracked = tracked
+        active = [t for t in tracked if t.outcome is None]
+        for t in active:
+            t.stage = stage_for(t)
+            t.stage_times[t.stage.value] = ctx.clock()
+        while active:
+            now = ctx.clock()
+            due = [t for t in active if t.waiting and t.next_poll <= now]
+            if due:
+                self._poll(due)
+            for t in active:
+                if not t.waiting:
+                    self._advance(t)
+            for t in active:
+                if t.outcome is None and t.waiting and ctx.clock() > t.deadline:
+                    t.outcome, t.stage = MachineOutcome.TIMED_OUT, Stage.FAILED
+                    t.reason = (f"{t.spec.hostname} (system_id {t.system_id}) still "
+                                f"{t.view.status.label if t.view else '?'} after the {WAIT_DEADLINE.get(t.stage, '')} "
+                                "deadline; the next up resumes from here")
+            for t in active:
+                if t.outcome is not None and t.holds_slot:
+                    t.holds_slot = False
+            active = [t for t in active if t.outcome is None]
+            if active:
+                waits = [t.next_poll for t in active if t.waiting]
+                if waits and all(t.waiting for t in active):
+                    self.sleep(max(0.0, min(waits) - ctx.clock()))
+        return [self._result(t, t.spec.hostname in adopted) for t in tracked]
+
+    def _poll(self, due: list[Tracked]) -> None:
+        try:
+            views = {v.system_id: v for v in self.ctx.ops.read_many([t.system_id for t in due if t.system_id])}
+        except MaasError as e:
+            for t in due:
+                self._transient(t, e)
+            return
+        for t in due:
+            view = views.get(t.system_id or "")
+            if view is None:
+                t.outcome, t.stage = MachineOutcome.FAILED, Stage.FAILED
+                t.reason = f"{t.spec.hostname}: system_id {t.system_id} vanished from MAAS (deleted out of band?)"
+                continue
+            t.view = view
+            stage = stage_for(t)
+            if stage is t.stage and t.stage in WAIT_DEADLINE:
+                self._backoff(t)  # still waiting in the same stage
+            else:
+                self._enter(t, stage)
+
+    def _enter(self, t: Tracked, stage: Stage) -> None:
+        if stage is not t.stage:
+            t.stage_times[stage.value] = self.ctx.clock()
+            t.detail = None if stage is Stage.PXE_PREFLIGHT else t.detail
+        t.stage = stage
+        t.waiting = False
+
+    def _advance(self, t: Tracked) -> None:
+        for _ in range(MAX_STEPS_PER_TICK):
+            if t.stage in SLOT_STAGES and not t.holds_slot:
+                if not self._take_slot():
+                    t.waiting, t.next_poll = True, self.ctx.clock() + self.ctx.deadlines.poll_initial_s
+                    return  # delayed: no capacity (Metal3's provisioning limit)
+                t.holds_slot = True
+            elif t.stage not in SLOT_STAGES:
+                t.holds_slot = False
+            try:
+                step = HANDLERS[t.stage](self.ctx, t)
+            except MaasError as e:
+                self._transient(t, e)
+                return
+            if step.kind is StepKind.DONE:
+                t.outcome, t.stage, t.reason = step.outcome, step.stage, step.reason
+                t.holds_slot = False
+                self.ctx.log(f"{t.spec.hostname}: {step.stage.value}" + (f" — {step.reason}" if step.reason else ""))
+                return
+            if step.kind is StepKind.WAIT:
+                if step.stage is not t.stage or not t.waiting:
+                    self._start_wait(t, step.stage)
+                return
+            self._enter(t, step.stage)
+
+    def _take_slot(self) -> bool:
+        # Slots are counted, not tracked per object, from the machines currently holding one.
+        return self._slots_in_use() < self.ctx.policy.batch_max_parallel
+
+    def _slots_in_use(self) -> int:
+        return sum(1 for t in self._tracked if t.holds_slot)
+
+    def _start_wait(self, t: Tracked, stage: Stage) -> None:
+        now = self.ctx.clock()
+        if stage is not t.stage:
+            t.stage_times[stage.value] = now
+        t.stage, t.waiting = stage, True
+        t.poll_interval = self.ctx.deadlines.poll_initial_s
+        t.next_poll = now + t.poll_interval
+        limit = WAIT_DEADLINE.get(stage)
+        t.deadline = now + getattr(self.ctx.deadlines, limit) if limit else float("inf")
+        self.ctx.log(f"{t.spec.hostname}: {stage.value}")
+
+    def _backoff(self, t: Tracked) -> None:
+        t.poll_interval = min(self.ctx.deadlines.poll_max_s, max(t.poll_interval, 1e-3) * 2)
+        t.next_poll = self.ctx.clock() + t.poll_interval
+
+    def _transient(self, t: Tracked, e: MaasError) -> None:
+        """A failed call: re-read and let the table decide again (every step is idempotent)."""
+        t.transient_errors += 1
+        if t.transient_errors > MAX_TRANSIENT_ERRORS or (e.status is not None and 400 <= e.status < 500
+                                                          and e.status not in (409,)):
+            t.outcome, t.stage = MachineOutcome.FAILED, Stage.FAILED
+            t.reason = f"{t.spec.hostname} (system_id {t.system_id}): MAAS error: {e}"
+            return
+        t.waiting = True
+        t.poll_interval = self.ctx.deadlines.poll_initial_s
+        t.next_poll = self.ctx.clock() + t.poll_interval
+        if t.stage not in WAIT_DEADLINE:
+            t.deadline = min(t.deadline, self.ctx.clock() + self.ctx.deadlines.deploy_s)
+
+    def _result(self, t: Tracked, adopted: bool) -> MachineResult:
+        times = sorted(t.stage_times.items(), key=lambda kv: kv[1])
+        seconds = {a: round(b_t - a_t, 3) for (a, a_t), (_, b_t) in zip(times, times[1:], strict=False)}
+        return MachineResult(
+            hostname=t.spec.hostname, system_id=t.system_id, outcome=t.outcome or MachineOutcome.FAILED,
+            stage=t.stage, maas_status=t.view.status.label if t.view else "unknown", reason=t.reason,
+            notes=tuple(t.notes), node_id=t.node_id, deploy_attempts=t.deploy_attempts, adopted=adopted,
+            stage_seconds=seconds,
+        )
+

@@ -1,0 +1,135 @@
+"""What a machine should be: the spec a MaasMachine / MachinePool resource carries as inputs.
+
+Built by the machines component from the compiled environment; validated again at `check` (inputs
+cross the Pulumi boundary as plain dicts, numbers as floats).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from environments.model import BootDiskHint, EraseMode, MaasLayout, PowerType, TeardownMode
+
+
+class _Spec(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class MaasSiteRef(_Spec):
+    site: str
+    maas_url: str
+    api_key_path: str
+    tls_verify: bool = True
+
+
+class PlatformRef(_Spec):
+    url: str
+    token_path: str
+    """Vault ref of the token allowed to mint enrollment tokens for this site."""
+
+
+class VaultRef(_Spec):
+    address: str
+    kv_mount: str = "gpuaas"
+    auth_method: str = "token"
+
+
+class LifecyclePolicy(_Spec):
+    """The site profile's policy fields the lifecycle reads (seed 002)."""
+
+    strict_pxe_preflight: bool = True
+    require_hw_sync: bool = True
+    hardware_sync_interval: int = 900
+    release_fallback_no_erase: bool = False
+    enable_deploy_retry_on_datasource_failure: bool = True
+    max_deploy_retry_attempts: int = Field(3, ge=1, le=10)
+    auto_claim_single_new_machine: bool = False
+    batch_max_parallel: int = Field(8, ge=1, le=64)
+    enrollment_token_ttl_seconds: int = 3600
+    release_erase_mode: EraseMode = EraseMode.QUICK
+    commissioning_scripts: tuple[str, ...] = ()
+    testing_scripts: tuple[str, ...] = ()
+
+
+class StorageSpec(_Spec):
+    layout_profile: str
+    maas_layout: MaasLayout
+    root_size_gb: int | None = None
+    boot_disk_hint: BootDiskHint
+
+
+class RoceLink(_Spec):
+    interface: str
+    subnet: str
+    address: str
+    mtu: int = 9000
+
+
+class DeploySpec(_Spec):
+    """Everything that, when changed, means the machine must be redeployed."""
+
+    distro_series: str = "jammy"
+    hwe_kernel: str | None = None
+    bundle_ref: str
+    bundle_digest: str
+    launcher_url: str = ""
+
+
+class Deadlines(_Spec):
+    """Per-stage deadlines (customTimeouts don't reach dynamic providers) and polling back-off."""
+
+    commission_s: float = 45 * 60
+    deploy_s: float = 60 * 60
+    release_s: float = 45 * 60
+    enroll_s: float = 30 * 60
+    poll_initial_s: float = 5.0
+    poll_max_s: float = 60.0
+
+    def scaled(self, factor: float) -> Deadlines:
+        return Deadlines(**{k: v * factor for k, v in self.model_dump().items()})
+
+
+class MachineSpec(_Spec):
+    hostname: str
+    ipmi_address: str
+    pxe_mac: str
+    power_type: PowerType = PowerType.IPMI
+    power_user_path: str | None = None
+    sku: str
+    site: str
+    profile: str
+    pxe_interface: str
+    tags: tuple[str, ...] = ()
+    teardown_mode: TeardownMode = TeardownMode.FULL_DECOMMISSION
+    storage: StorageSpec
+    roce_links: tuple[RoceLink, ...] = ()
+    deploy: DeploySpec
+
+    @field_validator("pxe_mac")
+    @classmethod
+    def _lower(cls, v: str) -> str:
+        return v.lower()
+
+    def deploy_fingerprint(self) -> str:
+        """Digest of every input whose change redeploys the machine (stored in MAAS owner data)."""
+        material = {
+            "deploy": self.deploy.model_dump(mode="json"),
+            "storage": self.storage.model_dump(mode="json"),
+            "roce": [link.model_dump(mode="json") for link in self.roce_links],
+        }
+        return hashlib.sha256(json.dumps(material, sort_keys=True).encode()).hexdigest()
+
+
+class Connection(_Spec):
+    """How a resource reaches its systems; none of it is secret (secrets are Vault refs)."""
+
+    maas: MaasSiteRef
+    platform: PlatformRef
+    vault: VaultRef
+
+
+# Fields whose change is an in-place update, never a redeploy.
+IN_PLACE_FIELDS = frozenset({"tags", "hostname", "power_type", "power_user_path", "ipmi_address", "teardown_mode"})
