@@ -1,0 +1,65 @@
+"""`python -m simulators.maas --port 0 --inventory FILE`: run the simulator until interrupted.
+
+Prints the MAAS URL and the API key (two lines, `MAAS_URL=...` and `MAAS_API_KEY=...`) so a
+script can read them; the key is for this throwaway local server only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import signal
+import sys
+import threading
+from pathlib import Path
+
+from .faults import SimFaults
+from .inventory import InventoryError
+from .simulator import MaasSimulator
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m simulators.maas", description=__doc__.splitlines()[0])
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=0, help="0 = pick a free port")
+    p.add_argument("--inventory", type=Path, help="YAML/JSON SimInventory (default: a one-site demo)")
+    p.add_argument("--time-scale", type=float, default=0.01,
+                   help="multiplier on real-world phase durations (default 0.01: a deploy takes 9 s)")
+    p.add_argument("--faults", type=Path, help="JSON/YAML SimFaults to start with")
+    p.add_argument("--platform-url", help="enrollment hook target (POST <url>/api/v1/node-bootstrap/enroll)")
+    p.add_argument("--api-key", help="use this consumer:token:secret instead of a generated one")
+    p.add_argument("-v", "--verbose", action="store_true")
+    args = p.parse_args(argv)
+    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO, format="%(message)s")
+    faults = None
+    if args.faults:
+        import yaml
+
+        try:
+            faults = SimFaults.model_validate(yaml.safe_load(args.faults.read_text()) or {})
+        except Exception as exc:  # noqa: BLE001 - report any bad fault file the same way
+            print(f"{args.faults}: invalid fault configuration: {exc}", file=sys.stderr)
+            return 2
+    try:
+        sim = MaasSimulator(args.inventory, time_scale=args.time_scale, faults=faults, host=args.host,
+                            port=args.port, platform_url=args.platform_url, api_key=args.api_key)
+    except InventoryError as exc:
+        print(str(exc), file=sys.stderr)
+        return 2
+    sim.start()
+    print(f"MAAS_URL={sim.url}", flush=True)
+    print(f"MAAS_API_KEY={sim.api_key}", flush=True)
+    print(f"# admin: {sim.root_url}/_sim/stats  machines: {len(sim.core.store.machines)}  "
+          f"time_scale: {args.time_scale}", flush=True)
+    done = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: done.set())
+    done.wait()
+    sim.stop()
+    print(json.dumps({"stopped": True}), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

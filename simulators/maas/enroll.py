@@ -1,0 +1,124 @@
+"""Platform enrollment hook: what a deployed node's first boot would do.
+
+When a machine reaches Deployed and the simulator was started with a platform URL, the deployed
+user_data (a `#cloud-config` document, or MIME multipart holding one) is searched for a
+`write_files` entry at ENROLLMENT_PATH whose content is JSON {"node_id", "enrollment_token"}.
+The simulator then POSTs {"node_id", "enrollment_token", "hostname", "system_id"} to
+`<platform_url>/api/v1/node-bootstrap/enroll` -- always the configured URL, never one found in
+user_data. Only the outcome (status, error code) is recorded; the token never is.
+"""
+
+from __future__ import annotations
+
+import base64
+import email
+import gzip
+import json
+from email import policy
+from typing import Any
+
+import httpx
+import yaml
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+ENROLLMENT_PATH = "/etc/gpuaas/enrollment.json"
+ENROLL_ROUTE = "/api/v1/node-bootstrap/enroll"
+
+
+class Enrollment(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    node_id: str
+    enrollment_token: str
+
+    def __repr__(self) -> str:  # keep the token out of any accidental log line
+        return f"Enrollment(node_id={self.node_id!r}, enrollment_token=<redacted>)"
+
+    __str__ = __repr__
+
+
+class EnrollResult(BaseModel):
+    ok: bool
+    status_code: int | None = None
+    error_code: str | None = None
+    detail: str = ""
+
+
+def _cloud_configs(user_data: bytes) -> list[str]:
+    """Every #cloud-config document inside user_data (plain or MIME multipart, maybe gzipped)."""
+    if user_data[:2] == b"\x1f\x8b":
+        user_data = gzip.decompress(user_data)
+    text = user_data.decode("utf-8", "replace")
+    if text.lstrip().startswith("#cloud-config"):
+        return [text]
+    if "Content-Type:" not in text[:2048] and "MIME-Version" not in text[:2048]:
+        return []
+    msg = email.message_from_bytes(user_data, policy=policy.compat32)
+    out = []
+    for part in msg.walk():
+        if part.is_multipart():
+            continue
+        payload = part.get_payload(decode=True)
+        if not isinstance(payload, bytes):
+            continue
+        if part.get_content_type() == "text/cloud-config" or payload.lstrip().startswith(b"#cloud-config"):
+            out.append(payload.decode("utf-8", "replace"))
+    return out
+
+
+def _file_content(entry: dict[str, Any]) -> str | None:
+    content = entry.get("content", "")
+    if not isinstance(content, str):
+        return None
+    encoding = str(entry.get("encoding", "")).lower()
+    raw: bytes
+    if encoding in ("b64", "base64"):
+        raw = base64.b64decode(content)
+    elif encoding in ("gz+b64", "gzip+base64", "gz+base64", "gzip+b64"):
+        raw = gzip.decompress(base64.b64decode(content))
+    else:
+        return content
+    return raw.decode("utf-8", "replace")
+
+
+def find_enrollment(user_data: bytes | None) -> Enrollment | None:
+    if not user_data:
+        return None
+    for doc in _cloud_configs(user_data):
+        try:
+            data = yaml.safe_load(doc)
+        except yaml.YAMLError:
+            continue
+        if not isinstance(data, dict):
+            continue
+        for entry in data.get("write_files") or []:
+            if not isinstance(entry, dict) or entry.get("path") != ENROLLMENT_PATH:
+                continue
+            content = _file_content(entry)
+            if content is None:
+                continue
+            try:
+                return Enrollment.model_validate(json.loads(content))
+            except (json.JSONDecodeError, ValidationError):
+                return None
+    return None
+
+
+def post_enrollment(platform_url: str, enrollment: Enrollment, hostname: str, system_id: str,
+                    timeout: float = 10.0) -> EnrollResult:
+    url = platform_url.rstrip("/") + ENROLL_ROUTE
+    body = {"node_id": enrollment.node_id, "enrollment_token": enrollment.enrollment_token,
+            "hostname": hostname, "system_id": system_id}
+    try:
+        resp = httpx.post(url, json=body, timeout=timeout)
+    except httpx.HTTPError as exc:
+        return EnrollResult(ok=False, error_code="connection_error", detail=type(exc).__name__)
+    error_code = None
+    if resp.status_code >= 400:
+        try:
+            data = resp.json()
+            error_code = (data.get("error", {}) or {}).get("code") if isinstance(data.get("error"), dict) \
+                else data.get("code") or data.get("error")
+        except (ValueError, AttributeError):
+            error_code = None
+        error_code = str(error_code) if error_code else f"http_{resp.status_code}"
+    return EnrollResult(ok=resp.status_code < 400, status_code=resp.status_code, error_code=error_code)

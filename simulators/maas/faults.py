@@ -1,0 +1,131 @@
+"""Fault injection: what goes wrong, for which machine, how many times.
+
+Machine faults (`MachineFaults`) apply globally or per machine (keyed by system_id or hostname;
+a per-machine entry replaces the global one for that machine). Counts mean "the next N attempts"
+and are consumed as they fire, so "deploy fails with a datasource error twice, then succeeds"
+is `deploy_failures: 2`. API faults (`ApiFaults`) act on the HTTP layer.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+DATASOURCE_ERROR = (
+    "cloudinit: Failed to find a datasource: No instance datasource found! "
+    "Likely bad things to come!"
+)
+
+
+class MachineFaults(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    commissioning_failures: int = Field(0, ge=0, description="next N commissionings fail")
+    testing_failures: int = Field(0, ge=0, description="next N commissioning test runs fail")
+    deploy_failures: int = Field(0, ge=0, description="next N deploys fail with a datasource error")
+    erase_failures: int = Field(0, ge=0, description="next N disk erasures fail")
+    power_error: str | None = Field(None, description="power driver error text; every power action fails")
+
+
+class ApiErrorBurst(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    status: Literal[500, 502, 503] = 503
+    count: int = Field(1, ge=0, description="the next N matching MAAS API requests fail")
+    handler: str | None = Field(None, description="only requests to this handler, e.g. MachineHandler")
+    op: str | None = Field(None, description="only this action name, e.g. deploy or read")
+
+
+class ApiFaults(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    latency_ms: int = Field(0, ge=0, description="added to every MAAS API request")
+    drop_connections: int = Field(0, ge=0, description="next N MAAS API requests: close without reply")
+    errors: list[ApiErrorBurst] = Field(default_factory=list)
+
+
+class SimFaults(BaseModel):
+    """The whole fault configuration; what `/_sim/faults` reads and writes."""
+
+    model_config = ConfigDict(extra="forbid")
+    machines: MachineFaults = Field(default_factory=MachineFaults, description="global machine faults")
+    per_machine: dict[str, MachineFaults] = Field(default_factory=dict)
+    api: ApiFaults = Field(default_factory=ApiFaults)
+
+
+MachineFaultKind = Literal["commissioning_failures", "testing_failures", "deploy_failures", "erase_failures"]
+
+
+class FaultBook:
+    """Thread-safe holder of the live fault configuration."""
+
+    def __init__(self, faults: SimFaults | None = None) -> None:
+        self._lock = threading.Lock()
+        self._faults = faults.model_copy(deep=True) if faults else SimFaults()
+
+    def snapshot(self) -> SimFaults:
+        with self._lock:
+            return self._faults.model_copy(deep=True)
+
+    def replace(self, faults: SimFaults) -> None:
+        with self._lock:
+            self._faults = faults.model_copy(deep=True)
+
+    def set_machine(self, key: str, faults: MachineFaults | None) -> None:
+        with self._lock:
+            if faults is None:
+                self._faults.per_machine.pop(key, None)
+            else:
+                self._faults.per_machine[key] = faults.model_copy()
+
+    def set_global(self, faults: MachineFaults) -> None:
+        with self._lock:
+            self._faults.machines = faults.model_copy()
+
+    def set_api(self, faults: ApiFaults) -> None:
+        with self._lock:
+            self._faults.api = faults.model_copy(deep=True)
+
+    def _entry(self, system_id: str, hostname: str | None) -> MachineFaults:
+        pm = self._faults.per_machine
+        if system_id in pm:
+            return pm[system_id]
+        if hostname and hostname in pm:
+            return pm[hostname]
+        return self._faults.machines
+
+    def take(self, kind: MachineFaultKind, system_id: str, hostname: str | None) -> bool:
+        """True if this attempt should fail; consumes one count."""
+        with self._lock:
+            entry = self._entry(system_id, hostname)
+            left = getattr(entry, kind)
+            if left <= 0:
+                return False
+            setattr(entry, kind, left - 1)
+            return True
+
+    def power_error(self, system_id: str, hostname: str | None) -> str | None:
+        with self._lock:
+            return self._entry(system_id, hostname).power_error
+
+    # --- HTTP layer -------------------------------------------------------------------------
+    def latency_ms(self) -> int:
+        with self._lock:
+            return self._faults.api.latency_ms
+
+    def take_drop(self) -> bool:
+        with self._lock:
+            if self._faults.api.drop_connections > 0:
+                self._faults.api.drop_connections -= 1
+                return True
+            return False
+
+    def take_error(self, handler: str, action: str) -> int | None:
+        with self._lock:
+            for burst in self._faults.api.errors:
+                if burst.count <= 0:
+                    continue
+                if burst.handler not in (None, handler) or burst.op not in (None, action):
+                    continue
+                burst.count -= 1
+                return burst.status
+            return None

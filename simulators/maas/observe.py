@@ -1,0 +1,72 @@
+"""What tests and benchmarks read through the admin endpoint: request counts by handler and
+action, and the peak number of machines concurrently commissioning or deploying per site."""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from typing import Any
+
+from .enums import NodeStatus
+
+# Commissioning includes its testing step: both hold the machine in the commissioning pipeline.
+BUSY_KIND: dict[NodeStatus, str] = {
+    NodeStatus.COMMISSIONING: "commissioning",
+    NodeStatus.TESTING: "commissioning",
+    NodeStatus.DEPLOYING: "deploying",
+}
+
+
+class Stats:
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._requests: Counter[tuple[str, str]] = Counter()
+        self._current: Counter[tuple[str, str]] = Counter()
+        self._peak: Counter[tuple[str, str]] = Counter()
+
+    def count_request(self, handler: str, action: str) -> None:
+        with self._lock:
+            self._requests[(handler, action)] += 1
+
+    def status_changed(self, site: str, old: NodeStatus | None, new: NodeStatus) -> None:
+        old_kind = BUSY_KIND.get(old) if old is not None else None
+        new_kind = BUSY_KIND.get(new)
+        if old_kind == new_kind:
+            return
+        with self._lock:
+            if old_kind:
+                self._current[(site, old_kind)] -= 1
+                self._current[(site, "busy")] -= 1
+            if new_kind:
+                for key in ((site, new_kind), (site, "busy")):
+                    self._current[key] += 1
+                    self._peak[key] = max(self._peak[key], self._current[key])
+
+    def reset(self) -> None:
+        """Forget counts and peaks; machines currently busy stay counted as current."""
+        with self._lock:
+            self._requests.clear()
+            self._peak = Counter({k: v for k, v in self._current.items() if v > 0})
+
+    def requests(self) -> dict[str, dict[str, int]]:
+        with self._lock:
+            out: dict[str, dict[str, int]] = {}
+            for (handler, action), n in sorted(self._requests.items()):
+                out.setdefault(handler, {})[action] = n
+            return out
+
+    def concurrency(self) -> dict[str, dict[str, dict[str, int]]]:
+        with self._lock:
+            sites = {s for s, _ in self._peak} | {s for s, _ in self._current}
+            return {
+                site: {
+                    "peak": {k: self._peak[(site, k)] for k in ("commissioning", "deploying", "busy")},
+                    "current": {k: self._current[(site, k)] for k in ("commissioning", "deploying", "busy")},
+                }
+                for site in sorted(sites)
+            }
+
+    def as_dict(self) -> dict[str, Any]:
+        reqs = self.requests()
+        return {"requests": reqs, "total_requests": sum(sum(v.values()) for v in reqs.values()),
+                "concurrency": self.concurrency()}
