@@ -31,9 +31,7 @@ class GitLabState:
     next_id: int = 1000
     lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def add_note(
-        self, project: str, iid: int, body: str, *, system: bool = False, author: str = "alice"
-    ) -> int:
+    def add_note(self, project: str, iid: int, body: str, *, system: bool = False, author: str = "alice") -> int:
         with self.lock:
             self.next_id += 1
             self.notes.setdefault((project, iid), []).append(
@@ -157,7 +155,9 @@ class FakeGitLab:
         self.state = GitLabState()
         self._server = _Server(("127.0.0.1", 0), _Handler)
         self._server.state = self.state
-        self._thread = threading.Thread(target=self._server.serve_forever, name="fake-gitlab", daemon=True)
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, name="fake-gitlab", daemon=True
+        )
 
     @property
     def url(self) -> str:

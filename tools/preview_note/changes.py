@@ -107,7 +107,8 @@ def _fold(urn: str, steps: list[Step]) -> Change | None:
     if action is None:
         return None
     type_, name = parse_urn(urn)
-    state_type = (new or old).type if (new or old) else ""
+    some = new or old
+    state_type = some.type if some is not None else ""
     type_ = state_type or type_
     reasons: list[str] = []
     for s in steps:

@@ -59,7 +59,8 @@ def pool_view(change: Change) -> PoolView:
     old_out = change.old.outputs if change.old else {}
     old = _machines(old_in.get("machines"))
     # Outputs are what MAAS holds now: a machine there but not in old inputs is still a member.
-    out_machines = old_out.get("machines") if isinstance(old_out.get("machines"), dict) else {}
+    raw_out = old_out.get("machines")
+    out_machines: dict[str, Any] = raw_out if isinstance(raw_out, dict) else {}
     for host in out_machines:
         old.setdefault(host, {})
     system_ids = {h: str(v.get("system_id", "")) for h, v in out_machines.items() if isinstance(v, dict)}
@@ -96,7 +97,8 @@ def _members(value: Any) -> dict[str, tuple[int, list[str]]]:
         for key, spec in value.items():
             spec = spec if isinstance(spec, dict) else {}
             count = normalize(spec.get("count", 0))
-            nodes = spec.get("nodes") if isinstance(spec.get("nodes"), list) else []
+            raw_nodes = spec.get("nodes")
+            nodes: list[Any] = raw_nodes if isinstance(raw_nodes, list) else []
             out[key] = (count if isinstance(count, int) else 0, [str(n) for n in nodes])
     return out
 

@@ -147,8 +147,8 @@ def _resource_lines(change: Change, steps: list, environment: str) -> list[str]:
         if view.unchanged and change.action is not Action.CREATE:
             out.append(f"  - unchanged machines: {view.unchanged}")
     if change.kind == "AppInstance" and change.action is not Action.CREATE:
-        view = member_view(change)
-        out += [f"  - members: {line}" for line in view.removals + view.lines]
+        members = member_view(change)
+        out += [f"  - members: {line}" for line in members.removals + members.lines]
     rows = field_changes(change, steps, OWN_VIEW_FIELDS.get(change.kind, frozenset()))
     creating = change.action in (Action.CREATE, Action.IMPORT)
     shown = rows[:MAX_CREATE_FIELDS] if creating else rows

@@ -1,0 +1,161 @@
+"""`make ci-lint`: the real .gitlab-ci.yml passes; each kind of mistake is caught with its code."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tools.preview_note.ci_rules import check_expression
+
+pytest.importorskip(
+    "check_jsonschema",
+    reason="check-jsonschema==0.39.0 (GitLab CI schema) not installed; `make ci-lint` installs it, "
+    "the lead adds it to the test extras",
+)
+from tools.preview_note.ci_lint import lint  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[2]
+CI_FILE = REPO / ".gitlab-ci.yml"
+
+
+def _mutated(tmp_path: Path, *edits: tuple[str, str]) -> list[str]:
+    text = CI_FILE.read_text()
+    for old, new in edits:
+        assert old in text, f"edit target {old!r} not in .gitlab-ci.yml"
+        text = text.replace(old, new, 1)
+    path = tmp_path / ".gitlab-ci.yml"
+    path.write_text(text)
+    return lint(path)
+
+
+def _codes(problems: list[str]) -> set[str]:
+    return {p.split(": ")[2].split()[0] for p in problems}
+
+
+def test_the_projects_pipeline_is_clean() -> None:
+    assert lint(CI_FILE) == []
+
+
+@pytest.mark.parametrize(
+    ("edits", "code"),
+    [
+        ([("  resource_group: deploy-prod\n", "  resource_grup: deploy-prod\n")], "CI001"),  # schema: typo
+        ([("      when: manual\n      allow_failure", "      when: manually\n      allow_failure")], "CI001"),
+        ([("stages:\n  - validate\n  - test\n", "stages:\n  - test\n  - validate\n")], "CI020"),
+        ([("lint:\n  stage: validate", "lint:\n  stage: build")], "CI021"),
+        ([("tags: [sim]", "tags: [sim, platform-control]")], "CI022"),
+        ([("tags: [sim]", "tags: [docker]")], "CI023"),
+        (
+            [
+                (
+                    "needs: [deploy-dev]\n  resource_group: deploy-staging",
+                    "needs: [deploy-qa]\n  resource_group: deploy-staging",
+                )
+            ],
+            "CI024",
+        ),
+        (
+            [
+                (
+                    "unit-tests:\n  stage: test\n  tags: [sim]\n  needs: [lint]",
+                    "unit-tests:\n  stage: test\n  tags: [sim]\n  needs: [preview-dev]",
+                )
+            ],
+            "CI025",
+        ),
+        (
+            [
+                (
+                    '- if: $CI_PIPELINE_SOURCE == "merge_request_event"\n  script',
+                    '- if: ($CI_PIPELINE_SOURCE == "x"\n  script',
+                )
+            ],
+            "CI034",
+        ),
+        (
+            [
+                (
+                    "      when: manual\n      allow_failure: true",
+                    "      allow_failure: true",
+                )
+            ],
+            "CI041",
+        ),
+        ([("  resource_group: gpu-lane\n", "")], "CI040"),
+        (
+            [
+                (
+                    "  resource_group: gpu-lane\n  interruptible: false\n  before_script: []\n  rules:\n"
+                    "    - if: $CI_COMMIT_BRANCH == $CI_DEFAULT_BRANCH",
+                    "  resource_group: gpu-lane\n  interruptible: false\n  before_script: []\n  rules:\n"
+                    '    - if: $CI_PIPELINE_SOURCE == "merge_request_event"',
+                )
+            ],
+            "CI042",
+        ),
+        ([("  resource_group: deploy-dev\n", "")], "CI050"),
+        ([("preview-prod:\n  extends: .preview\n  variables:\n    STACK: prod\n", "")], "CI060"),
+        (
+            [
+                (
+                    '  rules:\n    - if: $CI_PIPELINE_SOURCE == "merge_request_event"\n  script:',
+                    "  rules:\n    - if: $CI_COMMIT_BRANCH\n  script:",
+                )
+            ],
+            "CI061",
+        ),
+        ([(".venv/bin/gpuaas-infra post-note", "echo skipped")], "CI062"),
+        ([("needs: [deploy-staging]", "needs: [deploy-dev]")], "CI073"),  # prod straight from dev
+        (
+            [
+                (
+                    "    name: staging\n    deployment_tier: staging\n  rules:\n"
+                    "    - if: $CI_COMMIT_BRANCH == $CI_DEFAULT_BRANCH\n"
+                    "      when: manual\n",
+                    "    name: staging\n    deployment_tier: staging\n  rules:\n"
+                    "    - if: $CI_COMMIT_BRANCH == $CI_DEFAULT_BRANCH\n",
+                )
+            ],
+            "CI072",
+        ),
+        ([("    deployment_tier: production", "    deployment_tier: staging")], "CI074"),
+    ],
+)
+def test_each_mistake_is_caught(tmp_path: Path, edits: list[tuple[str, str]], code: str) -> None:
+    problems = _mutated(tmp_path, *edits)
+    assert code in _codes(problems), problems
+
+
+def test_duplicate_keys_and_bad_yaml_name_the_line(tmp_path: Path) -> None:
+    [problem] = _mutated(tmp_path, ("lint:\n  stage: validate\n", "lint:\n  stage: validate\n  stage: test\n"))
+    assert "duplicate key 'stage'" in problem and "line " in problem
+    [problem] = _mutated(tmp_path, ("stages:\n", "stages: [\n"))
+    assert "CI000 not valid YAML" in problem
+
+
+def test_problem_lines_name_file_path_and_fix(tmp_path: Path) -> None:
+    [problem] = _mutated(tmp_path, ("tags: [sim]", "tags: [docker]"))
+    assert problem == (
+        f"{tmp_path / '.gitlab-ci.yml'}: unit-tests.tags: CI023 unknown runner tag 'docker' "
+        "(seed 003 tags: platform-control, sim, app-control, worker-compute)"
+    )
+
+
+@pytest.mark.parametrize(
+    "expr",
+    [
+        '$CI_PIPELINE_SOURCE == "merge_request_event"',
+        "$A && ($B || $C != null)",
+        "$CI_COMMIT_REF_NAME =~ /^release-.*$/i",
+        "$X != 'y' || $Y",
+        "${CI_COMMIT_TAG} == null",
+    ],
+)
+def test_good_expressions(expr: str) -> None:
+    assert check_expression(expr) is None
+
+
+@pytest.mark.parametrize("expr", ["", "$A ==", '"x"', "($A", "$A === $B", "$A && || $B", "$A =~ 'x'", "A == B"])
+def test_bad_expressions(expr: str) -> None:
+    assert check_expression(expr) is not None
