@@ -1,0 +1,483 @@
+"""Typed, synchronous client of the GPUaaS platform API (httpx + tenacity).
+
+One method per endpoint of `clients.platform.catalogue`; paths, methods and response models come
+from the catalogue so the client cannot disagree with the contract. Retries happen only for safe
+requests (GET) or requests carrying an X-Idempotency-Key, and every mutation carries one: callers
+may pass a stable key (e.g. derived from a resource URN and generation) or get a fresh one per call,
+reused across that call's retries. Synchronous on purpose: Pulumi runs providers in worker threads
+with no event loop.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable, Iterable
+from typing import Any, TypeVar
+
+import httpx
+from pydantic import BaseModel, SecretStr, TypeAdapter, ValidationError
+from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_exponential_jitter
+
+from . import models as m
+from .catalogue import BY_OPERATION_ID, Endpoint, Method
+from .errors import PlatformApiError
+from .retry import RetryPolicy
+
+T = TypeVar("T", bound=BaseModel)
+CLIENT_METHODS: dict[str, str] = {}  # operationId -> method name; a test checks it covers the catalogue
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+def endpoint(operation_id: str) -> Callable[[_F], _F]:
+    if operation_id not in BY_OPERATION_ID:
+        raise KeyError(f"{operation_id} is not in the catalogue")
+
+    def mark(fn: _F) -> _F:
+        CLIENT_METHODS[operation_id] = fn.__name__
+        return fn
+
+    return mark
+
+
+def new_idempotency_key() -> str:
+    return f"idem-{uuid.uuid4().hex}"
+
+
+class PlatformClient:
+    def __init__(
+        self,
+        base_url: str,
+        token: str | SecretStr | None = None,
+        *,
+        timeout: float = 10.0,
+        retry: RetryPolicy | None = None,
+        transport: httpx.BaseTransport | None = None,
+    ) -> None:
+        secret = token.get_secret_value() if isinstance(token, SecretStr) else token
+        self._auth = {"Authorization": f"Bearer {secret}"} if secret else {}
+        self.retry = retry or RetryPolicy()
+        self._http = httpx.Client(
+            base_url=base_url.rstrip("/"),
+            timeout=timeout,
+            transport=transport,
+            headers={"Accept": "application/json", "User-Agent": "gpuaas-infra/platform"},
+        )
+
+    def __repr__(self) -> str:
+        return f"PlatformClient({self._http.base_url!s})"
+
+    def close(self) -> None:
+        self._http.close()
+
+    def __enter__(self) -> PlatformClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # --- the one request path ----------------------------------------------------------------
+    def _call(
+        self,
+        operation_id: str,
+        *,
+        path: dict[str, str] | None = None,
+        body: Any = None,
+        query: dict[str, str | None] | None = None,
+        idempotency_key: str | None = None,
+    ) -> Any:
+        ep = BY_OPERATION_ID[operation_id]
+        url = ep.path.format(**(path or {}))
+        headers = {m.REQUEST_ID_HEADER: f"req-{uuid.uuid4().hex[:20]}"}
+        if ep.roles:
+            headers.update(self._auth)
+        if ep.mutation:
+            headers[m.IDEMPOTENCY_HEADER] = idempotency_key or new_idempotency_key()
+        payload = None
+        if body is not None:
+            adapter = TypeAdapter(ep.request) if not isinstance(body, BaseModel) else None
+            payload = (
+                body.model_dump_json(context={"reveal_secrets": True})
+                if adapter is None
+                else adapter.dump_json(body, context={"reveal_secrets": True}).decode()
+            )
+            headers["Content-Type"] = "application/json"
+        params = {k: v for k, v in (query or {}).items() if v is not None}
+        # Safe methods, or any request with an idempotency key (every mutation has one), may be retried.
+        retry_ok = ep.method is Method.GET or m.IDEMPOTENCY_HEADER in headers
+        send = lambda: self._send(ep, url, headers, payload, params)  # noqa: E731
+        if not retry_ok or self.retry.attempts <= 1:
+            return send()
+        retrying = Retrying(
+            stop=stop_after_attempt(self.retry.attempts),
+            wait=wait_exponential_jitter(
+                multiplier=self.retry.initial_backoff_s,
+                max=self.retry.max_backoff_s,
+                jitter=self.retry.initial_backoff_s,
+            ),
+            retry=retry_if_exception(lambda e: isinstance(e, PlatformApiError) and e.retryable_status),
+            reraise=True,
+        )
+        return retrying(send)
+
+    def _send(
+        self, ep: Endpoint, url: str, headers: dict[str, str], payload: str | None, params: dict[str, str]
+    ) -> Any:
+        try:
+            resp = self._http.request(ep.method.value, url, headers=headers, content=payload, params=params)
+        except httpx.TransportError as exc:
+            raise PlatformApiError(
+                None,
+                "transport_error",
+                f"{ep.method.value} {url}: {type(exc).__name__}: {exc}",
+                headers[m.REQUEST_ID_HEADER],
+            ) from exc
+        corr = resp.headers.get(m.CORRELATION_HEADER, headers[m.REQUEST_ID_HEADER])
+        if resp.status_code >= 400:
+            raise _error_from(resp, corr)
+        if ep.response is None:
+            return None
+        try:
+            return ep.response.model_validate_json(resp.content)
+        except ValidationError as exc:
+            raise PlatformApiError(
+                resp.status_code,
+                "invalid_response",
+                f"{ep.operation_id} returned a body that breaks the contract: "
+                f"{exc.error_count()} error(s), first: {exc.errors()[0]['msg']}",
+                corr,
+            ) from exc
+
+    # --- admin: MAAS sites ---------------------------------------------------------------------
+    @endpoint("listMaasSites")
+    def list_sites(self, name: str | None = None) -> list[m.MaasSite]:
+        return self._call("listMaasSites", query={"name": name}).items
+
+    @endpoint("createMaasSite")
+    def create_site(self, spec: m.MaasSiteCreate, *, idempotency_key: str | None = None) -> m.MaasSite:
+        return self._call("createMaasSite", body=spec, idempotency_key=idempotency_key)
+
+    @endpoint("getMaasSite")
+    def get_site(self, site_id: str) -> m.MaasSite:
+        return self._call("getMaasSite", path={"site_id": site_id})
+
+    @endpoint("updateMaasSite")
+    def update_site(
+        self, site_id: str, spec: m.MaasSiteUpdate, *, idempotency_key: str | None = None
+    ) -> m.MaasSite:
+        return self._call(
+            "updateMaasSite", path={"site_id": site_id}, body=spec, idempotency_key=idempotency_key
+        )
+
+    @endpoint("deleteMaasSite")
+    def delete_site(self, site_id: str, *, idempotency_key: str | None = None) -> None:
+        self._call("deleteMaasSite", path={"site_id": site_id}, idempotency_key=idempotency_key)
+
+    def find_site(self, name: str) -> m.MaasSite | None:
+        """The site with this name, or None (adoption: look before creating)."""
+        return next(iter(self.list_sites(name=name)), None)
+
+    # --- admin: site profiles ------------------------------------------------------------------
+    @endpoint("listSiteProfiles")
+    def list_profiles(self, site_id: str, name: str | None = None) -> list[m.SiteProfile]:
+        return self._call("listSiteProfiles", path={"site_id": site_id}, query={"name": name}).items
+
+    @endpoint("createSiteProfile")
+    def create_profile(
+        self, site_id: str, spec: m.SiteProfileCreate, *, idempotency_key: str | None = None
+    ) -> m.SiteProfile:
+        return self._call(
+            "createSiteProfile", path={"site_id": site_id}, body=spec, idempotency_key=idempotency_key
+        )
+
+    @endpoint("getSiteProfile")
+    def get_profile(self, site_id: str, profile_id: str) -> m.SiteProfile:
+        return self._call("getSiteProfile", path={"site_id": site_id, "profile_id": profile_id})
+
+    @endpoint("updateSiteProfile")
+    def update_profile(
+        self,
+        site_id: str,
+        profile_id: str,
+        policy: m.SiteProfilePolicy,
+        *,
+        idempotency_key: str | None = None,
+    ) -> m.SiteProfile:
+        return self._call(
+            "updateSiteProfile",
+            path={"site_id": site_id, "profile_id": profile_id},
+            body=m.SiteProfileUpdate(policy=policy),
+            idempotency_key=idempotency_key,
+        )
+
+    @endpoint("deleteSiteProfile")
+    def delete_profile(self, site_id: str, profile_id: str, *, idempotency_key: str | None = None) -> None:
+        self._call(
+            "deleteSiteProfile",
+            path={"site_id": site_id, "profile_id": profile_id},
+            idempotency_key=idempotency_key,
+        )
+
+    # --- node bootstrap ------------------------------------------------------------------------
+    @endpoint("mintEnrollmentToken")
+    def mint_enrollment_token(
+        self, site_id: str, req: m.EnrollmentTokenRequest, *, idempotency_key: str | None = None
+    ) -> m.EnrollmentTokenGrant:
+        return self._call(
+            "mintEnrollmentToken", path={"site_id": site_id}, body=req, idempotency_key=idempotency_key
+        )
+
+    @endpoint("listNodes")
+    def list_nodes(
+        self,
+        *,
+        site_id: str | None = None,
+        hostname: str | None = None,
+        system_id: str | None = None,
+        status: m.NodeStatus | None = None,
+    ) -> list[m.Node]:
+        query = {
+            "site_id": site_id,
+            "hostname": hostname,
+            "system_id": system_id,
+            "status": status.value if status else None,
+        }
+        return self._call("listNodes", query=query).items
+
+    @endpoint("getNode")
+    def get_node(self, node_id: str) -> m.Node:
+        return self._call("getNode", path={"node_id": node_id})
+
+    @endpoint("transitionNode")
+    def transition_node(
+        self,
+        node_id: str,
+        action: m.NodeAction,
+        reason: str | None = None,
+        *,
+        idempotency_key: str | None = None,
+    ) -> m.Node:
+        return self._call(
+            "transitionNode",
+            path={"node_id": node_id},
+            body=m.NodeTransitionRequest(action=action, reason=reason),
+            idempotency_key=idempotency_key,
+        )
+
+    @endpoint("removeNode")
+    def remove_node(self, node_id: str, *, idempotency_key: str | None = None) -> m.Node:
+        return self._call("removeNode", path={"node_id": node_id}, idempotency_key=idempotency_key)
+
+    @endpoint("enrollNode")
+    def enroll(self, req: m.EnrollmentRequest, *, idempotency_key: str | None = None) -> m.EnrollmentResult:
+        return self._call("enrollNode", body=req, idempotency_key=idempotency_key)
+
+    def wait_for_node(
+        self,
+        node_id: str,
+        statuses: Iterable[m.NodeStatus] = (m.NodeStatus.ACTIVE,),
+        *,
+        timeout_s: float = 900.0,
+        poll_s: float = 2.0,
+    ) -> m.Node:
+        wanted = frozenset(statuses)
+        return self._poll(
+            lambda: self.get_node(node_id),
+            lambda n: n.status in wanted,
+            timeout_s,
+            poll_s,
+            f"node {node_id} to reach {sorted(s.value for s in wanted)}",
+        )
+
+    # --- projects: app instances -----------------------------------------------------------------
+    @endpoint("listAppInstances")
+    def list_instances(self, project_id: str, name: str | None = None) -> list[m.AppInstance]:
+        return self._call("listAppInstances", path={"project_id": project_id}, query={"name": name}).items
+
+    @endpoint("createAppInstance")
+    def create_instance(
+        self, project_id: str, spec: m.AppInstanceCreate, *, idempotency_key: str | None = None
+    ) -> m.Operation:
+        return self._call(
+            "createAppInstance", path={"project_id": project_id}, body=spec, idempotency_key=idempotency_key
+        )
+
+    @endpoint("getAppInstance")
+    def get_instance(self, project_id: str, instance_id: str) -> m.AppInstance:
+        return self._call("getAppInstance", path={"project_id": project_id, "instance_id": instance_id})
+
+    @endpoint("upgradeAppInstance")
+    def upgrade_instance(
+        self,
+        project_id: str,
+        instance_id: str,
+        spec: m.AppInstanceUpgrade,
+        *,
+        idempotency_key: str | None = None,
+    ) -> m.Operation:
+        return self._call(
+            "upgradeAppInstance",
+            path={"project_id": project_id, "instance_id": instance_id},
+            body=spec,
+            idempotency_key=idempotency_key,
+        )
+
+    @endpoint("decommissionAppInstance")
+    def decommission_instance(
+        self,
+        project_id: str,
+        instance_id: str,
+        reason: str | None = None,
+        *,
+        idempotency_key: str | None = None,
+    ) -> m.Operation:
+        return self._call(
+            "decommissionAppInstance",
+            path={"project_id": project_id, "instance_id": instance_id},
+            body=m.AppInstanceDecommission(reason=reason),
+            idempotency_key=idempotency_key,
+        )
+
+    @endpoint("listMembers")
+    def list_members(self, project_id: str, instance_id: str) -> list[m.Member]:
+        return self._call("listMembers", path={"project_id": project_id, "instance_id": instance_id}).items
+
+    @endpoint("getMember")
+    def get_member(self, project_id: str, instance_id: str, member_id: str) -> m.Member:
+        return self._call(
+            "getMember", path={"project_id": project_id, "instance_id": instance_id, "member_id": member_id}
+        )
+
+    @endpoint("requestMemberOperation")
+    def request_member_operation(
+        self,
+        project_id: str,
+        instance_id: str,
+        req: m.AddMember | m.DrainMember | m.RemoveMember | m.ReplaceMember,
+        *,
+        idempotency_key: str | None = None,
+    ) -> m.Operation:
+        return self._call(
+            "requestMemberOperation",
+            path={"project_id": project_id, "instance_id": instance_id},
+            body=req,
+            idempotency_key=idempotency_key,
+        )
+
+    def add_member(
+        self,
+        project_id: str,
+        instance_id: str,
+        component_key: str,
+        node_id: str | None = None,
+        *,
+        idempotency_key: str | None = None,
+    ) -> m.Operation:
+        return self.request_member_operation(
+            project_id,
+            instance_id,
+            m.AddMember(component_key=component_key, node_id=node_id),
+            idempotency_key=idempotency_key,
+        )
+
+    def drain_member(
+        self, project_id: str, instance_id: str, member_id: str, *, idempotency_key: str | None = None
+    ) -> m.Operation:
+        return self.request_member_operation(
+            project_id, instance_id, m.DrainMember(member_id=member_id), idempotency_key=idempotency_key
+        )
+
+    def remove_member(
+        self, project_id: str, instance_id: str, member_id: str, *, idempotency_key: str | None = None
+    ) -> m.Operation:
+        return self.request_member_operation(
+            project_id, instance_id, m.RemoveMember(member_id=member_id), idempotency_key=idempotency_key
+        )
+
+    def replace_member(
+        self,
+        project_id: str,
+        instance_id: str,
+        member_id: str,
+        node_id: str | None = None,
+        *,
+        idempotency_key: str | None = None,
+    ) -> m.Operation:
+        return self.request_member_operation(
+            project_id,
+            instance_id,
+            m.ReplaceMember(member_id=member_id, node_id=node_id),
+            idempotency_key=idempotency_key,
+        )
+
+    @endpoint("listInstanceOperations")
+    def list_operations(self, project_id: str, instance_id: str) -> list[m.Operation]:
+        return self._call(
+            "listInstanceOperations", path={"project_id": project_id, "instance_id": instance_id}
+        ).items
+
+    @endpoint("getOperation")
+    def get_operation(self, project_id: str, operation_id: str) -> m.Operation:
+        return self._call("getOperation", path={"project_id": project_id, "operation_id": operation_id})
+
+    def wait_for_operation(
+        self,
+        project_id: str,
+        operation_id: str,
+        *,
+        timeout_s: float = 900.0,
+        poll_s: float = 1.0,
+        raise_on_failure: bool = True,
+    ) -> m.Operation:
+        """Poll until the operation is terminal; a failed one raises (code = the operation's error code)."""
+        op = self._poll(
+            lambda: self.get_operation(project_id, operation_id),
+            lambda o: o.status.terminal,
+            timeout_s,
+            poll_s,
+            f"operation {operation_id} to finish",
+        )
+        if raise_on_failure and op.status is m.OperationStatus.FAILED:
+            err = op.error or m.OperationError(code="operation_failed", message="no error detail")
+            raise PlatformApiError(
+                None, err.code, err.message, op.correlation_id, operation_id=op.operation_id
+            )
+        return op
+
+    @endpoint("listAuditEvents")
+    def list_audit_events(self, project_id: str) -> list[m.AuditEvent]:
+        return self._call("listAuditEvents", path={"project_id": project_id}).items
+
+    # --- polling ---------------------------------------------------------------------------------
+    @staticmethod
+    def _poll(
+        read: Callable[[], T], done: Callable[[T], bool], timeout_s: float, poll_s: float, what: str
+    ) -> T:
+        deadline = time.monotonic() + timeout_s
+        delay = min(0.05, poll_s)
+        while True:
+            item = read()
+            if done(item):
+                return item
+            if time.monotonic() >= deadline:
+                raise PlatformApiError(
+                    None,
+                    "wait_timeout",
+                    f"gave up after {timeout_s:.0f}s waiting for {what}",
+                    getattr(item, "correlation_id", None),
+                )
+            time.sleep(delay)  # poll interval grows to poll_s: quick for fast sims, gentle for real ones
+            delay = min(delay * 2, poll_s)
+
+
+def _error_from(resp: httpx.Response, corr: str) -> PlatformApiError:
+    try:
+        env = m.ErrorEnvelope.model_validate_json(resp.content)
+    except ValidationError:
+        return PlatformApiError(
+            resp.status_code,
+            "invalid_error_response",
+            f"HTTP {resp.status_code} without the error envelope: {resp.text[:200]!r}",
+            corr,
+        )
+    return PlatformApiError(resp.status_code, env.code, env.message, env.correlation_id, env.details)

@@ -1,0 +1,106 @@
+"""Node bootstrap: enrollment tokens, node records and their lifecycle (seed 001)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from enum import StrEnum
+
+from pydantic import Field, FieldSerializationInfo, SecretStr, field_serializer
+from pydantic.config import JsonDict
+
+from .common import ID_PATTERN, RequestModel, ResponseModel
+
+HOSTNAME_PATTERN = r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$"
+SYSTEM_ID_PATTERN = r"^[a-z0-9]{4,16}$"
+# Secrets travel as plain strings on the wire; SecretStr keeps them out of reprs and logs.
+_SECRET_SCHEMA: JsonDict = {"type": "string", "minLength": 16, "maxLength": 256, "format": "password"}
+
+
+def reveal_secret(value: SecretStr, info: FieldSerializationInfo) -> str:
+    """Serialize a secret in clear only when the caller asks for the wire form explicitly."""
+    if isinstance(info.context, dict) and info.context.get("reveal_secrets"):
+        return value.get_secret_value()
+    return str(value)
+
+
+class NodeStatus(StrEnum):
+    """The seeds' node statuses. Transitions: `simulators.platform.nodes.NODE_TRANSITIONS`."""
+
+    BOOTSTRAP_ISSUED = "bootstrap_issued"
+    ENROLLING = "enrolling"
+    ACTIVE = "active"
+    OFFLINE = "offline"
+    QUARANTINED = "quarantined"
+    DRAINING = "draining"
+    RETIRED = "retired"
+    REMOVING = "removing"
+    DELETED = "deleted"
+
+
+class NodeAction(StrEnum):
+    """Operator actions on an enrolled node (removal is DELETE on the node)."""
+
+    QUARANTINE = "quarantine"
+    UNQUARANTINE = "unquarantine"
+    DRAIN = "drain"
+    RETIRE = "retire"
+
+
+class EnrollmentTokenRequest(RequestModel):
+    """Mint a token for one deploy attempt of one machine (node record created on first mint)."""
+
+    profile_id: str = Field(pattern=ID_PATTERN)
+    hostname: str = Field(pattern=HOSTNAME_PATTERN)
+    system_id: str = Field(pattern=SYSTEM_ID_PATTERN, description="The MAAS system_id of the machine.")
+
+
+class EnrollmentTokenGrant(ResponseModel):
+    """Returned once, at mint. Minting again for the node revokes any unused earlier token."""
+
+    token_id: str = Field(pattern=ID_PATTERN)
+    node_id: str = Field(pattern=ID_PATTERN)
+    site_id: str = Field(pattern=ID_PATTERN)
+    profile_id: str = Field(pattern=ID_PATTERN)
+    enrollment_token: SecretStr = Field(json_schema_extra=_SECRET_SCHEMA)
+    _wire_token = field_serializer("enrollment_token", when_used="json")(reveal_secret)
+    ttl_seconds: int = Field(ge=1)
+    expires_at: datetime
+
+
+class EnrollmentRequest(RequestModel):
+    """What a booted node sends (cloud-init reads it from /etc/gpuaas/enrollment.json)."""
+
+    node_id: str = Field(pattern=ID_PATTERN)
+    enrollment_token: SecretStr = Field(json_schema_extra=_SECRET_SCHEMA)
+    _wire_token = field_serializer("enrollment_token", when_used="json")(reveal_secret)
+    hostname: str = Field(pattern=HOSTNAME_PATTERN)
+    system_id: str = Field(pattern=SYSTEM_ID_PATTERN)
+
+
+class EnrollmentResult(ResponseModel):
+    node_id: str = Field(pattern=ID_PATTERN)
+    status: NodeStatus
+    enrolled_at: datetime
+
+
+class Node(ResponseModel):
+    node_id: str = Field(pattern=ID_PATTERN)
+    site_id: str = Field(pattern=ID_PATTERN)
+    profile_id: str = Field(pattern=ID_PATTERN)
+    hostname: str
+    system_id: str
+    status: NodeStatus
+    status_reason: str | None
+    enrolled_at: datetime | None
+    last_token_id: str | None
+    created_at: datetime
+    updated_at: datetime
+
+
+class NodeList(ResponseModel):
+    items: list[Node]
+
+
+class NodeTransitionRequest(RequestModel):
+    action: NodeAction
+    reason: str | None = Field(default=None, max_length=512)

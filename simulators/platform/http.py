@@ -1,0 +1,258 @@
+"""The HTTP face of the simulator (aiohttp): routing from the catalogue, then for every request
+request id -> faults -> auth -> authz -> idempotency -> body validation -> handler -> audit.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import re
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from aiohttp import web
+from pydantic import TypeAdapter, ValidationError
+
+from clients.platform.catalogue import ENDPOINTS, Endpoint
+from clients.platform.models import (
+    CORRELATION_HEADER,
+    IDEMPOTENCY_HEADER,
+    REPLAY_HEADER,
+    REQUEST_ID_HEADER,
+    AuditOutcome,
+    ErrorEnvelope,
+)
+from clients.platform.models.common import IDEMPOTENCY_KEY_PATTERN
+
+from . import apps, engine, nodes, sites
+from .authz import authenticate, authorize
+from .context import Ctx, Handler, Result
+from .errors import ApiError
+from .faults import FaultPhase
+from .state import IdempotencyRecord, Principal, Store, new_id
+
+HANDLERS: dict[str, Handler] = {**sites.HANDLERS, **nodes.HANDLERS, **apps.HANDLERS}
+REQUEST_ID_RE = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
+IDEMPOTENCY_KEY_RE = re.compile(IDEMPOTENCY_KEY_PATTERN)
+_ADAPTERS: dict[str, TypeAdapter[Any]] = {
+    e.operation_id: TypeAdapter(e.request) for e in ENDPOINTS if e.request is not None
+}
+
+
+def error_response(err: ApiError, correlation_id: str) -> web.Response:
+    body = ErrorEnvelope(
+        code=err.code, message=err.message, correlation_id=correlation_id, details=err.details
+    )
+    return _json(err.status, body.model_dump_json().encode(), correlation_id)
+
+
+def _json(status: int, body: bytes | None, correlation_id: str, replay: bool = False) -> web.Response:
+    headers = {CORRELATION_HEADER: correlation_id, REQUEST_ID_HEADER: correlation_id}
+    if replay:
+        headers[REPLAY_HEADER] = "true"
+    if body is None:
+        return web.Response(status=status, headers=headers)
+    return web.Response(status=status, body=body, content_type="application/json", headers=headers)
+
+
+def _fingerprint(method: str, path: str, raw: bytes) -> str:
+    try:  # the same JSON document with other whitespace or key order is the same request
+        canonical = json.dumps(json.loads(raw), sort_keys=True, separators=(",", ":")).encode()
+    except ValueError:
+        canonical = raw
+    return hashlib.sha256(method.encode() + b" " + path.encode() + b"\n" + canonical).hexdigest()
+
+
+def _query(endpoint: Endpoint, request: web.Request) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for q in endpoint.query:
+        value = request.query.get(q.name)
+        if value is None:
+            continue
+        if (q.pattern and not re.fullmatch(q.pattern, value)) or (
+            q.enum and value not in {v.value for v in q.enum}
+        ):
+            allowed = sorted(v.value for v in q.enum) if q.enum else q.pattern
+            raise ApiError(
+                422,
+                "invalid_query_parameter",
+                f"query parameter '{q.name}' must match {allowed}",
+                {"parameter": q.name},
+            )
+        out[q.name] = value
+    return out
+
+
+def _body(endpoint: Endpoint, request: web.Request, raw: bytes) -> Any:
+    if endpoint.request is None:
+        return None
+    if request.content_type != "application/json":
+        raise ApiError(
+            415,
+            "unsupported_media_type",
+            "send the body as application/json",
+            {"content_type": request.content_type},
+        )
+    try:
+        # strict: "5" is not an integer and "true" is not a boolean, exactly as the JSON Schema says.
+        return _ADAPTERS[endpoint.operation_id].validate_json(raw or b"", strict=True)
+    except ValidationError as exc:
+        errors = exc.errors(include_url=False, include_input=False, include_context=False)
+        if any(e["type"] == "json_invalid" for e in errors):
+            raise ApiError(400, "malformed_json", "the body is not a JSON document") from None
+        details = [
+            {"loc": ".".join(str(p) for p in e["loc"]), "msg": e["msg"], "type": e["type"]} for e in errors
+        ]
+        raise ApiError(
+            422,
+            "validation_failed",
+            f"{len(details)} field(s) invalid: "
+            + "; ".join(f"{d['loc'] or 'body'}: {d['msg']}" for d in details[:5]),
+            {"errors": details},
+        ) from None
+
+
+def _process(store: Store, endpoint: Endpoint, request: web.Request, raw: bytes, corr: str) -> web.Response:
+    with store.lock:
+        engine.tick(store)
+        store.expire_idempotency()
+        principal = authenticate(store, endpoint, request.headers.get("Authorization"))
+        params = dict(request.match_info)
+        key = request.headers.get(IDEMPOTENCY_HEADER)
+        try:
+            authorize(store, endpoint, principal, params)
+        except ApiError:
+            if endpoint.audit_action:
+                store.record_audit(
+                    principal,
+                    endpoint.audit_action,
+                    None,
+                    AuditOutcome.DENIED,
+                    corr,
+                    key,
+                    params.get("project_id") if params.get("project_id") in store.projects else None,
+                )
+            raise
+        if endpoint.mutation:
+            if key is None and endpoint.idempotency_required:
+                raise ApiError(
+                    400,
+                    "idempotency_key_required",
+                    f"send an {IDEMPOTENCY_HEADER} header with every "
+                    "mutation; reuse it when retrying the same request",
+                )
+            if key is not None and not IDEMPOTENCY_KEY_RE.fullmatch(key):
+                raise ApiError(
+                    400,
+                    "idempotency_key_invalid",
+                    f"{IDEMPOTENCY_HEADER} must match {IDEMPOTENCY_KEY_PATTERN}",
+                )
+        query = _query(endpoint, request)
+        scope = principal.principal_id if principal else "anonymous"
+        fingerprint = _fingerprint(request.method, request.path, raw)
+        if key is not None and endpoint.mutation:
+            record = store.idempotency.get((scope, key))
+            if record is not None:
+                if record.fingerprint != fingerprint:
+                    raise ApiError(
+                        422,
+                        "idempotency_key_reused",
+                        "this idempotency key was used for a different "
+                        "request; use a new key for a new request",
+                        {"idempotency_key": key},
+                    )
+                return _json(record.status, record.body or None, corr, replay=True)
+        body = _body(endpoint, request, raw)
+        ctx = Ctx(store, endpoint, principal, params, query, body, corr, key)
+        result = HANDLERS[endpoint.operation_id](ctx)
+        payload = _serialize(result)
+        if key is not None and endpoint.mutation:
+            store.idempotency[(scope, key)] = IdempotencyRecord(
+                fingerprint, result.status, payload or b"", store.clock.seconds()
+            )
+        store.hits[endpoint.operation_id] = store.hits.get(endpoint.operation_id, 0) + 1
+        if endpoint.audit_action:
+            _audit_accepted(store, endpoint, principal, result, params, corr, key)
+        return _json(result.status, payload, corr)
+
+
+def _serialize(result: Result) -> bytes | None:
+    if result.body is None:
+        return None
+    # The enrollment token grant is the one response that must carry its secret in clear.
+    return result.body.model_dump_json(context={"reveal_secrets": True}).encode()
+
+
+def _audit_accepted(
+    store: Store,
+    endpoint: Endpoint,
+    principal: Principal | None,
+    result: Result,
+    params: dict[str, str],
+    corr: str,
+    key: str | None,
+) -> None:
+    store.record_audit(
+        principal,
+        endpoint.audit_action or "",
+        result.target,
+        AuditOutcome.ACCEPTED,
+        corr,
+        key,
+        params.get("project_id"),
+    )
+
+
+def make_handler(store: Store, endpoint: Endpoint) -> Callable[[web.Request], Awaitable[web.Response]]:
+    async def handle(request: web.Request) -> web.Response:
+        supplied = request.headers.get(REQUEST_ID_HEADER)
+        corr = supplied if supplied and REQUEST_ID_RE.fullmatch(supplied) else new_id("corr")
+        try:
+            if supplied is not None and supplied != corr:
+                raise ApiError(
+                    400, "invalid_request_id", f"{REQUEST_ID_HEADER} must match {REQUEST_ID_RE.pattern}"
+                )
+            delay = store.faults.latency_for(request.path)
+            if delay:
+                await asyncio.sleep(delay)
+            burst = store.faults.burst_for(request.method, request.path, FaultPhase.BEFORE)
+            if burst:
+                raise ApiError(burst, "injected_fault", "simulated platform fault; retry if safe")
+            raw = await request.read()
+            response = _process(store, endpoint, request, raw, corr)
+        except ApiError as err:
+            return error_response(err, corr)
+        if 200 <= response.status < 300:
+            burst = store.faults.burst_for(request.method, request.path, FaultPhase.AFTER)
+            if burst:  # the change happened; the caller only sees a failure
+                return error_response(ApiError(burst, "injected_fault", "simulated fault after commit"), corr)
+        return response
+
+    return handle
+
+
+@web.middleware
+async def envelope_middleware(
+    request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+) -> web.StreamResponse:
+    """aiohttp's own 404/405/413 become the canonical envelope too."""
+    try:
+        return await handler(request)
+    except web.HTTPException as exc:
+        if exc.status < 400:
+            raise
+        corr = new_id("corr")
+        code = {404: "route_not_found", 405: "method_not_allowed", 413: "body_too_large"}.get(
+            exc.status, "http_error"
+        )
+        return error_response(ApiError(exc.status, code, exc.reason), corr)
+
+
+def build_app(store: Store, extra_routes: Callable[[web.Application], None] | None = None) -> web.Application:
+    app = web.Application(middlewares=[envelope_middleware], client_max_size=1024 * 1024)
+    for endpoint in ENDPOINTS:
+        app.router.add_route(endpoint.method.value, endpoint.path, make_handler(store, endpoint))
+    if extra_routes:
+        extra_routes(app)
+    return app

@@ -1,0 +1,261 @@
+"""Node records, enrollment tokens and the node lifecycle as an explicit state table."""
+
+from __future__ import annotations
+
+import secrets
+from datetime import timedelta
+
+from pydantic import SecretStr
+
+from clients.platform.models import (
+    EnrollmentRequest,
+    EnrollmentResult,
+    EnrollmentTokenGrant,
+    EnrollmentTokenRequest,
+    Node,
+    NodeAction,
+    NodeList,
+    NodeStatus,
+    NodeTransitionRequest,
+)
+
+from .context import Ctx, Handler, Result
+from .errors import ApiError, not_found
+from .state import EnrollmentTokenRecord, Store, digest, new_id
+
+S = NodeStatus
+# Operator actions: (from, action) -> to. Anything else is 409 illegal_node_transition.
+NODE_TRANSITIONS: dict[tuple[NodeStatus, NodeAction], NodeStatus] = {
+    (S.ACTIVE, NodeAction.QUARANTINE): S.QUARANTINED,
+    (S.OFFLINE, NodeAction.QUARANTINE): S.QUARANTINED,
+    (S.QUARANTINED, NodeAction.UNQUARANTINE): S.ACTIVE,
+    (S.ACTIVE, NodeAction.DRAIN): S.DRAINING,
+    (S.DRAINING, NodeAction.RETIRE): S.RETIRED,
+    (S.QUARANTINED, NodeAction.RETIRE): S.RETIRED,
+    (S.OFFLINE, NodeAction.RETIRE): S.RETIRED,
+}
+# A token may be minted (one per deploy attempt) for a new node or one in these statuses;
+# ACTIVE/OFFLINE/RETIRED cover reimage. Minting moves the node to BOOTSTRAP_ISSUED.
+MINTABLE_FROM = frozenset({S.BOOTSTRAP_ISSUED, S.ACTIVE, S.OFFLINE, S.RETIRED})
+# Timed settling: enrolling -> active once the node agent's first heartbeat lands; removing -> deleted.
+SETTLE_SECONDS: dict[NodeStatus, tuple[float, NodeStatus]] = {
+    S.ENROLLING: (5.0, S.ACTIVE),
+    S.REMOVING: (2.0, S.DELETED),
+}
+
+
+def set_status(
+    store: Store, node: Node, status: NodeStatus, reason: str | None = None, base_s: float | None = None
+) -> Node:
+    updated = node.model_copy(
+        update={"status": status, "status_reason": reason, "updated_at": store.clock.now()}
+    )
+    store.nodes[node.node_id] = updated
+    if status in SETTLE_SECONDS:
+        delay, target = SETTLE_SECONDS[status]
+        store.schedule(delay, "node", node.node_id, base_s=base_s, expect=status.value, to=target.value)
+    return updated
+
+
+def fire_node_timer(store: Store, node_id: str, expect: str, to: str, at_s: float) -> None:
+    node = store.nodes.get(node_id)
+    if node is not None and node.status.value == expect:  # superseded transitions do not fire
+        set_status(store, node, NodeStatus(to), base_s=at_s)
+
+
+def _node(store: Store, node_id: str) -> Node:
+    node = store.nodes.get(node_id)
+    if node is None:
+        raise not_found("node", node_id)
+    return node
+
+
+def _revoke_unused(store: Store, node_id: str) -> None:
+    for rec in store.enrollment_tokens.values():
+        if rec.node_id == node_id and rec.used_at_s is None:
+            rec.revoked = True
+
+
+def mint_token(ctx: Ctx) -> Result:
+    store, req = ctx.store, ctx.body
+    assert isinstance(req, EnrollmentTokenRequest)
+    site_id = ctx.params["site_id"]
+    if site_id not in store.sites:
+        raise not_found("site", site_id)
+    profile = store.profiles.get(req.profile_id)
+    if profile is None or profile.site_id != site_id:
+        raise ApiError(
+            422,
+            "profile_not_in_site",
+            f"profile '{req.profile_id}' is not a profile of site "
+            f"'{site_id}'; list the site's profiles and pass one of them",
+            {"profile_id": req.profile_id, "site_id": site_id},
+        )
+    now = store.clock.now()
+    node = next(
+        (
+            n
+            for n in store.nodes.values()
+            if n.site_id == site_id and n.system_id == req.system_id and n.status is not S.DELETED
+        ),
+        None,
+    )
+    if node is None:
+        node = Node(
+            node_id=new_id("node"),
+            site_id=site_id,
+            profile_id=profile.profile_id,
+            hostname=req.hostname,
+            system_id=req.system_id,
+            status=S.BOOTSTRAP_ISSUED,
+            status_reason=None,
+            enrolled_at=None,
+            last_token_id=None,
+            created_at=now,
+            updated_at=now,
+        )
+    elif node.status not in MINTABLE_FROM:
+        raise ApiError(
+            409,
+            "node_not_mintable",
+            f"node '{node.node_id}' is {node.status.value}; tokens can be "
+            f"minted only when it is one of {sorted(s.value for s in MINTABLE_FROM)}",
+            {"node_id": node.node_id, "status": node.status.value},
+        )
+    _revoke_unused(store, node.node_id)
+    ttl = profile.policy.enrollment_token_ttl_seconds
+    secret = f"gpuaas-enroll-{secrets.token_urlsafe(32)}"
+    token_id = new_id("token")
+    store.enrollment_tokens[digest(secret)] = EnrollmentTokenRecord(
+        token_id, node.node_id, store.clock.seconds() + ttl
+    )
+    node = node.model_copy(
+        update={"hostname": req.hostname, "profile_id": profile.profile_id, "last_token_id": token_id}
+    )
+    store.nodes[node.node_id] = node
+    set_status(store, node, S.BOOTSTRAP_ISSUED, "enrollment token issued")
+    grant = EnrollmentTokenGrant(
+        token_id=token_id,
+        node_id=node.node_id,
+        site_id=site_id,
+        profile_id=profile.profile_id,
+        enrollment_token=SecretStr(secret),
+        ttl_seconds=ttl,
+        expires_at=now + timedelta(seconds=ttl),
+    )
+    return Result(201, grant, target=node.node_id)
+
+
+def enroll(ctx: Ctx) -> Result:
+    store, req = ctx.store, ctx.body
+    assert isinstance(req, EnrollmentRequest)
+    rec = store.enrollment_tokens.get(digest(req.enrollment_token.get_secret_value()))
+    if rec is None:
+        raise ApiError(401, "enrollment_token_invalid", "the enrollment token is not known; mint a new one")
+    if rec.node_id != req.node_id:
+        raise ApiError(
+            403,
+            "enrollment_token_node_mismatch",
+            f"the token is bound to another node, not '{req.node_id}'",
+            {"node_id": req.node_id},
+        )
+    if rec.revoked:
+        raise ApiError(
+            401,
+            "enrollment_token_revoked",
+            "a newer token was minted for this node; use that one",
+            {"token_id": rec.token_id},
+        )
+    if rec.used_at_s is not None:
+        raise ApiError(
+            409,
+            "enrollment_token_used",
+            "the token was already used; tokens are single-use",
+            {"token_id": rec.token_id},
+        )
+    if store.clock.seconds() >= rec.expires_at_s:
+        raise ApiError(
+            401,
+            "enrollment_token_expired",
+            "the token's TTL has passed; mint a new one",
+            {"token_id": rec.token_id, "expired_at": store.clock.at(rec.expires_at_s).isoformat()},
+        )
+    node = _node(store, req.node_id)
+    if (node.hostname, node.system_id) != (req.hostname, req.system_id):
+        raise ApiError(
+            403,
+            "enrollment_identity_mismatch",
+            "hostname/system_id differ from the node record",
+            {
+                "node_id": node.node_id,
+                "expected_hostname": node.hostname,
+                "expected_system_id": node.system_id,
+            },
+        )
+    if node.status is not S.BOOTSTRAP_ISSUED:
+        raise ApiError(
+            409,
+            "node_not_awaiting_enrollment",
+            f"node is {node.status.value}",
+            {"node_id": node.node_id, "status": node.status.value},
+        )
+    rec.used_at_s = store.clock.seconds()
+    now = store.clock.now()
+    node = set_status(store, node.model_copy(update={"enrolled_at": now}), S.ENROLLING, "enrollment accepted")
+    return Result(
+        200, EnrollmentResult(node_id=node.node_id, status=node.status, enrolled_at=now), target=node.node_id
+    )
+
+
+def list_nodes(ctx: Ctx) -> Result:
+    q = ctx.query
+    items = [
+        n
+        for n in ctx.store.nodes.values()
+        if all(
+            str(getattr(n, k)) == v
+            for k, v in q.items()
+            if k in ("site_id", "hostname", "system_id", "status")
+        )
+    ]
+    return Result(200, NodeList(items=items))
+
+
+def get_node(ctx: Ctx) -> Result:
+    return Result(200, _node(ctx.store, ctx.params["node_id"]))
+
+
+def transition_node(ctx: Ctx) -> Result:
+    req = ctx.body
+    assert isinstance(req, NodeTransitionRequest)
+    node = _node(ctx.store, ctx.params["node_id"])
+    target = NODE_TRANSITIONS.get((node.status, req.action))
+    if target is None:
+        allowed = sorted(a.value for (s, a) in NODE_TRANSITIONS if s is node.status)
+        raise ApiError(
+            409,
+            "illegal_node_transition",
+            f"cannot {req.action.value} a node that is {node.status.value}; allowed now: {allowed or 'none'}",
+            {"node_id": node.node_id, "status": node.status.value, "action": req.action.value},
+        )
+    return Result(
+        200, set_status(ctx.store, node, target, req.reason or req.action.value), target=node.node_id
+    )
+
+
+def remove_node(ctx: Ctx) -> Result:
+    node = _node(ctx.store, ctx.params["node_id"])
+    if node.status in (S.REMOVING, S.DELETED):  # already on its way: removal is idempotent by nature
+        return Result(202, node, target=node.node_id)
+    _revoke_unused(ctx.store, node.node_id)
+    return Result(202, set_status(ctx.store, node, S.REMOVING, "removal requested"), target=node.node_id)
+
+
+HANDLERS: dict[str, Handler] = {
+    "mintEnrollmentToken": mint_token,
+    "enrollNode": enroll,
+    "listNodes": list_nodes,
+    "getNode": get_node,
+    "transitionNode": transition_node,
+    "removeNode": remove_node,
+}

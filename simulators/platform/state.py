@@ -1,0 +1,202 @@
+"""The simulator's in-memory world. One re-entrant lock guards it; every handler holds it.
+
+Contract records are stored as the contract's own (frozen) pydantic models and replaced with
+`model_copy(update=...)`; what the contract does not show (token digests, idempotency records,
+principals) lives in small dataclasses beside them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+import threading
+from dataclasses import dataclass, field
+from typing import Any
+
+from clients.platform.models import (
+    AppInstance,
+    AuditEvent,
+    AuditOutcome,
+    MaasSite,
+    Member,
+    Node,
+    Operation,
+    Role,
+    SiteProfile,
+)
+
+from .clock import SimClock
+from .faults import FaultPlan, FaultState
+
+IDEMPOTENCY_RETENTION_S = 24 * 3600.0
+
+
+def new_id(prefix: str) -> str:
+    return f"{prefix}-{secrets.token_hex(8)}"
+
+
+def digest(secret: str) -> str:
+    """Tokens are stored by digest only: the simulator never keeps a bearer or enrollment secret."""
+    return hashlib.sha256(secret.encode()).hexdigest()
+
+
+@dataclass
+class Project:
+    project_id: str
+    tenant_id: str
+    name: str
+
+
+@dataclass
+class Principal:
+    principal_id: str
+    name: str
+    role: Role
+    tenant_id: str | None
+    project_id: str | None
+
+
+@dataclass
+class EnrollmentTokenRecord:
+    token_id: str
+    node_id: str
+    expires_at_s: float
+    used_at_s: float | None = None
+    revoked: bool = False
+
+
+@dataclass
+class IdempotencyRecord:
+    fingerprint: str
+    status: int
+    body: bytes
+    created_s: float
+
+
+@dataclass
+class Timer:
+    """A scheduled state change (an operation step, a node settling); fired by `Store.tick`."""
+
+    at_s: float
+    seq: int
+    kind: str  # "op" or "node"
+    ref: str
+    payload: dict[str, Any] = field(default_factory=dict)
+
+
+class Store:
+    def __init__(self, clock: SimClock, faults: FaultPlan | None = None) -> None:
+        self.lock = threading.RLock()
+        self.clock = clock
+        self.faults = FaultState(faults)
+        self.tenants: dict[str, str] = {}
+        self.projects: dict[str, Project] = {}
+        self.principals: dict[str, Principal] = {}
+        self.bearer: dict[str, str] = {}  # digest(token) -> principal_id
+        self.sites: dict[str, MaasSite] = {}
+        self.profiles: dict[str, SiteProfile] = {}
+        self.nodes: dict[str, Node] = {}
+        self.enrollment_tokens: dict[str, EnrollmentTokenRecord] = {}  # digest -> record
+        self.instances: dict[str, AppInstance] = {}
+        self.members: dict[str, Member] = {}
+        self.operations: dict[str, Operation] = {}
+        self.audit: list[AuditEvent] = []
+        self.idempotency: dict[tuple[str, str], IdempotencyRecord] = {}
+        self.timers: list[Timer] = []
+        self.op_args: dict[str, dict[str, Any]] = {}  # what an operation will apply when it finishes
+        self._seq = 0
+        self.hits: dict[str, int] = {}  # operationId -> successful calls (coverage for tests)
+
+    # --- identities ------------------------------------------------------------------------
+    def create_tenant(self, name: str) -> str:
+        with self.lock:
+            tenant_id = new_id("tenant")
+            self.tenants[tenant_id] = name
+            return tenant_id
+
+    def create_project(self, tenant_id: str, name: str) -> Project:
+        with self.lock:
+            if tenant_id not in self.tenants:
+                raise KeyError(f"unknown tenant {tenant_id}")
+            project = Project(new_id("project"), tenant_id, name)
+            self.projects[project.project_id] = project
+            return project
+
+    def create_principal(
+        self, role: Role, name: str, tenant_id: str | None = None, project_id: str | None = None
+    ) -> tuple[Principal, str]:
+        """Returns the principal and its bearer token (shown once; only its digest is kept)."""
+        with self.lock:
+            if role in (Role.PROJECT_ADMIN, Role.SERVICE_ACCOUNT):
+                if project_id not in self.projects:
+                    raise KeyError(f"{role.value} needs an existing project_id, got {project_id!r}")
+                tenant_id = self.projects[project_id].tenant_id
+            elif role is Role.TENANT_ADMIN:
+                if tenant_id not in self.tenants:
+                    raise KeyError(f"tenant_admin needs an existing tenant_id, got {tenant_id!r}")
+                project_id = None
+            else:
+                tenant_id = project_id = None
+            principal = Principal(new_id("principal"), name, role, tenant_id, project_id)
+            token = f"gpuaas_{secrets.token_urlsafe(32)}"
+            self.principals[principal.principal_id] = principal
+            self.bearer[digest(token)] = principal.principal_id
+            return principal, token
+
+    def principal_for(self, token: str) -> Principal | None:
+        pid = self.bearer.get(digest(token))
+        return self.principals.get(pid) if pid else None
+
+    # --- audit and timers --------------------------------------------------------------------
+    def record_audit(
+        self,
+        principal: Principal | None,
+        action: str,
+        target: str | None,
+        outcome: AuditOutcome,
+        correlation_id: str,
+        idempotency_key: str | None,
+        project_id: str | None = None,
+    ) -> None:
+        with self.lock:
+            self.audit.append(
+                AuditEvent(
+                    event_id=new_id("audit"),
+                    at=self.clock.now(),
+                    principal_id=principal.principal_id if principal else None,
+                    role=principal.role if principal else None,
+                    tenant_id=self.projects[project_id].tenant_id
+                    if project_id in self.projects
+                    else (principal.tenant_id if principal else None),
+                    project_id=project_id,
+                    action=action,
+                    target=target,
+                    outcome=outcome,
+                    correlation_id=correlation_id,
+                    idempotency_key=idempotency_key,
+                )
+            )
+
+    def schedule(
+        self, delay_s: float, kind: str, ref: str, base_s: float | None = None, **payload: Any
+    ) -> None:
+        """`base_s`: when the scheduling event itself happened (a timer's due time), so a late
+        observer still sees every step at its proper simulated time."""
+        with self.lock:
+            self._seq += 1
+            start = self.clock.seconds() if base_s is None else base_s
+            self.timers.append(Timer(start + delay_s, self._seq, kind, ref, payload))
+
+    def due_timers(self) -> list[Timer]:
+        """Pop the timers whose time has come, in firing order."""
+        with self.lock:
+            now = self.clock.seconds()
+            due = sorted((t for t in self.timers if t.at_s <= now), key=lambda t: (t.at_s, t.seq))
+            self.timers = [t for t in self.timers if t.at_s > now]
+            return due
+
+    def expire_idempotency(self) -> None:
+        with self.lock:
+            horizon = self.clock.seconds() - IDEMPOTENCY_RETENTION_S
+            for key in [k for k, r in self.idempotency.items() if r.created_s < horizon]:
+                del self.idempotency[key]
