@@ -41,9 +41,7 @@ class FixtureStack:
 
     def backend(self) -> dict[str, Any]:
         return (
-            json.loads(self.backend_path.read_text())
-            if self.backend_path.exists()
-            else {"objects": {}, "events": []}
+            json.loads(self.backend_path.read_text()) if self.backend_path.exists() else {"objects": {}, "events": []}
         )
 
     def objects_by_name(self) -> dict[str, dict[str, Any]]:

@@ -48,11 +48,7 @@ def test_check_failure_names_property_and_reason(stack: FixtureStack) -> None:
 
 
 def test_failed_delete_keeps_what_it_depends_on(stack: FixtureStack) -> None:
-    assert_ok(
-        stack.up(
-            [widget("base", size=1), widget("user", size=1, fail_delete=True, refs={"upstream": "base"})]
-        )
-    )
+    assert_ok(stack.up([widget("base", size=1), widget("user", size=1, fail_delete=True, refs={"upstream": "base"})]))
     result = stack.up([])
     assert not result.ok
     assert result.errors() == ["RuntimeError: widget user is busy"]
@@ -80,9 +76,7 @@ def test_killed_mid_up_resumes_with_a_warning(stack: FixtureStack) -> None:
     killed = handle.wait(timeout=10)
     assert not killed.ok
     state = stack.state()
-    assert [(p.type.value, p.resource.urn) for p in state.pending_operations] == [
-        ("creating", stack.urn("slow"))
-    ]
+    assert [(p.type.value, p.resource.urn) for p in state.pending_operations] == [("creating", stack.urn("slow"))]
     assert stack.resource("quick") is not None
 
     declared[1]["props"]["delay"] = 0
@@ -108,9 +102,7 @@ def test_cli_reports_secure_config_values_with_file_and_key(tmp_path) -> None:  
     project = tmp_path / "proj"
     (project / "stacks").mkdir(parents=True)
     (project / "Pulumi.yaml").write_text((FIXTURE_PROJECT / "Pulumi.yaml").read_text())
-    (project / "stacks" / "Pulumi.test.yaml").write_text(
-        "config:\n  engine-fixture:key:\n    secure: AAEAxyz\n"
-    )
+    (project / "stacks" / "Pulumi.test.yaml").write_text("config:\n  engine-fixture:key:\n    secure: AAEAxyz\n")
     proc = subprocess.run(
         [
             sys.executable,

@@ -86,9 +86,7 @@ def test_ignore_changes_keeps_old_input(stack: FixtureStack) -> None:
 
 
 def test_additional_secret_outputs_marks_only_those(stack: FixtureStack) -> None:
-    assert_ok(
-        stack.up([widget("s", size=1, opts={"additional_secret_outputs": ["token"]}), widget("p", size=1)])
-    )
+    assert_ok(stack.up([widget("s", size=1, opts={"additional_secret_outputs": ["token"]}), widget("p", size=1)]))
     secret = stack.resource("s", decrypt=False)
     plain = stack.resource("p", decrypt=False)
     assert set(secret.outputs["token"]) == {"4dabf18193072939515e22adb298388d", "ciphertext"}

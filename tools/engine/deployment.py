@@ -191,9 +191,7 @@ class Deployment:
     def register(self, goal: Goal) -> Registered:
         with self.lock:
             if goal.urn in self.registered:
-                self.diag(
-                    f"duplicate resource URN {goal.urn}: give the resources distinct names", urn=goal.urn
-                )
+                self.diag(f"duplicate resource URN {goal.urn}: give the resources distinct names", urn=goal.urn)
                 self.failed.add(goal.urn)
                 return Registered(ok=False)
             self.registered.add(goal.urn)
@@ -292,9 +290,7 @@ class Deployment:
         checked = remark_secrets(checked_plain, secret_in, [])
         if old is None:
             return self._create(goal, checked, secret_in, None, StepOp.CREATE)
-        diff = self.host.diff(
-            goal.urn, old.id, strip_secrets(old.outputs), checked_plain, strip_secrets(old.inputs)
-        )
+        diff = self.host.diff(goal.urn, old.id, strip_secrets(old.outputs), checked_plain, strip_secrets(old.inputs))
         decision = decide(
             old.inputs,
             checked,
@@ -381,9 +377,7 @@ class Deployment:
         )
         return Registered(id=id_, outputs=new.outputs)
 
-    def _update(
-        self, goal: Goal, old: ResourceState, checked: Props, secret_in: set[str], step: Step
-    ) -> Registered:
+    def _update(self, goal: Goal, old: ResourceState, checked: Props, secret_in: set[str], step: Step) -> Registered:
         if self.dry_run:
             step.newState = display_state(self._new_state(goal, old.id, checked, checked, old))
             self.record(step)

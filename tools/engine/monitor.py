@@ -50,9 +50,7 @@ class EngineMonitor(MockMonitor):
             inputs=from_struct(request.object),
             protect=bool(request.protect),
             dependencies=sorted(set(request.dependencies)),
-            property_dependencies={
-                k: sorted(set(v.urns)) for k, v in request.propertyDependencies.items() if v.urns
-            },
+            property_dependencies={k: sorted(set(v.urns)) for k, v in request.propertyDependencies.items() if v.urns},
             ignore_changes=list(request.ignoreChanges),
             additional_secret_outputs=list(request.additionalSecretOutputs),
             retain_on_delete=bool(request.retainOnDelete),

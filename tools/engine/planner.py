@@ -34,9 +34,7 @@ def changed_keys(old: Props, new: Props) -> list[str]:
     """Top-level keys whose plaintext values differ (secrets unwrapped; unknowns always differ)."""
     keys = set(old) | set(new)
     return sorted(
-        k
-        for k in keys
-        if strip_secrets(old.get(k)) != strip_secrets(new.get(k)) or k not in old or k not in new
+        k for k in keys if strip_secrets(old.get(k)) != strip_secrets(new.get(k)) or k not in old or k not in new
     )
 
 

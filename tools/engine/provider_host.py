@@ -41,12 +41,12 @@ def provider_message(details: str) -> str:
     lines = details.rstrip().splitlines()
     if not lines:
         return "provider failed without a message"
-    tail: list[str] = []
-    for line in reversed(lines):
-        if line.startswith((" ", "\t")) or line.startswith("Traceback ("):
-            break
-        tail.append(line)
-    message = "\n".join(reversed(tail)).strip() or lines[-1].strip()
+    # The message starts after the last frame ('  File "...", line N') and its indented source lines.
+    frames = [i for i, line in enumerate(lines) if line.startswith('  File "')]
+    start = frames[-1] + 1 if frames else 0
+    while frames and start < len(lines) and lines[start].startswith("    "):
+        start += 1
+    message = "\n".join(lines[start:]).strip() or lines[-1].strip()
     # Drop the module path of the exception class: "providers.maas.MaasError: x" -> "MaasError: x".
     head, sep, rest = message.partition(": ")
     if sep and " " not in head and "." in head:
@@ -84,9 +84,7 @@ class ProviderHost:
         env = dict(os.environ)
         env["PYTHONUNBUFFERED"] = "1"  # the server writes its port without flushing
         env["PULUMI_PROJECT"] = self.project
-        env["PYTHONPATH"] = os.pathsep.join(
-            p for p in (str(self.project_dir), env.get("PYTHONPATH", "")) if p
-        )
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(self.project_dir), env.get("PYTHONPATH", "")) if p)
         self._proc = subprocess.Popen(
             [sys.executable, "-m", "pulumi.dynamic"],
             cwd=self.project_dir,
@@ -109,9 +107,7 @@ class ProviderHost:
         # Configure gets the whole stack config (namespaced keys, plaintext), as the CLI sends it.
         self._call(
             "Configure",
-            provider_pb2.ConfigureRequest(
-                args=to_struct(dict(config)), acceptSecrets=False, acceptResources=False
-            ),
+            provider_pb2.ConfigureRequest(args=to_struct(dict(config)), acceptSecrets=False, acceptResources=False),
         )
 
     def _pump(self, stream: IO[bytes]) -> None:
@@ -135,9 +131,7 @@ class ProviderHost:
             raise ProviderError(provider_message(details), details) from None
 
     def check(self, urn: str, olds: Props, news: Props) -> tuple[Props, list[tuple[str, str]]]:
-        resp = self._call(
-            "Check", provider_pb2.CheckRequest(urn=urn, olds=to_struct(olds), news=to_struct(news))
-        )
+        resp = self._call("Check", provider_pb2.CheckRequest(urn=urn, olds=to_struct(olds), news=to_struct(news)))
         return from_struct(resp.inputs), [(f.property, f.reason) for f in resp.failures]
 
     def diff(self, urn: str, id_: str, old_outputs: Props, news: Props, old_inputs: Props) -> DiffOutcome:
@@ -181,7 +175,5 @@ class ProviderHost:
     def delete(self, urn: str, id_: str, props: Props, old_inputs: Props) -> None:
         self._call(
             "Delete",
-            provider_pb2.DeleteRequest(
-                id=id_, urn=urn, properties=to_struct(props), old_inputs=to_struct(old_inputs)
-            ),
+            provider_pb2.DeleteRequest(id=id_, urn=urn, properties=to_struct(props), old_inputs=to_struct(old_inputs)),
         )

@@ -78,9 +78,7 @@ def _load_raw(path: Path) -> dict[str, Any]:
     try:
         raw = json.loads(path.read_text())
     except json.JSONDecodeError as exn:
-        raise StateError(
-            f"{path}: not valid JSON (line {exn.lineno}): restore it or delete it to start over"
-        ) from None
+        raise StateError(f"{path}: not valid JSON (line {exn.lineno}): restore it or delete it to start over") from None
     if not isinstance(raw, dict) or raw.get("version") != STATE_VERSION:
         raise StateError(f'{path}: not a state file of this engine (expected "version": {STATE_VERSION})')
     return raw
@@ -139,24 +137,18 @@ class StateStore:
         if self.path.exists():
             doc = read_state(self.path, passphrase)
             if doc.stack and doc.stack != stack:
-                raise StateError(
-                    f"{self.path}: holds stack {doc.stack!r}, not {stack!r}; use another --state"
-                )
+                raise StateError(f"{self.path}: holds stack {doc.stack!r}, not {stack!r}; use another --state")
             self.crypter = _crypter_for(self.path, doc, passphrase)
             self.initial = doc
         else:
             self.crypter = Crypter.new(passphrase)
             self.initial = StateDocument(project=project, stack=stack)
 
-    def save(
-        self, resources: list[ResourceState], pending: list[PendingOperation], outputs: dict[str, Any]
-    ) -> None:
+    def save(self, resources: list[ResourceState], pending: list[PendingOperation], outputs: dict[str, Any]) -> None:
         doc = StateDocument(
             project=self.project,
             stack=self.stack,
-            secrets=SecretsConfig(
-                salt=base64.b64encode(self.crypter.salt).decode(), verifier=self.crypter.verifier()
-            ),
+            secrets=SecretsConfig(salt=base64.b64encode(self.crypter.salt).decode(), verifier=self.crypter.verifier()),
             resources=topo_order(resources),
             pending_operations=pending,
             outputs=outputs,

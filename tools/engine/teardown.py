@@ -99,9 +99,7 @@ def destroy(dep: Deployment) -> None:
 
 def _refresh_one(dep: Deployment, res: ResourceState) -> None:
     assert dep.host is not None
-    id_, outs, new_inputs = dep.host.read(
-        res.urn, res.id, strip_secrets(res.outputs), strip_secrets(res.inputs)
-    )
+    id_, outs, new_inputs = dep.host.read(res.urn, res.id, strip_secrets(res.outputs), strip_secrets(res.inputs))
     if not id_:
         with dep.lock:
             if dep.live.get(res.urn) is res:
@@ -116,9 +114,7 @@ def _refresh_one(dep: Deployment, res: ResourceState) -> None:
                 diffReasons=["id"],
             )
         )
-        dep.diag(
-            "refresh: the provider reports this resource gone; removed from state", Severity.WARNING, res.urn
-        )
+        dep.diag("refresh: the provider reports this resource gone; removed from state", Severity.WARNING, res.urn)
         return
     secret = secret_keys(res.outputs) | secret_keys(res.inputs)
     outputs = remark_secrets(outs, secret, res.additionalSecretOutputs)

@@ -53,9 +53,7 @@ def engine_factory(tmp_path: Path) -> Iterator[EngineFactory]:
         env: dict[str, str] | None = None,
     ) -> TrackedEngine:
         path = state_path or tmp_path / f"state-{stack}-{next(counter)}.json"
-        engine = TrackedEngine(
-            project_dir, stack, path, config_overrides=config, passphrase=passphrase, env=env
-        )
+        engine = TrackedEngine(project_dir, stack, path, config_overrides=config, passphrase=passphrase, env=env)
         made.append(engine)
         return engine
 

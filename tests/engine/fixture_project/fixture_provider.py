@@ -63,9 +63,7 @@ class WidgetProvider(ResourceProvider):
     def diff(self, id_: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
         changed = [k for k in COMPARED if olds.get(k) != news.get(k)]
         replaces = [k for k in changed if k == "zone"]
-        return DiffResult(
-            changes=bool(changed), replaces=replaces, delete_before_replace=bool(news.get("exclusive"))
-        )
+        return DiffResult(changes=bool(changed), replaces=replaces, delete_before_replace=bool(news.get("exclusive")))
 
     def _outputs(self, id_: str, props: dict[str, Any]) -> dict[str, Any]:
         outs = {k: v for k, v in props.items() if k != "__provider"}
@@ -120,9 +118,7 @@ class Widget(Resource, module="fixture", name="Widget"):
     size: pulumi.Output[float]
 
     def __init__(self, name: str, props: dict[str, Any], opts: pulumi.ResourceOptions | None = None) -> None:
-        super().__init__(
-            WidgetProvider(), name, {"name": name, "widget_id": None, "token": None, **props}, opts
-        )
+        super().__init__(WidgetProvider(), name, {"name": name, "widget_id": None, "token": None, **props}, opts)
 
 
 class Group(pulumi.ComponentResource):

@@ -1,0 +1,120 @@
+"""`preview --json` prints exactly the `pulumi preview --json` document, masks secrets, changes nothing."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import jsonschema
+import pytest
+
+from tests.engine.conftest import FIXTURE_PROJECT, FixtureStack, assert_ok, widget
+from tools.engine.crypto import TEST_PASSPHRASE
+
+SCHEMA = json.loads((Path(__file__).parent / "preview_schema.json").read_text())
+PASSWORD = "preview-secret-value-91c2"
+
+
+def cli_preview(stack: FixtureStack, declared: list[dict]) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PULUMI_CONFIG_PASSPHRASE": TEST_PASSPHRASE}
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "tools.engine",
+            "preview",
+            "--json",
+            "--cwd",
+            str(FIXTURE_PROJECT),
+            "--stack",
+            "test",
+            "--state",
+            str(stack.state_path),
+            "--config",
+            f"backend={stack.backend_path}",
+            "--config",
+            f"spec={json.dumps(declared)}",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+        check=False,
+    )
+
+
+def test_preview_json_shape_and_ops(stack: FixtureStack) -> None:
+    assert_ok(
+        stack.up(
+            [
+                widget("same", size=1),
+                widget("upd", size=1),
+                widget("rep", zone="z1"),
+                widget("gone", size=1),
+            ]
+        )
+    )
+    state_before = stack.state_path.read_bytes()
+    backend_before = stack.backend_path.read_bytes()
+
+    proc = cli_preview(
+        stack,
+        [
+            widget("same", size=1),
+            widget("upd", size=2),
+            widget("rep", zone="z2"),
+            widget("new", size=1, password=PASSWORD, secret=["password"]),
+        ],
+    )
+    assert proc.returncode == 0, proc.stderr
+    digest = json.loads(proc.stdout)  # stdout is the document and nothing else
+    jsonschema.validate(digest, SCHEMA)
+
+    ops = {(s["urn"].rsplit("::", 1)[1], s["op"]) for s in digest["steps"]}
+    assert {
+        ("same", "same"),
+        ("upd", "update"),
+        ("rep", "replace"),
+        ("rep", "create-replacement"),
+        ("rep", "delete-replaced"),
+        ("new", "create"),
+        ("gone", "delete"),
+    } <= ops
+    assert digest["changeSummary"] == {"same": 2, "update": 1, "replace": 1, "create": 1, "delete": 1}
+
+    upd = next(s for s in digest["steps"] if s["urn"].endswith("::upd"))
+    assert upd["diffReasons"] == ["size"]
+    assert upd["detailedDiff"] == {"size": {"kind": "update", "inputDiff": True}}
+    assert upd["oldState"]["inputs"]["size"] == 1 and upd["newState"]["inputs"]["size"] == 2
+    rep = next(s for s in digest["steps"] if s["urn"].endswith("::rep") and s["op"] == "replace")
+    assert rep["replaceReasons"] == ["zone"]
+    assert rep["detailedDiff"]["zone"]["kind"] == "update-replace"
+    new = next(s for s in digest["steps"] if s["urn"].endswith("::new"))
+    assert new["newState"]["inputs"]["password"] == "[secret]"
+    assert "oldState" not in new
+    assert PASSWORD not in proc.stdout and PASSWORD not in proc.stderr
+
+    # A preview changes neither the state nor the external system.
+    assert stack.state_path.read_bytes() == state_before
+    assert stack.backend_path.read_bytes() == backend_before
+
+
+def test_preview_of_empty_state_through_python_api(stack: FixtureStack) -> None:
+    result = stack.run("preview", [widget("a", size=1), widget("b", refs={"upstream": "a"})])
+    assert_ok(result)
+    digest = result.preview_digest()
+    jsonschema.validate(digest, SCHEMA)
+    assert digest["changeSummary"] == {"create": 3}
+    b = next(s for s in digest["steps"] if s["urn"].endswith("::b"))
+    # a's id is not known during preview: it flows to b as an unknown, as under the CLI.
+    assert b["newState"]["inputs"]["upstream"] == "04da6b54-80e4-46f7-96ec-b56ff0331ba9"
+    assert not stack.state_path.exists() and not stack.backend_path.exists()
+
+
+@pytest.mark.parametrize("bad", [{"steps": [{"op": "create", "urn": "x"}]}, {"changeSummary": {"bogus": 1}}])
+def test_schema_rejects_malformed_documents(bad: dict) -> None:
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate({"changeSummary": {}, **bad}, SCHEMA)
