@@ -95,7 +95,7 @@ class _Handler(BaseHTTPRequestHandler):
             status, data = admin.handle(core, self.command, path, body)
             self._send_json(status, data)
             return
-        host = self.headers.get("Host") or "%s:%d" % self.server.server_address[:2]
+        host = self.headers.get("Host") or "{}:{}".format(*self.server.server_address[:2])
         base_url = f"http://{host}"
         query = parse_qs(url.query, keep_blank_values=True)
         try:
