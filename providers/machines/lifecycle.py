@@ -88,6 +88,7 @@ class Tracked:
     stage_times: dict[str, float] = field(default_factory=dict)
     redeploy_requested: bool = False
     detail: MachineDetail | None = None
+    owner_data_recorded: bool = False
 
 
 @dataclass
@@ -273,14 +274,26 @@ def handle_deploy(ctx: Context, m: Tracked) -> Step:
     token = ctx.enrollment.mint_token(site=m.spec.site, hostname=m.spec.hostname, system_id=m.system_id,
                                       ttl_seconds=ctx.policy.enrollment_token_ttl_seconds)
     m.node_id = token.node_id
-    if m.view is not None and m.view.status is MaasStatus.READY:
-        ctx.ops.allocate(m.system_id)
-    ctx.ops.set_owner_data(m.system_id, {OWNER_FINGERPRINT: m.spec.deploy_fingerprint(),
-                                         OWNER_NODE_ID: token.node_id, OWNER_MANAGED: "gpuaas-infra"})
     user_data = render_user_data(m.spec, platform_url=ctx.platform_url, node_id=token.node_id,
                                  token=token.token.get_secret_value())
     ctx.ops.deploy(m.system_id, user_data=user_data, distro_series=m.spec.deploy.distro_series,
                    hwe_kernel=m.spec.deploy.hwe_kernel, enable_hw_sync=ctx.policy.require_hw_sync)
+    # MAAS accepts owner data only once the machine is acquired, i.e. after the deploy call.
+    _record_owner_data(ctx, m)
+    return Step.wait(Stage.AWAIT_DEPLOY)
+
+
+def _record_owner_data(ctx: Context, m: Tracked) -> None:
+    assert m.system_id and m.node_id
+    ctx.ops.set_owner_data(m.system_id, {OWNER_FINGERPRINT: m.spec.deploy_fingerprint(),
+                                         OWNER_NODE_ID: m.node_id, OWNER_MANAGED: "gpuaas-infra"})
+    m.owner_data_recorded = True
+
+
+def handle_await_deploy(ctx: Context, m: Tracked) -> Step:
+    # A failed set_owner_data after a successful deploy call is repaired here (idempotent).
+    if m.node_id and not m.owner_data_recorded:
+        _record_owner_data(ctx, m)
     return Step.wait(Stage.AWAIT_DEPLOY)
 
 
@@ -343,6 +356,8 @@ def handle_await_enroll(ctx: Context, m: Tracked) -> Step:
         m.notes.append("adopted a machine deployed outside gpuaas-infra: enrollment not tracked")
         return Step.done(MachineOutcome.READY, Stage.READY)
     m.node_id = node_id
+    if not m.owner_data_recorded and OWNER_FINGERPRINT not in m.view.owner_data and m.system_id:
+        _record_owner_data(ctx, m)
     status = ctx.enrollment.node_status(node_id)
     if status == "active":
         return Step.done(MachineOutcome.READY, Stage.READY)
@@ -365,7 +380,7 @@ HANDLERS: dict[Stage, Callable[[Context, Tracked], Step]] = {
     Stage.PREPARE_STORAGE: handle_prepare_storage,
     Stage.ROCE_LINKS: handle_roce_links,
     Stage.DEPLOY: handle_deploy,
-    Stage.AWAIT_DEPLOY: handle_await,
+    Stage.AWAIT_DEPLOY: handle_await_deploy,
     Stage.RECOVER_DEPLOY: handle_recover_deploy,
     Stage.AWAIT_RELEASE: handle_await,
     Stage.AWAIT_ENROLL: handle_await_enroll,

@@ -125,9 +125,9 @@ class Scheduler:
             t.stage_times[t.stage.value] = ctx.clock()
         while active:
             now = ctx.clock()
-            due = [t for t in active if t.waiting and t.next_poll <= now]
-            if due:
-                self._poll(due)
+            # One bulk read refreshes every waiting machine: polls are shared, not per machine.
+            if any(t.waiting and t.next_poll <= now for t in active):
+                self._poll([t for t in active if t.waiting])
             for t in active:
                 if not t.waiting:
                     self._advance(t)
@@ -141,10 +141,10 @@ class Scheduler:
                 if t.outcome is not None and t.holds_slot:
                     t.holds_slot = False
             active = [t for t in active if t.outcome is None]
-            if active:
-                waits = [t.next_poll for t in active if t.waiting]
-                if waits and all(t.waiting for t in active):
-                    self.sleep(max(0.0, min(waits) - ctx.clock()))
+            waits = [t.next_poll for t in active if t.waiting]
+            if waits:
+                # Delayed machines (no free slot) can only move after a poll frees one.
+                self.sleep(max(0.0, min(waits) - ctx.clock()))
         return [self._result(t, t.spec.hostname in adopted) for t in tracked]
 
     def _poll(self, due: list[Tracked]) -> None:
@@ -178,8 +178,7 @@ class Scheduler:
         for _ in range(MAX_STEPS_PER_TICK):
             if t.stage in SLOT_STAGES and not t.holds_slot:
                 if not self._take_slot():
-                    t.waiting, t.next_poll = True, self.ctx.clock() + self.ctx.deadlines.poll_initial_s
-                    return  # delayed: no capacity (Metal3's provisioning limit)
+                    return  # delayed: no capacity (Metal3's provisioning limit); retried next tick
                 t.holds_slot = True
             elif t.stage not in SLOT_STAGES:
                 t.holds_slot = False
@@ -224,6 +223,7 @@ class Scheduler:
     def _transient(self, t: Tracked, e: MaasError) -> None:
         """A failed call: re-read and let the table decide again (every step is idempotent)."""
         t.transient_errors += 1
+        self.ctx.log(f"{t.spec.hostname}: {t.stage.value}: {e} (will re-read and retry)")
         if t.transient_errors > MAX_TRANSIENT_ERRORS or (e.status is not None and 400 <= e.status < 500
                                                           and e.status not in (409,)):
             t.outcome, t.stage = MachineOutcome.FAILED, Stage.FAILED

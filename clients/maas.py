@@ -1,0 +1,242 @@
+"""MAAS: the one module that talks to a MAAS region, over python-libmaas (unmodified) and HTTP.
+
+Shared by every provider that needs MAAS (machines, RoCE links, node scripts): extend it, don't
+fork it. Facts it relies on (DESIGN.md §3.2): python-libmaas 0.6.8's sync calls use
+`asyncio.get_event_loop()`, so each worker thread gets its own loop first; ops 0.6.8 lacks
+(`accept`, `set_storage_layout`, deploy `enable_hw_sync`, create with `commission=false`) are
+called through the raw handlers of the describe document, which is what every call here does:
+one method = one HTTP request, so request counts are predictable.
+
+Errors become `MaasError(status, system_id)` whose message is MAAS's response body, never the
+request (a deploy request carries user_data with an enrollment token). Reads are retried on 5xx and
+connection errors; mutations are never retried here: the lifecycle re-reads and decides.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import hashlib
+import threading
+import time
+from typing import Any
+
+import aiohttp
+from maas.client.bones import CallError, SessionAPI
+
+from providers.machines.ports import (
+    BlockDeviceView,
+    InterfaceView,
+    MaasError,
+    MachineDetail,
+    MachineView,
+)
+from providers.machines.status import MaasStatus
+
+READ_ATTEMPTS = 5
+READ_BACKOFF_S = 0.05
+
+_sessions: dict[tuple[str, str, bool], SessionAPI] = {}
+_sessions_lock = threading.Lock()
+
+
+def _ensure_loop() -> None:
+    """python-libmaas needs a current event loop in this thread (provider worker threads have none)."""
+    try:
+        asyncio.get_event_loop()
+    except RuntimeError:
+        asyncio.set_event_loop(asyncio.new_event_loop())
+
+
+def _url(url: str) -> str:
+    return url if url.endswith("/") else url + "/"
+
+
+class MaasClient:
+    """A MAAS region reached with one API key. Cheap to make; the describe document is cached."""
+
+    def __init__(self, url: str, api_key: str, *, tls_verify: bool = True) -> None:
+        self.url = _url(url)
+        self._api_key = api_key
+        self.tls_verify = tls_verify
+        self.requests = 0
+
+    # -- plumbing ------------------------------------------------------------------------------
+    def _session(self) -> SessionAPI:
+        key = (self.url, hashlib.sha256(self._api_key.encode()).hexdigest(), self.tls_verify)
+        with _sessions_lock:
+            session = _sessions.get(key)
+        if session is None:
+            _ensure_loop()
+            try:
+                _, session = SessionAPI.connect(self.url, apikey=self._api_key, insecure=not self.tls_verify)
+            except (TimeoutError, aiohttp.ClientError, OSError) as e:
+                raise MaasError(f"MAAS at {self.url} is unreachable: {e}") from None
+            except CallError as e:
+                raise MaasError(f"MAAS at {self.url} refused the describe request: HTTP {e.status}",
+                                status=e.status) from None
+            self.requests += 1
+            with _sessions_lock:
+                _sessions[key] = session
+        return session
+
+    def _call(self, handler: str, action: str, *, read: bool, **params: Any) -> Any:
+        system_id = params.get("system_id")
+        _ensure_loop()
+        fn = getattr(getattr(self._session(), handler), action)
+        attempts = READ_ATTEMPTS if read else 1
+        for attempt in range(attempts):
+            self.requests += 1
+            try:
+                return fn(**params)
+            except CallError as e:
+                body = (e.content or b"").decode("utf-8", "replace").strip()[:500]
+                err = MaasError(f"MAAS {handler}.{action} -> HTTP {e.status}: {body}", status=e.status,
+                                system_id=system_id)
+                if not (read and e.status >= 500) or attempt == attempts - 1:
+                    raise err from None
+            except (TimeoutError, aiohttp.ClientError, OSError) as e:
+                err = MaasError(f"MAAS {handler}.{action}: connection failed: {type(e).__name__}: {e}",
+                                system_id=system_id)
+                if not read or attempt == attempts - 1:
+                    raise err from None
+            time.sleep(READ_BACKOFF_S * (2**attempt))
+        raise AssertionError("unreachable")
+
+    def has_action(self, handler: str, action: str) -> bool:
+        h = getattr(self._session(), handler, None)
+        return h is not None and hasattr(h, action)
+
+    # -- views ---------------------------------------------------------------------------------
+    @staticmethod
+    def _view(raw: dict[str, Any]) -> MachineView:
+        boot = raw.get("boot_interface") or {}
+        return MachineView(
+            system_id=raw["system_id"], hostname=raw.get("hostname", ""), status=MaasStatus(int(raw["status"])),
+            status_message=raw.get("status_message") or "", power_state=raw.get("power_state") or "unknown",
+            pxe_mac=(boot.get("mac_address") or raw.get("pxe_mac", {}) or None) if boot else None,
+            owner_data={k: str(v) for k, v in (raw.get("owner_data") or {}).items()},
+            enable_hw_sync=bool(raw.get("enable_hw_sync", False)),
+        )
+
+    # -- lookups (bulk: one request for many keys) ----------------------------------------------
+    def by_hostnames(self, hostnames: list[str]) -> list[MachineView]:
+        if not hostnames:
+            return []
+        return [self._view(r) for r in self._call("Machines", "read", read=True, hostname=hostnames)]
+
+    def by_macs(self, macs: list[str]) -> list[MachineView]:
+        if not macs:
+            return []
+        return [self._view(r) for r in self._call("Machines", "read", read=True, mac_address=macs)]
+
+    def read_many(self, system_ids: list[str]) -> list[MachineView]:
+        if not system_ids:
+            return []
+        return [self._view(r) for r in self._call("Machines", "read", read=True, id=system_ids)]
+
+    def by_power_addresses(self, addresses: list[str]) -> dict[str, str]:
+        """power address -> system_id. MAAS can't filter on it: one request for all machines,
+        made only for machines no other key found (i.e. machines that may be new)."""
+        if not addresses:
+            return {}
+        wanted = set(addresses)
+        params = self._call("Machines", "power_parameters", read=True)
+        return {p.get("power_address"): sid for sid, p in (params or {}).items()
+                if isinstance(p, dict) and p.get("power_address") in wanted}
+
+    def detail(self, system_id: str) -> MachineDetail:
+        raw = self._call("Machine", "read", read=True, system_id=system_id)
+        interfaces = tuple(
+            InterfaceView(id=i["id"], name=i["name"], mac_address=(i.get("mac_address") or "").lower(),
+                          links=tuple(i.get("links") or ()))
+            for i in raw.get("interface_set") or ()
+        )
+        disks = tuple(
+            BlockDeviceView(id=b["id"], name=b["name"], model=b.get("model") or "", size=int(b.get("size") or 0))
+            for b in raw.get("blockdevice_set") or raw.get("physicalblockdevice_set") or ()
+        )
+        boot = raw.get("boot_interface") or {}
+        boot_disk = raw.get("boot_disk") or {}
+        return MachineDetail(machine=self._view(raw), boot_interface_mac=(boot.get("mac_address") or "").lower() or None,
+                             interfaces=interfaces, block_devices=disks, boot_disk_id=boot_disk.get("id"))
+
+    def last_event(self, system_id: str) -> str:
+        """The newest MAAS event for the machine (what explains a failure)."""
+        if self.has_action("Events", "query"):
+            data = self._call("Events", "query", read=True, id=[system_id], limit=1)
+            events = (data or {}).get("events") or []
+            if events:
+                e = events[0]
+                return f"{e.get('type', '')}: {e.get('description', '')}".strip(": ")
+        return self.detail(system_id).machine.status_message
+
+    # -- mutations (never retried here) ---------------------------------------------------------
+    def create(self, *, hostname: str, pxe_mac: str, power_type: str, power_address: str,
+               power_user: str | None, power_pass: str | None, commission: bool) -> MachineView:
+        params: dict[str, Any] = {"architecture": "amd64/generic", "mac_addresses": [pxe_mac], "hostname": hostname,
+                                  "power_type": power_type, "commission": commission}
+        if power_type != "manual":
+            params["power_parameters_power_address"] = power_address
+            if power_user:
+                params["power_parameters_power_user"] = power_user
+            if power_pass:
+                params["power_parameters_power_pass"] = power_pass
+        return self._view(self._call("Machines", "create", read=False, **params))
+
+    def accept(self, system_id: str) -> None:
+        self._call("Machines", "accept", read=False, machines=[system_id])
+
+    def commission(self, system_id: str, commissioning_scripts: list[str], testing_scripts: list[str]) -> None:
+        params: dict[str, Any] = {"system_id": system_id}
+        if commissioning_scripts:
+            params["commissioning_scripts"] = ",".join(commissioning_scripts)
+        params["testing_scripts"] = ",".join(testing_scripts) if testing_scripts else "none"
+        self._call("Machine", "commission", read=False, **params)
+
+    def set_hostname(self, system_id: str, hostname: str) -> None:
+        self._call("Machine", "update", read=False, system_id=system_id, hostname=hostname)
+
+    def set_boot_disk(self, system_id: str, block_device_id: int) -> None:
+        self._call("BlockDevice", "set_boot_disk", read=False, system_id=system_id, id=block_device_id)
+
+    def set_storage_layout(self, system_id: str, layout: str, boot_device_id: int, root_size_gb: int | None) -> None:
+        params: dict[str, Any] = {"system_id": system_id, "storage_layout": layout, "boot_device": boot_device_id}
+        if root_size_gb:
+            params["root_size"] = f"{root_size_gb}G"
+        self._call("Machine", "set_storage_layout", read=False, **params)
+
+    def link_static(self, system_id: str, interface_id: int, subnet_cidr: str, address: str) -> None:
+        self._call("Interface", "link_subnet", read=False, system_id=system_id, id=interface_id, mode="STATIC",
+                   subnet=f"cidr:{subnet_cidr}", ip_address=address)
+
+    def set_owner_data(self, system_id: str, data: dict[str, str | None]) -> None:
+        self._call("Machine", "set_owner_data", read=False, system_id=system_id,
+                   **{k: ("" if v is None else v) for k, v in data.items()})
+
+    def deploy(self, system_id: str, *, user_data: bytes, distro_series: str, hwe_kernel: str | None,
+               enable_hw_sync: bool) -> None:
+        params: dict[str, Any] = {"system_id": system_id, "user_data": base64.b64encode(user_data),
+                                  "distro_series": distro_series}
+        if hwe_kernel:
+            params["hwe_kernel"] = hwe_kernel
+        if enable_hw_sync:
+            params["enable_hw_sync"] = True
+        self._call("Machine", "deploy", read=False, **params)
+
+    def release(self, system_id: str, *, erase: bool, secure_erase: bool, quick_erase: bool, force: bool) -> None:
+        self._call("Machine", "release", read=False, system_id=system_id, erase=erase, secure_erase=secure_erase,
+                   quick_erase=quick_erase, force=force)
+
+    def power_off(self, system_id: str) -> None:
+        self._call("Machine", "power_off", read=False, system_id=system_id)
+
+    def abort(self, system_id: str) -> None:
+        self._call("Machine", "abort", read=False, system_id=system_id)
+
+    def set_tags(self, system_id: str, tags: list[str]) -> None:
+        existing = {t["name"] for t in self._call("Tags", "read", read=True)}
+        for tag in tags:
+            if tag not in existing:
+                self._call("Tags", "create", read=False, name=tag)
+            self._call("Tag", "update_nodes", read=False, name=tag, add=[system_id])
