@@ -58,3 +58,16 @@ def test_three_stacks_in_one_note() -> None:
     _check("multi_stack.md", note)
     summary = [line for line in note.splitlines() if line.startswith("- **`")]
     assert [line.split("`")[1] for line in summary] == ["dev", "staging", "prod"]
+
+
+def test_dev_change_reads_top_down() -> None:
+    """The docs example: destructive first, per-machine pool view, nothing about unchanged resources."""
+    note = render_note([_stack("dev_realistic")])
+    lines = note.splitlines()
+    first_kind = next(i for i, line in enumerate(lines) if line.startswith("#### ") and "Destructive" not in line)
+    assert lines.index("#### :warning: Destructive steps (1)") < first_kind
+    assert "  - joins (4): `gpu-a05`, `gpu-a06`, `gpu-a07`, `gpu-a08`" in lines
+    for unchanged in ("SiteProfile", "BootstrapBundle", "HostConvergence", "dev-lab-bundle"):
+        assert unchanged not in note
+    assert len(lines) < 40  # readable in 30 seconds
+    assert (GOLDEN.parent.parent.parent / "docs" / "preview-notes.md").read_text().count(note.strip()) == 1

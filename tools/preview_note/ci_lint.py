@@ -111,9 +111,7 @@ def resolve_jobs(doc: dict[str, Any]) -> tuple[dict[str, dict[str, Any]], list[F
         merged: dict[str, Any] = {}
         for parent in parents:
             if parent in trail:
-                findings.append(
-                    Finding(code="CI010", path=f"{name}.extends", message=f"cycle through {parent!r}")
-                )
+                findings.append(Finding(code="CI010", path=f"{name}.extends", message=f"cycle through {parent!r}"))
                 continue
             if parent not in doc:
                 findings.append(

@@ -270,9 +270,7 @@ def pipeline_findings(jobs: dict[str, dict[str, Any]]) -> list[Finding]:
     for name, job in sorted(previews.items()):
         rules = _active_rules(job)
         if not rules or not all("merge_request_event" in str(r.get("if", "")) for r in rules):
-            out.append(
-                Finding(code="CI061", path=f"{name}.rules", message="preview not limited to merge requests")
-            )
+            out.append(Finding(code="CI061", path=f"{name}.rules", message="preview not limited to merge requests"))
         text = _script_text(job)
         for needle in ("pulumi preview --json", "preview-note", "post-note"):
             if needle not in text:
@@ -305,9 +303,7 @@ def pipeline_findings(jobs: dict[str, dict[str, Any]]) -> list[Finding]:
             continue
         name, job = names[0], jobs[names[0]]
         if i == 0 and _manual(job):
-            out.append(
-                Finding(code="CI071", path=f"{name}.rules", message=f"{env} should deploy automatically")
-            )
+            out.append(Finding(code="CI071", path=f"{name}.rules", message=f"{env} should deploy automatically"))
         if i > 0:
             if not _manual(job):
                 out.append(

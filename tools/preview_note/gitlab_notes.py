@@ -133,8 +133,7 @@ class NotesClient:
         else:
             hint = "GitLab refused the request; see its message"
         return NotesError(
-            f"GitLab notes API: {resp.status_code} {resp.reason_phrase} while trying to {doing} "
-            f"({detail!s}): {hint}"
+            f"GitLab notes API: {resp.status_code} {resp.reason_phrase} while trying to {doing} ({detail!s}): {hint}"
         )
 
     def _send(self, method: str, url: str, doing: str, *, retry_ok: bool, **kw: object) -> httpx.Response:
@@ -183,18 +182,14 @@ class NotesClient:
             )
             notes += [Note.model_validate(n) for n in resp.json()]
             page = resp.headers.get("X-Next-Page", "").strip() or None
-        raise NotesError(
-            f"more than {MAX_PAGES * PER_PAGE} notes on merge request !{self._iid}; refusing to page on"
-        )
+        raise NotesError(f"more than {MAX_PAGES * PER_PAGE} notes on merge request !{self._iid}; refusing to page on")
 
     def create_note(self, body: str) -> Note:
         resp = self._send("POST", self._path, "create a note", retry_ok=False, json={"body": body})
         return Note.model_validate(resp.json())
 
     def update_note(self, note_id: int, body: str) -> Note:
-        resp = self._send(
-            "PUT", f"{self._path}/{note_id}", "update a note", retry_ok=True, json={"body": body}
-        )
+        resp = self._send("PUT", f"{self._path}/{note_id}", "update a note", retry_ok=True, json={"body": body})
         return Note.model_validate(resp.json())
 
     def upsert(self, key: str, body: str) -> Outcome:
@@ -207,6 +202,4 @@ class NotesClient:
         first = mine[0]
         if first.body == full:
             return Outcome(result=PostResult.UNCHANGED, note_id=first.id, duplicates=len(mine) - 1)
-        return Outcome(
-            result=PostResult.UPDATED, note_id=self.update_note(first.id, full).id, duplicates=len(mine) - 1
-        )
+        return Outcome(result=PostResult.UPDATED, note_id=self.update_note(first.id, full).id, duplicates=len(mine) - 1)

@@ -6,6 +6,8 @@ AppInstance's member removals are computed here from old and new state.
 
 from __future__ import annotations
 
+import re
+from enum import StrEnum
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict
@@ -41,7 +43,16 @@ class MemberView(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     lines: tuple[str, ...] = ()
-    removals: tuple[str, ...] = ()
+    removals_counted: tuple[tuple[str, int], ...] = ()
+
+    @property
+    def removals(self) -> tuple[str, ...]:
+        return tuple(text for text, _ in self.removals_counted)
+
+
+def natural(text: str) -> list[Any]:
+    """`gpu-a2` before `gpu-a10`."""
+    return [int(p) if p.isdigit() else p for p in re.split(r"(\d+)", text)]
 
 
 def _machines(value: Any) -> dict[str, dict[str, Any]]:
@@ -65,15 +76,15 @@ def pool_view(change: Change) -> PoolView:
         old.setdefault(host, {})
     system_ids = {h: str(v.get("system_id", "")) for h, v in out_machines.items() if isinstance(v, dict)}
     if change.action is Action.DELETE:
-        return PoolView(leaves=tuple((h, system_ids.get(h, "")) for h in sorted(old)))
+        return PoolView(leaves=tuple((h, system_ids.get(h, "")) for h in sorted(old, key=natural)))
     if is_unknown(new_in.get("machines")):
         return PoolView(unknown=True)
     new = _machines(new_in.get("machines"))
     wide = [k for k in _POOL_WIDE if normalize(old_in.get(k)) != normalize(new_in.get(k))]
     if change.action is Action.CREATE:
-        return PoolView(joins=tuple(sorted(new)))
+        return PoolView(joins=tuple(sorted(new, key=natural)))
     redeploys, unchanged = [], 0
-    for host in sorted(old.keys() & new.keys()):
+    for host in sorted(old.keys() & new.keys(), key=natural):
         fields = [p for p, _, _ in changed_paths(old[host], new[host])] if old[host] else []
         if change.action is Action.REPLACE:
             redeploys.append((host, "pool replaced"))
@@ -84,9 +95,9 @@ def pool_view(change: Change) -> PoolView:
         else:
             unchanged += 1
     return PoolView(
-        joins=tuple(sorted(new.keys() - old.keys())),
+        joins=tuple(sorted(new.keys() - old.keys(), key=natural)),
         redeploys=tuple(redeploys),
-        leaves=tuple((h, system_ids.get(h, "")) for h in sorted(old.keys() - new.keys())),
+        leaves=tuple((h, system_ids.get(h, "")) for h in sorted(old.keys() - new.keys(), key=natural)),
         unchanged=unchanged,
     )
 
@@ -112,10 +123,9 @@ def member_view(change: Change) -> MemberView:
     ids_on: dict[tuple[str, str], list[str]] = {}
     for m in outputs if isinstance(outputs, list) else []:
         if isinstance(m, dict):
-            ids_on.setdefault((str(m.get("component_key")), str(m.get("node"))), []).append(
-                str(m.get("member_id"))
-            )
-    lines, removals = [], []
+            ids_on.setdefault((str(m.get("component_key")), str(m.get("node"))), []).append(str(m.get("member_id")))
+    lines: list[str] = []
+    removals: list[tuple[str, int]] = []
     for key in sorted(old.keys() | new.keys()):
         (oc, on), (nc, nn) = old.get(key, (0, [])), new.get(key, (0, []))
         gone = [n for n in on if n not in nn]
@@ -124,20 +134,42 @@ def member_view(change: Change) -> MemberView:
             lines.append(f"`{key}`: count {oc} → {nc}")
         for node in gone:
             ids = ", ".join(ids_on.get((key, node), [])) or "member"
-            removals.append(f"`{key}` on node `{node}` removed ({ids})")
+            removals.append((f"`{key}` on node `{node}` removed ({ids})", max(1, len(ids_on.get((key, node), [])))))
         # Members removed beyond those named by node: a lowered count with no node list.
         unnamed = (oc - nc) - (len(gone) - len(added))
         if unnamed > 0:
-            removals.append(f"`{key}`: {unnamed} member(s) removed (count {oc} → {nc})")
+            removals.append((f"`{key}`: {unnamed} member(s) removed (count {oc} → {nc})", unnamed))
         for node in added:
             lines.append(f"`{key}` added on node `{node}`")
     if change.action is Action.REPLACE:
         lines.append("instance replaced: members are recreated from the new inputs")
-    return MemberView(lines=tuple(lines), removals=tuple(removals))
+    return MemberView(lines=tuple(lines), removals_counted=tuple(removals))
 
 
-def destructive(change: Change, environment: str) -> list[str]:
-    """Why this change destroys something; empty when it does not. Markdown, one reason per item."""
+class Harm(StrEnum):
+    """What a destructive step does, for the summary line ("3 machine redeploys, ...")."""
+
+    REDEPLOY = "machine redeploy"
+    RELEASE = "machine release"
+    MEMBER_REMOVAL = "app member removal"
+    BUNDLE_REPLACE = "prod bundle replacement"
+
+
+class Destructive(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    harm: Harm
+    count: int
+    text: str  # Markdown, one bullet
+
+
+def _hosts(items: list[str], limit: int = 12) -> str:
+    shown = ", ".join(f"`{h}`" for h in items[:limit])
+    return shown + (f" and {len(items) - limit} more" if len(items) > limit else "")
+
+
+def destructive(change: Change, environment: str) -> list[Destructive]:
+    """Why this change destroys something; empty when it does not."""
     name, kind, act = f"`{change.name}`", change.kind, change.action
     old_in = change.inputs("old")
     if kind == "MaasMachine" and act in (Action.REPLACE, Action.DELETE):
@@ -145,33 +177,74 @@ def destructive(change: Change, environment: str) -> list[str]:
         mode = old_in.get("teardown_mode")
         mode_txt = f" (teardown_mode {show(mode)})" if mode else ""
         if act is Action.REPLACE:
-            why = ", ".join(f"`{r}`" for r in change.replace_reasons) or "replacement"
-            return [
-                f"MaasMachine {name}: machine `{host}` is **released and redeployed**{mode_txt}; cause: {why}"
+            reasons = set(change.replace_reasons)
+            paths = [
+                p for p, _, _ in changed_paths(old_in, change.inputs("new")) if p.split(".")[0].split("[")[0] in reasons
             ]
-        return [f"MaasMachine {name}: machine `{host}` is **released**{mode_txt}"]
+            why = ", ".join(f"`{r}`" for r in (paths[:4] or change.replace_reasons)) or "replacement"
+            text = f"MaasMachine {name}: machine `{host}` is **released and redeployed**{mode_txt}; cause: {why}"
+            return [Destructive(harm=Harm.REDEPLOY, count=1, text=text)]
+        text = f"MaasMachine {name}: machine `{host}` is **released**{mode_txt}"
+        return [Destructive(harm=Harm.RELEASE, count=1, text=text)]
     if kind == "MachinePool" and act in (Action.UPDATE, Action.REPLACE, Action.DELETE):
         view = pool_view(change)
-        out = [f"MachinePool {name}: `{h}` **redeploys** ({why})" for h, why in view.redeploys]
-        out += [
-            f"MachinePool {name}: `{h}`{f' ({sid})' if sid else ''} **leaves the pool** (released)"
-            for h, sid in view.leaves
-        ]
+        out = []
+        if view.redeploys:
+            whys = sorted({why for _, why in view.redeploys})
+            out.append(
+                Destructive(
+                    harm=Harm.REDEPLOY,
+                    count=len(view.redeploys),
+                    text=(
+                        f"MachinePool {name}: **{len(view.redeploys)} machine(s) redeploy** ({'; '.join(whys)}): "
+                        + _hosts([h for h, _ in view.redeploys])
+                    ),
+                )
+            )
+        if view.leaves:
+            out.append(
+                Destructive(
+                    harm=Harm.RELEASE,
+                    count=len(view.leaves),
+                    text=(
+                        f"MachinePool {name}: **{len(view.leaves)} machine(s) leave the pool** (released): "
+                        + _hosts([h for h, _ in view.leaves])
+                    ),
+                )
+            )
         return out
     if kind == "AppInstance" and act in (Action.UPDATE, Action.REPLACE, Action.DELETE):
-        if act is Action.DELETE:
-            return [f"AppInstance {name}: instance deleted, **all members removed**"]
-        return [f"AppInstance {name}: {r}" for r in member_view(change).removals] + (
-            [f"AppInstance {name}: instance **replaced**, all members recreated"]
-            if act is Action.REPLACE
-            else []
+        if act is Action.UPDATE:
+            return [
+                Destructive(harm=Harm.MEMBER_REMOVAL, count=n, text=f"AppInstance {name}: {r}")
+                for r, n in member_view(change).removals_counted
+            ]
+        outputs = change.old.outputs.get("members") if change.old else None
+        n = (
+            len(outputs)
+            if isinstance(outputs, list)
+            else max(1, sum(c for c, _ in _members(old_in.get("members")).values()))
         )
+        verb = "deleted" if act is Action.DELETE else "replaced (members recreated)"
+        return [
+            Destructive(
+                harm=Harm.MEMBER_REMOVAL,
+                count=n,
+                text=f"AppInstance {name}: instance {verb}, **all {n} member(s) removed**",
+            )
+        ]
     if kind == "BootstrapBundle" and act in (Action.REPLACE, Action.DELETE) and is_prod(environment):
         site = old_in.get("site") or (change.inputs("new").get("site"))
         old_digest = change.old.outputs.get("digest") if change.old else None
         verb = "replaced" if act is Action.REPLACE else "deleted"
         return [
-            f"BootstrapBundle {name}: bundle {verb} on prod site {show(site)} "
-            f"(nodes verify digest {show(old_digest)})"
+            Destructive(
+                harm=Harm.BUNDLE_REPLACE,
+                count=1,
+                text=(
+                    f"BootstrapBundle {name}: bundle **{verb}** on prod site {show(site)} "
+                    f"(nodes verify digest {show(old_digest)})"
+                ),
+            )
         ]
     return []

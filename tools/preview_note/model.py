@@ -177,7 +177,5 @@ def load_event_log(path: Path) -> list[PolicyViolation]:
             out.append(PolicyViolation.model_validate(policy))
         except ValidationError as exc:
             first = exc.errors()[0]
-            raise PreviewInputError(
-                f"{path}: line {n}: policyEvent.{_loc(first['loc'])}: {first['msg']}"
-            ) from None
+            raise PreviewInputError(f"{path}: line {n}: policyEvent.{_loc(first['loc'])}: {first['msg']}") from None
     return out

@@ -19,7 +19,14 @@ from tools.preview_note.changes import (
     kind_of,
     parse_urn,
 )
-from tools.preview_note.kinds import OWN_VIEW_FIELDS, destructive, member_view, pool_view
+from tools.preview_note.kinds import (
+    OWN_VIEW_FIELDS,
+    Destructive,
+    Harm,
+    destructive,
+    member_view,
+    pool_view,
+)
 from tools.preview_note.model import Diagnostic, EnforcementLevel, PolicyViolation, PreviewDigest, Severity
 from tools.preview_note.values import ABSENT, show
 
@@ -103,7 +110,14 @@ def _inline(text: str) -> str:
     return " ".join(text.split())
 
 
-def summary_line(stack: str, changes: list[Change], n_destructive: int, errors: int) -> str:
+def _harm_text(items: list[Destructive]) -> str:
+    counts: Counter[Harm] = Counter()
+    for d in items:
+        counts[d.harm] += d.count
+    return ", ".join(f"{counts[h]} {h.value}{'' if counts[h] == 1 else 's'}" for h in Harm if counts[h])
+
+
+def summary_line(stack: str, changes: list[Change], harmful: list[Destructive], errors: int) -> str:
     parts = []
     for act in SUMMARY_ACTIONS:
         kinds = Counter(c.kind for c in changes if c.action is act)
@@ -113,8 +127,8 @@ def summary_line(stack: str, changes: list[Change], n_destructive: int, errors: 
     head = []
     if errors:
         head.append(f"**preview failed: {errors} error(s)**")
-    if n_destructive:
-        head.append(f"**{n_destructive} destructive**")
+    if harmful:
+        head.append(f"**destructive: {_harm_text(harmful)}**")
     body = " · ".join(head + (parts or ["no changes"]))
     return f"- **`{stack}`**: {body}"
 
@@ -134,8 +148,7 @@ def _resource_lines(change: Change, steps: list, environment: str) -> list[str]:
             out.append(f"  - joins ({len(view.joins)}): " + ", ".join(f"`{h}`" for h in view.joins))
         if view.redeploys:
             out.append(
-                f"  - redeploys ({len(view.redeploys)}): "
-                + ", ".join(f"`{h}` ({why})" for h, why in view.redeploys)
+                f"  - redeploys ({len(view.redeploys)}): " + ", ".join(f"`{h}` ({why})" for h, why in view.redeploys)
             )
         if view.leaves:
             out.append(
@@ -201,9 +214,7 @@ def _violations(items: list[PolicyViolation], names: dict[str, str]) -> list[str
     for v in sorted(items, key=lambda v: (order[v.enforcement_level], v.policy_name, v.resource_urn or "")):
         pack = v.policy_pack_name + (f"@{v.policy_pack_version}" if v.policy_pack_version else "")
         where = f" on {names.get(v.resource_urn, _label(v.resource_urn))}" if v.resource_urn else ""
-        out.append(
-            f"- **{v.enforcement_level.value}** `{v.policy_name}` ({pack}){where}: {_inline(v.message)}"
-        )
+        out.append(f"- **{v.enforcement_level.value}** `{v.policy_name}` ({pack}){where}: {_inline(v.message)}")
     return out
 
 
@@ -212,12 +223,10 @@ def render_stack(sp: StackPreview) -> tuple[str, list[str]]:
     changes, steps = group_changes(sp.digest)
     changes.sort(key=lambda c: (_kind_key(c.kind), c.name, ACTION_ORDER[c.action]))
     names = {urn: _label(urn) for urn in steps}
-    loud = [reason for c in changes for reason in destructive(c, sp.environment)]
+    loud = [d for c in changes for d in destructive(c, sp.environment)]
     errors = sum(1 for d in sp.digest.diagnostics if d.severity is Severity.ERROR)
-    mandatory = sum(
-        1 for v in sp.digest.policy_violations if v.enforcement_level is EnforcementLevel.MANDATORY
-    )
-    summary = summary_line(sp.stack, changes, len(loud), errors)
+    mandatory = sum(1 for v in sp.digest.policy_violations if v.enforcement_level is EnforcementLevel.MANDATORY)
+    summary = summary_line(sp.stack, changes, loud, errors)
     if mandatory:
         summary += f" · **{mandatory} mandatory policy violation(s)**"
     env = f" (environment `{sp.environment}`)" if sp.environment != sp.stack else ""
@@ -226,14 +235,12 @@ def render_stack(sp: StackPreview) -> tuple[str, list[str]]:
         out += ["", "> **Warning:** the engine reports that some resources may be corrupt; do not apply."]
     if loud:
         out += ["", f"#### :warning: Destructive steps ({len(loud)})", ""]
-        out += [f"- {reason}" for reason in loud]
+        out += [f"- {d.text}" for d in loud]
     for kind in sorted({c.kind for c in changes}, key=_kind_key):
         of_kind = [c for c in changes if c.kind == kind]
         body = [line for c in of_kind for line in _resource_lines(c, steps[c.urn], sp.environment)]
         if len(of_kind) > COLLAPSE_OVER:
-            out += (
-                ["", f"<details><summary>{kind} ({len(of_kind)})</summary>", ""] + body + ["", "</details>"]
-            )
+            out += ["", f"<details><summary>{kind} ({len(of_kind)})</summary>", ""] + body + ["", "</details>"]
         else:
             out += ["", f"#### {kind}", ""] + body
     if not changes:

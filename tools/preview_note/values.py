@@ -25,9 +25,7 @@ _CLI_UNKNOWN = re.compile(r"^output<[A-Za-z0-9_.\[\]{}<>, ]*>$")
 # Names that mean "this is a credential"; *_ref / *_path / *_digest name where a secret lives, not it.
 _SECRET_NAME = re.compile(r"(password|passwd|secret|token|api_?key|private_?key|credential|oauth)", re.I)
 _NOT_SECRET_NAME = re.compile(r"(_ref|_path|_digest|_id|_name|_mount|_role|_ttl)$", re.I)
-_SECRET_VALUE = re.compile(
-    r"-----BEGIN [A-Z ]*PRIVATE KEY-----|\bhvs\.[A-Za-z0-9_-]{20,}|\bglpat-[A-Za-z0-9_-]{20}"
-)
+_SECRET_VALUE = re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----|\bhvs\.[A-Za-z0-9_-]{20,}|\bglpat-[A-Za-z0-9_-]{20}")
 MAX_INLINE = 72
 
 
