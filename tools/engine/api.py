@@ -16,7 +16,7 @@ import tempfile
 from pathlib import Path
 
 from tools.engine.cli import CONFIG_ENV
-from tools.engine.model import EngineResult, Operation, Severity
+from tools.engine.model import Diagnostic, EngineResult, Operation, Severity
 
 _REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -55,12 +55,7 @@ class EngineHandle:
                 operation=self.operation,
                 ok=False,
                 exitCode=code,
-                diagnostics=[
-                    {
-                        "message": f"engine exited with {code} and no result",  # type: ignore[list-item]
-                        "severity": Severity.ERROR,
-                    }
-                ],
+                diagnostics=[Diagnostic(message=f"engine exited with {code} and no result", severity=Severity.ERROR)],
             )
         result.log = log
         shutil.rmtree(self._workdir, ignore_errors=True)

@@ -15,6 +15,7 @@ from pulumi.runtime.proto import resource_pb2
 from tools.engine.deployment import STACK_TYPE, Deployment, Goal
 from tools.engine.model import ResourceState, Severity, Step, StepOp
 from tools.engine.provider_host import ProviderError
+from tools.engine.register import Registrar
 from tools.engine.values import from_struct, strip_secrets, to_struct
 
 
@@ -32,6 +33,7 @@ class EngineMonitor(MockMonitor):
     def __init__(self, deployment: Deployment) -> None:
         super().__init__(_NoMocks())
         self.deployment = deployment
+        self.registrar = Registrar(deployment)
 
     def make_urn(self, parent: str, type_: str, name: str) -> str:
         # Children of the root stack carry no parent type in their URN (the CLI's rule); deeper ones do.
@@ -57,7 +59,7 @@ class EngineMonitor(MockMonitor):
             replace_on_changes=list(request.replaceOnChanges),
             delete_before_replace=request.deleteBeforeReplace if request.deleteBeforeReplaceDefined else None,
         )
-        out = self.deployment.register(goal)
+        out = self.registrar.register(goal)
         self.resources[urn] = MockMonitor.ResourceRegistration(urn, out.id, out.outputs)
         return resource_pb2.RegisterResourceResponse(
             urn=urn,

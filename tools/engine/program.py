@@ -79,7 +79,11 @@ def run_program(cfg: StackConfig, deployment: Deployment) -> bool:
     asyncio.set_event_loop(loop)
     loop.set_default_executor(ThreadPoolExecutor(max_workers=_EXECUTOR_THREADS))
     try:
-        loop.run_until_complete(run_in_stack(lambda: runpy.run_path(main, run_name="__main__")))
+
+        def program() -> None:
+            runpy.run_path(main, run_name="__main__")
+
+        loop.run_until_complete(run_in_stack(program))
         return True
     except RunError as exn:
         deployment.diag(f"program failed: {exn}")

@@ -11,7 +11,7 @@ from pydantic import BaseModel, Field
 from tools.engine.config import ConfigError, load_stack_config
 from tools.engine.crypto import TEST_PASSPHRASE
 from tools.engine.deployment import Deployment
-from tools.engine.model import SUMMARY_OPS, EngineResult, Operation, Severity
+from tools.engine.model import SUMMARY_OPS, Diagnostic, EngineResult, Operation, Severity
 from tools.engine.program import run_program
 from tools.engine.provider_host import ProviderError, ProviderHost
 from tools.engine.state import StateError, StateStore
@@ -58,8 +58,8 @@ def run_operation(opts: RunOptions, emit: Callable[[str], None]) -> EngineResult
             operation=opts.operation,
             ok=False,
             exitCode=EXIT_USAGE,
-            diagnostics=[{"message": str(exn), "severity": Severity.ERROR}],
-        )  # type: ignore[list-item]
+            diagnostics=[Diagnostic(message=str(exn), severity=Severity.ERROR)],
+        )
 
     host = ProviderHost(cfg.project.directory, cfg.project.name, sink=emit)
     dep = Deployment(opts.operation, store, host, cfg.project.name, opts.stack, opts.targets, emit)
