@@ -1,0 +1,110 @@
+"""Bundle rendering and deterministic packing (pure; no servers)."""
+
+from __future__ import annotations
+
+import gzip
+import io
+import shutil
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from environments import load_environment
+from providers.bootstrap_bundle import (
+    TEMPLATES_ROOT,
+    BundleSpec,
+    TemplateError,
+    digest,
+    pack,
+    render_bundle,
+)
+
+STORE = {"endpoint_url": "http://127.0.0.1:1", "bucket": "b-1", "credentials_path": "x/y#z"}
+VAULT = {"address": "http://127.0.0.1:2"}
+
+
+def spec(**over: object) -> BundleSpec:
+    base: dict[str, object] = {
+        "name": "lab-h200", "site": "lab", "template_set": "h200",
+        "packages": {"driver": ["nvidia-driver-550-server"], "runtime": ["lambda-stack-cuda"], "fabric": ["doca-ofed"]},
+        "site_context": {"name": "lab"},
+        "profile": {"fabric_mode": "roce", "storage_layout_profile": "h200-boss-flat", "require_hw_sync": True,
+                    "hardware_sync_interval": 900},
+        "store": STORE, "vault": VAULT,
+    }
+    base.update(over)
+    return BundleSpec.model_validate(base)
+
+
+def test_renders_every_part_of_the_h200_set() -> None:
+    files = render_bundle(spec())
+    assert {"launcher/gpuaas-firstboot.sh", "cloud-init/10-packages.yaml", "commissioning/50-gpuaas-inventory.sh",
+            "validation/10-gpu-check.sh", "packages/driver.txt", "manifest.json"} <= set(files)
+    assert b"nvidia-driver-550-server" in files["packages/driver.txt"]
+    assert b"doca-ofed" in files["cloud-init/10-packages.yaml"]  # roce site: fabric stack installed
+    assert b"GPUAAS_HW_SYNC_INTERVAL=900" in files["cloud-init/30-hw-sync.yaml"]
+    assert b"name: gpuaas-lab-h200-inventory" in files["commissioning/50-gpuaas-inventory.sh"]
+
+
+def test_ethernet_profile_leaves_fabric_packages_out() -> None:
+    prof = {"fabric_mode": "ethernet", "storage_layout_profile": "flat", "require_hw_sync": False,
+            "hardware_sync_interval": 900}
+    files = render_bundle(spec(profile=prof))
+    assert b"doca-ofed" not in files["cloud-init/10-packages.yaml"]
+
+
+def test_same_inputs_same_bytes_and_digest() -> None:
+    a, b = pack(render_bundle(spec())), pack(render_bundle(spec()))
+    assert a == b and digest(a) == digest(b) and len(digest(a)) == 64
+
+
+def test_packed_archive_is_normalised() -> None:
+    data = pack(render_bundle(spec()))
+    assert data[4:8] == b"\0\0\0\0"  # gzip header mtime
+    with tarfile.open(fileobj=io.BytesIO(gzip.decompress(data))) as tar:
+        members = tar.getmembers()
+    names = [m.name for m in members]
+    assert names == sorted(names)
+    assert all(m.mtime == 0 and m.uid == 0 and m.gid == 0 and m.uname == "" and m.gname == "" for m in members)
+    modes = {m.name: m.mode for m in members}
+    assert modes["launcher/gpuaas-firstboot.sh"] == 0o755 and modes["manifest.json"] == 0o644
+
+
+def test_any_input_change_changes_the_digest() -> None:
+    base = digest(pack(render_bundle(spec())))
+    assert digest(pack(render_bundle(spec(values={"expected_gpus": 4})))) != base
+    assert digest(pack(render_bundle(spec(packages={"driver": ["other"]})))) != base
+
+
+def test_undefined_variable_names_template_line_and_variable(tmp_path: Path) -> None:
+    root = tmp_path / "templates"
+    shutil.copytree(TEMPLATES_ROOT, root)
+    bad = root / "h200" / "cloud-init" / "30-hw-sync.yaml.j2"
+    bad.write_text(bad.read_text() + "extra: {{ values.mirror_url }}\n")
+    with pytest.raises(TemplateError) as err:
+        render_bundle(spec(), root)
+    msg = str(err.value)
+    assert "h200/cloud-init/30-hw-sync.yaml.j2" in msg and "mirror_url" in msg and "line" in msg
+    # Supplying the value fixes it.
+    assert b"extra: http://mirror" in render_bundle(spec(values={"mirror_url": "http://mirror"}), root)[
+        "cloud-init/30-hw-sync.yaml"]
+
+
+def test_top_level_undefined_and_unknown_template_set(tmp_path: Path) -> None:
+    root = tmp_path / "templates"
+    (root / "mini").mkdir(parents=True)
+    (root / "mini" / "a.txt.j2").write_text("{{ nonsense }}\n")
+    with pytest.raises(TemplateError, match=r"mini/a.txt.j2.*'nonsense' is undefined"):
+        render_bundle(spec(template_set="mini"), root)
+    with pytest.raises(TemplateError, match="template set 'nope' does not exist"):
+        render_bundle(spec(template_set="nope"), root)
+
+
+def test_every_declared_environment_bundle_renders() -> None:
+    for name in ("local", "dev", "staging", "prod"):
+        env = load_environment(name)
+        for b in env.bootstrap_bundles:
+            s = spec(name=b.name, site=b.site, template_set=b.template_set,
+                     packages=b.vendor_packages.model_dump(), values=dict(b.values))
+            assert render_bundle(s)
