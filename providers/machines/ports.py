@@ -55,13 +55,21 @@ class MachineDetail(_View):
     boot_disk_id: int | None = None
 
 
-class MaasError(Exception):
-    """A MAAS call failed; carries what an operator needs."""
+class PortError(Exception):
+    """A call to an external system failed; carries what an operator needs."""
 
     def __init__(self, message: str, *, status: int | None = None, system_id: str | None = None):
         super().__init__(message)
         self.status = status
         self.system_id = system_id
+
+
+class MaasError(PortError):
+    """A MAAS call failed (message: MAAS's response body, never the request)."""
+
+
+class EnrollmentError(PortError):
+    """A platform API call failed (message carries the envelope's code and correlation id)."""
 
 
 class MachineOps(Protocol):

@@ -27,7 +27,7 @@ from .lifecycle import (
     Tracked,
     stage_for,
 )
-from .ports import MaasError, MachineView
+from .ports import MachineView, PortError
 from .resolve import resolve_machines
 from .spec import MachineSpec
 from .status import MachineOutcome, Stage
@@ -107,7 +107,7 @@ class Scheduler:
                                        power_user=power_user, power_pass=power_pass, commission=False)
             self.ctx.log(f"{t.spec.hostname}: created in MAAS as {view.system_id}")
             return view
-        except MaasError as e:
+        except PortError as e:
             # A create that failed mid-way may still have created the machine: never create twice.
             again = resolve_machines(self.ctx.ops, [t.spec], {})
             if t.spec.hostname in again:
@@ -150,7 +150,7 @@ class Scheduler:
     def _poll(self, due: list[Tracked]) -> None:
         try:
             views = {v.system_id: v for v in self.ctx.ops.read_many([t.system_id for t in due if t.system_id])}
-        except MaasError as e:
+        except PortError as e:
             for t in due:
                 self._transient(t, e)
             return
@@ -184,8 +184,13 @@ class Scheduler:
                 t.holds_slot = False
             try:
                 step = HANDLERS[t.stage](self.ctx, t)
-            except MaasError as e:
+            except PortError as e:
                 self._transient(t, e)
+                return
+            except Exception as e:  # a bug must fail one machine, not the whole pool
+                t.outcome, t.stage = MachineOutcome.FAILED, Stage.FAILED
+                t.reason = f"{t.spec.hostname}: internal error in {t.stage.value}: {type(e).__name__}: {e}"
+                t.holds_slot = False
                 return
             if step.kind is StepKind.DONE:
                 t.outcome, t.stage, t.reason = step.outcome, step.stage, step.reason
@@ -220,7 +225,7 @@ class Scheduler:
         t.poll_interval = min(self.ctx.deadlines.poll_max_s, max(t.poll_interval, 1e-3) * 2)
         t.next_poll = self.ctx.clock() + t.poll_interval
 
-    def _transient(self, t: Tracked, e: MaasError) -> None:
+    def _transient(self, t: Tracked, e: PortError) -> None:
         """A failed call: re-read and let the table decide again (every step is idempotent)."""
         t.transient_errors += 1
         self.ctx.log(f"{t.spec.hostname}: {t.stage.value}: {e} (will re-read and retry)")

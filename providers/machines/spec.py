@@ -12,6 +12,7 @@ import json
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from environments.model import BootDiskHint, EraseMode, MaasLayout, PowerType, TeardownMode
+from providers.common import VaultInputs
 
 
 class _Spec(BaseModel):
@@ -29,12 +30,6 @@ class PlatformRef(_Spec):
     url: str
     token_path: str
     """Vault ref of the token allowed to mint enrollment tokens for this site."""
-
-
-class VaultRef(_Spec):
-    address: str
-    kv_mount: str = "gpuaas"
-    auth_method: str = "token"
 
 
 class LifecyclePolicy(_Spec):
@@ -128,7 +123,9 @@ class Connection(_Spec):
 
     maas: MaasSiteRef
     platform: PlatformRef
-    vault: VaultRef
+    vault: VaultInputs
+    platform_site_id: str
+    platform_profile_id: str
 
 
 # Fields whose change is an in-place update, never a redeploy.

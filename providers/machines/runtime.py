@@ -1,0 +1,76 @@
+"""Builds, per provider call, what the lifecycle runs with: a MAAS client keyed from Vault, the
+platform's enrollment port, the policy and deadlines. Nothing here is kept on a provider object
+(it would be pickled into state); all of it is made fresh for each call.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from typing import Any
+
+from clients.maas import MaasClient
+from clients.platform.client import PlatformClient
+from clients.platform.errors import PlatformApiError
+from clients.platform.models import nodes as node_models
+from clients.vault import VaultCredentials
+from providers.common import vault_reader
+
+from .lifecycle import Context
+from .ports import EnrollmentError, EnrollmentToken
+from .spec import Connection, Deadlines, LifecyclePolicy
+
+
+class PlatformEnrollment:
+    """The lifecycle's `Enrollment` port over the platform API client."""
+
+    def __init__(self, client: PlatformClient, site_id: str, profile_id: str) -> None:
+        self._client, self._site_id, self._profile_id = client, site_id, profile_id
+
+    def mint_token(self, *, site: str, hostname: str, system_id: str, ttl_seconds: int) -> EnrollmentToken:
+        try:
+            grant = self._client.mint_enrollment_token(
+                self._site_id,
+                node_models.EnrollmentTokenRequest(profile_id=self._profile_id, hostname=hostname,
+                                                   system_id=system_id),
+            )
+        except PlatformApiError as e:
+            raise _port_error(e, system_id) from None
+        return EnrollmentToken(node_id=grant.node_id, token=grant.enrollment_token,
+                               expires_at=grant.expires_at.timestamp())
+
+    def node_status(self, node_id: str) -> str:
+        try:
+            return self._client.get_node(node_id).status.value
+        except PlatformApiError as e:
+            if e.status == 404:
+                return "unknown"
+            raise _port_error(e, None) from None
+
+
+def _port_error(e: PlatformApiError, system_id: str | None) -> EnrollmentError:
+    return EnrollmentError(f"platform API: {e}", status=e.status, system_id=system_id)
+
+
+def log(message: str) -> None:
+    """Provider stdout reaches the Pulumi CLI (pulumi.log has no engine connection here)."""
+    print(message, file=sys.stderr, flush=True)
+
+
+def build_context(conn: Connection, policy: LifecyclePolicy, credentials: VaultCredentials | None,
+                  time_scale: float) -> tuple[Context, MaasClient, PlatformClient]:
+    vault = vault_reader(conn.vault, credentials)
+    maas_key = vault.read(conn.maas.api_key_path)
+    platform_token = vault.read(conn.platform.token_path)
+    maas = MaasClient(conn.maas.maas_url, maas_key.get_secret_value(), tls_verify=conn.maas.tls_verify)
+    platform = PlatformClient(conn.platform.url, platform_token)
+    ctx = Context(ops=maas, enrollment=PlatformEnrollment(platform, conn.platform_site_id, conn.platform_profile_id),
+                  policy=policy, deadlines=Deadlines().scaled(time_scale), platform_url=conn.platform.url,
+                  clock=time.monotonic, log=log)
+    return ctx, maas, platform
+
+
+def time_scale_from(config: Any) -> float:
+    """`gpuaas-infra:machine_time_scale` (tests and the demo shrink MAAS-scale deadlines with it)."""
+    value = config.get("gpuaas-infra:machine_time_scale") if config is not None else None
+    return float(value) if value else 1.0
