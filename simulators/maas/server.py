@@ -119,14 +119,19 @@ class _Handler(BaseHTTPRequestHandler):
             raise errors.ApiError(404, f"Unknown API endpoint: {path}.")
         auth_h, anon_h, params = resolved
         user = core.keys.authenticate(self.headers.get("Authorization"))
-        handler = (auth_h or anon_h) if user else anon_h
+        # piston: an unauthenticated request goes to the anonymous handler when it accepts the
+        # HTTP method, otherwise it is challenged (rc.FORBIDDEN, which is a 401).
+        if user is not None:
+            handler = auth_h or anon_h
+        elif anon_h is not None and any(a.method == self.command for a in anon_h.actions):
+            handler = anon_h
+        else:
+            handler = None
         if handler is None:
-            raise errors.unauthorized("Forbidden")  # piston's rc.FORBIDDEN is a 401
+            raise errors.unauthorized("Forbidden")
         op = (query.get("op") or [None])[0]
         action = handler.find(self.command, op)
         if action is None:
-            if user is None and auth_h is not None and auth_h.find(self.command, op) is not None:
-                raise errors.unauthorized("Forbidden")
             raise errors.unrecognised(self.command, op)
         if self._faulted(core, handler.name, action.name):
             return

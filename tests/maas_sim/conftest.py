@@ -13,13 +13,17 @@ from simulators.maas.simulator import MaasSimulator
 from simulators.maas.testing import maas_sim, maas_sim_factory  # noqa: F401 - re-exported fixtures
 
 
-def connect(sim: MaasSimulator, apikey: str | None = None) -> Any:
+def connect_url(url: str, apikey: str) -> Any:
     """python-libmaas's sync connect; the calling thread needs an event loop of its own."""
     try:
         asyncio.get_event_loop()
     except RuntimeError:
         asyncio.set_event_loop(asyncio.new_event_loop())
-    return maas.client.connect(sim.url, apikey=apikey if apikey is not None else sim.api_key)
+    return maas.client.connect(url, apikey=apikey)
+
+
+def connect(sim: MaasSimulator, apikey: str | None = None) -> Any:
+    return connect_url(sim.url, apikey if apikey is not None else sim.api_key)
 
 
 @pytest.fixture
