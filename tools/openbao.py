@@ -187,8 +187,11 @@ class OpenBaoDevServer:
 
     def unseal(self) -> None:
         # The banner with the unseal key is printed after the listener is up: read it lazily.
-        if self._unseal_key is None and self._log is not None:
+        deadline = time.monotonic() + 10
+        while self._unseal_key is None and self._log is not None and time.monotonic() < deadline:
             self._unseal_key = self._read_unseal_key(self._log)
+            if self._unseal_key is None:
+                time.sleep(0.05)
         if not self._unseal_key:
             raise OpenBaoStartError("no unseal key was captured from the dev server's output")
         self.client().sys.submit_unseal_key(self._unseal_key)
