@@ -312,7 +312,7 @@ ENDPOINTS: tuple[Endpoint, ...] = (
 BY_OPERATION_ID: dict[str, Endpoint] = {e.operation_id: e for e in ENDPOINTS}
 
 ERROR_DESCRIPTIONS: dict[int, str] = {
-    400: "Missing or malformed X-Idempotency-Key, or a body that is not JSON.",
+    400: "Malformed X-Request-Id, missing or malformed X-Idempotency-Key, or a body that is not JSON.",
     401: "No valid bearer token (or, for enrollment, an unknown, expired or revoked token).",
     403: "The principal's role or project/tenant boundary does not allow this.",
     404: "No such resource within the caller's scope.",

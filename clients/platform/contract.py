@@ -103,7 +103,7 @@ def _operation(e: Endpoint) -> dict[str, Any]:
     if e.mutation:
         ok["headers"]["X-Idempotent-Replay"] = {"$ref": "#/components/headers/IdempotentReplay"}
     responses: dict[str, Any] = {str(e.status): ok}
-    for code in e.errors:
+    for code in sorted({400, *e.errors}):  # 400: a malformed X-Request-Id is refused everywhere
         responses[str(code)] = {"$ref": f"#/components/responses/E{code}"}
     responses["5XX"] = {"$ref": "#/components/responses/E5XX"}
     op: dict[str, Any] = {

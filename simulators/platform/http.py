@@ -31,6 +31,7 @@ from .context import Ctx, Handler, Result
 from .errors import ApiError
 from .faults import FaultPhase
 from .state import IdempotencyRecord, Principal, Store, new_id
+from .validation import check_body
 
 HANDLERS: dict[str, Handler] = {**sites.HANDLERS, **nodes.HANDLERS, **apps.HANDLERS}
 REQUEST_ID_RE = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
@@ -95,22 +96,18 @@ def _body(endpoint: Endpoint, request: web.Request, raw: bytes) -> Any:
             {"content_type": request.content_type},
         )
     try:
-        # strict: "5" is not an integer and "true" is not a boolean, exactly as the JSON Schema says.
-        return _ADAPTERS[endpoint.operation_id].validate_json(raw or b"", strict=True)
-    except ValidationError as exc:
+        data = json.loads(raw)
+    except ValueError:
+        raise ApiError(400, "malformed_json", "the body is not a JSON document") from None
+    check_body(endpoint.operation_id, data)
+    try:
+        return _ADAPTERS[endpoint.operation_id].validate_python(data)
+    except ValidationError as exc:  # rules the JSON Schema cannot state
         errors = exc.errors(include_url=False, include_input=False, include_context=False)
-        if any(e["type"] == "json_invalid" for e in errors):
-            raise ApiError(400, "malformed_json", "the body is not a JSON document") from None
-        details = [
-            {"loc": ".".join(str(p) for p in e["loc"]), "msg": e["msg"], "type": e["type"]} for e in errors
-        ]
-        raise ApiError(
-            422,
-            "validation_failed",
-            f"{len(details)} field(s) invalid: "
-            + "; ".join(f"{d['loc'] or 'body'}: {d['msg']}" for d in details[:5]),
-            {"errors": details},
-        ) from None
+        details = [{"loc": ".".join(str(p) for p in e["loc"]) or "body", "rule": e["type"], "msg": e["msg"]}
+                   for e in errors]
+        raise ApiError(422, "validation_failed", "; ".join(f"{d['loc']}: {d['msg']}" for d in details[:5]),
+                       {"errors": details}) from None
 
 
 def _process(store: Store, endpoint: Endpoint, request: web.Request, raw: bytes, corr: str) -> web.Response:
@@ -246,7 +243,10 @@ async def envelope_middleware(
         code = {404: "route_not_found", 405: "method_not_allowed", 413: "body_too_large"}.get(
             exc.status, "http_error"
         )
-        return error_response(ApiError(exc.status, code, exc.reason), corr)
+        response = error_response(ApiError(exc.status, code, exc.reason), corr)
+        if "Allow" in exc.headers:  # RFC 9110: a 405 lists the methods that are allowed
+            response.headers["Allow"] = exc.headers["Allow"]
+        return response
 
 
 def build_app(store: Store, extra_routes: Callable[[web.Application], None] | None = None) -> web.Application:

@@ -20,8 +20,9 @@ def client_for(platform_sim: RunningSim) -> Iterator[ClientFor]:  # noqa: F811
 
     def make(role: str, retry: RetryPolicy | None = None) -> PlatformClient:
         token = getattr(platform_sim.creds, role)
-        client = PlatformClient(platform_sim.url, token, retry=retry or RetryPolicy(initial_backoff_s=0.01,
-                                                                                    max_backoff_s=0.05))
+        client = PlatformClient(
+            platform_sim.url, token, retry=retry or RetryPolicy(initial_backoff_s=0.01, max_backoff_s=0.05)
+        )
         made.append(client)
         return client
 

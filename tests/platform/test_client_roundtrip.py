@@ -13,7 +13,9 @@ from simulators.platform.testing import RunningSim
 from .conftest import ClientFor
 
 SLURM = m.AppInstanceCreate(
-    name="hpc", app_type=m.AppType.SLURM, app_version="24.05.1",
+    name="hpc",
+    app_type=m.AppType.SLURM,
+    app_version="24.05.1",
     components=[m.ComponentSpec(component_key="controller", count=1), m.ComponentSpec(component_key="worker", count=2)],
     config={"partition": "gpu"},
 )
@@ -28,12 +30,25 @@ def test_client_has_one_method_per_endpoint() -> None:
 
 
 def make_site_and_profile(admin: PlatformClient, ttl: int = 600) -> tuple[m.MaasSite, m.SiteProfile]:
-    site = admin.create_site(m.MaasSiteCreate(
-        name="site-a", maas_url="http://maas.example:5240/MAAS",
-        credential_ref=m.VaultCredentialRef(path="gpuaas/maas/site-a")))
-    profile = admin.create_profile(site.site_id, m.SiteProfileCreate(name="h200", policy=m.SiteProfilePolicy(
-        fabric_mode=m.FabricMode.ROCE, enable_phase2_roce=True, enrollment_token_ttl_seconds=ttl,
-        site_bootstrap_bundle_ref="s3://bundles/site-a@sha256:abc")))
+    site = admin.create_site(
+        m.MaasSiteCreate(
+            name="site-a",
+            maas_url="http://maas.example:5240/MAAS",
+            credential_ref=m.VaultCredentialRef(path="gpuaas/maas/site-a"),
+        )
+    )
+    profile = admin.create_profile(
+        site.site_id,
+        m.SiteProfileCreate(
+            name="h200",
+            policy=m.SiteProfilePolicy(
+                fabric_mode=m.FabricMode.ROCE,
+                enable_phase2_roce=True,
+                enrollment_token_ttl_seconds=ttl,
+                site_bootstrap_bundle_ref="s3://bundles/site-a@sha256:abc",
+            ),
+        ),
+    )
     return site, profile
 
 
@@ -41,22 +56,30 @@ def test_admin_sites_profiles_and_nodes_round_trip(platform_sim: RunningSim, adm
     site, profile = make_site_and_profile(admin)
     assert admin.find_site("site-a") == site and admin.find_site("nope") is None
     assert admin.get_site(site.site_id) == site
-    updated = admin.update_site(site.site_id, m.MaasSiteUpdate(
-        maas_url="https://maas2.example/MAAS", credential_ref=site.credential_ref, description="moved"))
+    updated = admin.update_site(
+        site.site_id,
+        m.MaasSiteUpdate(
+            maas_url="https://maas2.example/MAAS", credential_ref=site.credential_ref, description="moved"
+        ),
+    )
     assert (updated.revision, updated.maas_url) == (2, "https://maas2.example/MAAS")
     assert admin.list_profiles(site.site_id, name="h200") == [profile]
     assert admin.get_profile(site.site_id, profile.profile_id).policy.fabric_mode is m.FabricMode.ROCE
     new_policy = profile.policy.model_copy(update={"batch_max_parallel": 8})
     assert admin.update_profile(site.site_id, profile.profile_id, new_policy).policy.batch_max_parallel == 8
 
-    grant = admin.mint_enrollment_token(site.site_id, m.EnrollmentTokenRequest(
-        profile_id=profile.profile_id, hostname="gpu-01", system_id="abc123"))
+    grant = admin.mint_enrollment_token(
+        site.site_id, m.EnrollmentTokenRequest(profile_id=profile.profile_id, hostname="gpu-01", system_id="abc123")
+    )
     assert grant.ttl_seconds == 600 and "gpuaas-enroll" not in repr(grant)  # the secret stays out of reprs
     node = admin.get_node(grant.node_id)
     assert node.status is m.NodeStatus.BOOTSTRAP_ISSUED and node.last_token_id == grant.token_id
     assert admin.list_nodes(site_id=site.site_id, hostname="gpu-01") == [node]
-    enrolled = PlatformClient(platform_sim.url).enroll(m.EnrollmentRequest(
-        node_id=grant.node_id, enrollment_token=grant.enrollment_token, hostname="gpu-01", system_id="abc123"))
+    enrolled = PlatformClient(platform_sim.url).enroll(
+        m.EnrollmentRequest(
+            node_id=grant.node_id, enrollment_token=grant.enrollment_token, hostname="gpu-01", system_id="abc123"
+        )
+    )
     assert enrolled.status is m.NodeStatus.ENROLLING
     active = admin.wait_for_node(grant.node_id, timeout_s=10)
     assert active.status is m.NodeStatus.ACTIVE and active.enrolled_at is not None
@@ -93,31 +116,43 @@ def test_app_instance_lifecycle_round_trip(platform_sim: RunningSim, client_for:
 
     added = api.wait_for_operation(pid, api.add_member(pid, inst.instance_id, "worker").operation_id, timeout_s=10)
     assert api.get_member(pid, inst.instance_id, added.member_id or "").status is m.MemberStatus.ACTIVE
-    drained = api.wait_for_operation(pid, api.drain_member(pid, inst.instance_id, worker.member_id).operation_id,
-                                     timeout_s=10)
+    drained = api.wait_for_operation(
+        pid, api.drain_member(pid, inst.instance_id, worker.member_id).operation_id, timeout_s=10
+    )
     assert api.get_member(pid, inst.instance_id, worker.member_id).adapter_detail["state"] == "DRAINED"
     assert drained.kind is m.OperationKind.MEMBER_DRAIN
     api.wait_for_operation(pid, api.remove_member(pid, inst.instance_id, worker.member_id).operation_id, timeout_s=10)
     replaced = api.wait_for_operation(
-        pid, api.replace_member(pid, inst.instance_id, controller.member_id).operation_id, timeout_s=10)
+        pid, api.replace_member(pid, inst.instance_id, controller.member_id).operation_id, timeout_s=10
+    )
     new_controller = api.get_member(pid, inst.instance_id, replaced.replacement_member_id or "")
     assert new_controller.status is m.MemberStatus.ACTIVE and new_controller.component_key == "controller"
     assert api.get_member(pid, inst.instance_id, controller.member_id).status is m.MemberStatus.REMOVED
     assert api.get_instance(pid, inst.instance_id).member_counts == {"controller": 1, "worker": 2}
 
-    up = api.wait_for_operation(pid, api.upgrade_instance(pid, inst.instance_id, m.AppInstanceUpgrade(
-        app_version="24.11.0")).operation_id, timeout_s=10)
+    up = api.wait_for_operation(
+        pid,
+        api.upgrade_instance(pid, inst.instance_id, m.AppInstanceUpgrade(app_version="24.11.0")).operation_id,
+        timeout_s=10,
+    )
     assert api.get_instance(pid, inst.instance_id).app_version == "24.11.0"
     assert [o.operation_id for o in api.list_operations(pid, inst.instance_id)][-1] == up.operation_id
     assert api.get_operation(pid, up.operation_id) == up
-    gone = api.wait_for_operation(pid, api.decommission_instance(pid, inst.instance_id, "done").operation_id,
-                                  timeout_s=10)
+    gone = api.wait_for_operation(
+        pid, api.decommission_instance(pid, inst.instance_id, "done").operation_id, timeout_s=10
+    )
     assert gone.status is m.OperationStatus.SUCCEEDED
     assert api.get_instance(pid, inst.instance_id).status is m.InstanceStatus.DECOMMISSIONED
     audit = client_for("project_admin").list_audit_events(pid)
     assert [e.action for e in audit if e.outcome is m.AuditOutcome.ACCEPTED] == [
-        "app_instance.create", "member.operation", "member.operation", "member.operation", "member.operation",
-        "app_instance.upgrade", "app_instance.decommission"]
+        "app_instance.create",
+        "member.operation",
+        "member.operation",
+        "member.operation",
+        "member.operation",
+        "app_instance.upgrade",
+        "app_instance.decommission",
+    ]
 
 
 def test_every_endpoint_was_exercised(platform_sim: RunningSim, client_for: ClientFor) -> None:

@@ -138,26 +138,35 @@ class MemberList(ResponseModel):
     items: list[Member]
 
 
-class AddMember(RequestModel):
+def _tag_required(schema: dict[str, Any]) -> None:
+    # The tag has a default for Python callers, but on the wire it selects the arm: always send it.
+    schema["required"] = ["operation", *[r for r in schema.get("required", []) if r != "operation"]]
+
+
+class MemberOperationModel(RequestModel):
+    model_config = RequestModel.model_config | {"json_schema_extra": _tag_required}
+
+
+class AddMember(MemberOperationModel):
     operation: Literal["add"] = "add"
     component_key: str = Field(pattern=COMPONENT_KEY_PATTERN)
     node_id: str | None = Field(default=None, pattern=ID_PATTERN)
     reason: str | None = Field(default=None, max_length=512)
 
 
-class DrainMember(RequestModel):
+class DrainMember(MemberOperationModel):
     operation: Literal["drain"] = "drain"
     member_id: str = Field(pattern=ID_PATTERN)
     reason: str | None = Field(default=None, max_length=512)
 
 
-class RemoveMember(RequestModel):
+class RemoveMember(MemberOperationModel):
     operation: Literal["remove"] = "remove"
     member_id: str = Field(pattern=ID_PATTERN)
     reason: str | None = Field(default=None, max_length=512)
 
 
-class ReplaceMember(RequestModel):
+class ReplaceMember(MemberOperationModel):
     operation: Literal["replace"] = "replace"
     member_id: str = Field(pattern=ID_PATTERN)
     node_id: str | None = Field(default=None, pattern=ID_PATTERN, description="Node for the replacement.")

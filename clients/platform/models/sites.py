@@ -12,7 +12,7 @@ from .common import ID_PATTERN, NAME_PATTERN, RequestModel, ResponseModel
 # A Vault/OpenBao path segment list: letters, digits, '_', '-', '.', '/'. No ':' so a MAAS API
 # key ("consumer:token:secret") can never be registered where a reference belongs.
 VAULT_PATH_PATTERN = r"^[A-Za-z0-9_.-]+(/[A-Za-z0-9_.-]+)*$"
-BUNDLE_REF_PATTERN = r"^[a-z0-9]+://[^\s]+$"
+BUNDLE_REF_PATTERN = r"^[a-z0-9]+://[!-~]+$"
 DURATION_PATTERN = r"^[1-9][0-9]{0,5}[smh]$"
 
 
@@ -26,7 +26,7 @@ class VaultCredentialRef(RequestModel):
 
 class MaasSiteCreate(RequestModel):
     name: str = Field(pattern=NAME_PATTERN, description="Unique across the platform; immutable.")
-    maas_url: str = Field(pattern=r"^https?://[^\s]+$", max_length=512)
+    maas_url: str = Field(pattern=r"^https?://[!-~]+$", max_length=512)
     region: str | None = Field(default=None, max_length=64)
     description: str | None = Field(default=None, max_length=512)
     credential_ref: VaultCredentialRef
@@ -35,7 +35,7 @@ class MaasSiteCreate(RequestModel):
 class MaasSiteUpdate(RequestModel):
     """Full replacement of the mutable site fields (the name is the site's identity)."""
 
-    maas_url: str = Field(pattern=r"^https?://[^\s]+$", max_length=512)
+    maas_url: str = Field(pattern=r"^https?://[!-~]+$", max_length=512)
     region: str | None = Field(default=None, max_length=64)
     description: str | None = Field(default=None, max_length=512)
     credential_ref: VaultCredentialRef
