@@ -71,3 +71,11 @@ def test_dev_change_reads_top_down() -> None:
         assert unchanged not in note
     assert len(lines) < 40  # readable in 30 seconds
     assert (GOLDEN.parent.parent.parent / "docs" / "preview-notes.md").read_text().count(note.strip()) == 1
+
+
+def test_in_place_machine_fields_match_the_provider() -> None:
+    """The note calls a machine change in place exactly when the MaasMachine provider does."""
+    maas_machine = pytest.importorskip("providers.maas_machine", reason="MaasMachine provider not importable")
+    from tools.preview_note.kinds import IN_PLACE_MACHINE
+
+    assert frozenset(maas_machine.IN_PLACE) == IN_PLACE_MACHINE

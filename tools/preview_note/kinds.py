@@ -23,6 +23,12 @@ OWN_VIEW_FIELDS: dict[str, frozenset[str]] = {
 }
 # Pool-level inputs whose change redeploys every machine that stays in the pool.
 _POOL_WIDE = ("site", "profile", "deploy")
+# Machine fields changed in place (mirrors providers.maas_machine.IN_PLACE; a test keeps them equal).
+# When a machine carries any of REDEPLOY_FIELDS, only those redeploy (providers' deploy fingerprint).
+IN_PLACE_MACHINE = frozenset({"tags", "hostname", "power_type", "power_user_path", "ipmi_address", "teardown_mode"})
+REDEPLOY_FIELDS = frozenset({"deploy", "storage", "roce_links"})
+# Where a pool's state records its machines: `machines_state` (MachinePool provider) or `machines`.
+_POOL_STATE_KEYS = ("machines_state", "machines")
 
 
 def is_prod(environment: str) -> bool:
@@ -35,6 +41,7 @@ class PoolView(BaseModel):
     joins: tuple[str, ...] = ()
     redeploys: tuple[tuple[str, str], ...] = ()  # (hostname, why)
     leaves: tuple[tuple[str, str], ...] = ()  # (hostname, system_id or "")
+    updates: tuple[tuple[str, str], ...] = ()  # (hostname, fields changed in place)
     unchanged: int = 0
     unknown: bool = False  # the new machine list is only known after apply
 
@@ -65,13 +72,21 @@ def _machines(value: Any) -> dict[str, dict[str, Any]]:
     return out
 
 
+def machine_changes(old: dict[str, Any], new: dict[str, Any]) -> tuple[list[str], list[str]]:
+    """(paths that redeploy the machine, paths changed in place) between two machine specs."""
+    paths = [p for p, _, _ in changed_paths(old, new)]
+    top = lambda p: p.split(".")[0].split("[")[0]  # noqa: E731
+    if REDEPLOY_FIELDS & (old.keys() | new.keys()):
+        return [p for p in paths if top(p) in REDEPLOY_FIELDS], [p for p in paths if top(p) not in REDEPLOY_FIELDS]
+    return [p for p in paths if top(p) not in IN_PLACE_MACHINE], [p for p in paths if top(p) in IN_PLACE_MACHINE]
+
+
 def pool_view(change: Change) -> PoolView:
     old_in, new_in = change.inputs("old"), change.inputs("new")
     old_out = change.old.outputs if change.old else {}
     old = _machines(old_in.get("machines"))
     # Outputs are what MAAS holds now: a machine there but not in old inputs is still a member.
-    raw_out = old_out.get("machines")
-    out_machines: dict[str, Any] = raw_out if isinstance(raw_out, dict) else {}
+    out_machines: dict[str, Any] = next((old_out[k] for k in _POOL_STATE_KEYS if isinstance(old_out.get(k), dict)), {})
     for host in out_machines:
         old.setdefault(host, {})
     system_ids = {h: str(v.get("system_id", "")) for h, v in out_machines.items() if isinstance(v, dict)}
@@ -83,20 +98,23 @@ def pool_view(change: Change) -> PoolView:
     wide = [k for k in _POOL_WIDE if normalize(old_in.get(k)) != normalize(new_in.get(k))]
     if change.action is Action.CREATE:
         return PoolView(joins=tuple(sorted(new, key=natural)))
-    redeploys, unchanged = [], 0
+    redeploys, updates, unchanged = [], [], 0
     for host in sorted(old.keys() & new.keys(), key=natural):
-        fields = [p for p, _, _ in changed_paths(old[host], new[host])] if old[host] else []
+        deploying, in_place = machine_changes(old[host], new[host]) if old[host] else ([], [])
         if change.action is Action.REPLACE:
             redeploys.append((host, "pool replaced"))
         elif wide:
             redeploys.append((host, "pool " + ", ".join(wide) + " changed"))
-        elif fields:
-            redeploys.append((host, ", ".join(fields) + " changed"))
+        elif deploying:
+            redeploys.append((host, ", ".join(deploying) + " changed"))
+        elif in_place:
+            updates.append((host, ", ".join(in_place)))
         else:
             unchanged += 1
     return PoolView(
         joins=tuple(sorted(new.keys() - old.keys(), key=natural)),
         redeploys=tuple(redeploys),
+        updates=tuple(updates),
         leaves=tuple((h, system_ids.get(h, "")) for h in sorted(old.keys() - new.keys(), key=natural)),
         unchanged=unchanged,
     )
@@ -173,8 +191,10 @@ def destructive(change: Change, environment: str) -> list[Destructive]:
     name, kind, act = f"`{change.name}`", change.kind, change.action
     old_in = change.inputs("old")
     if kind == "MaasMachine" and act in (Action.REPLACE, Action.DELETE):
-        host = old_in.get("hostname") or change.name
-        mode = old_in.get("teardown_mode")
+        nested = old_in.get("machine")
+        spec: dict[str, Any] = nested if isinstance(nested, dict) else old_in
+        host = spec.get("hostname") or change.name
+        mode = spec.get("teardown_mode")
         mode_txt = f" (teardown_mode {show(mode)})" if mode else ""
         if act is Action.REPLACE:
             reasons = set(change.replace_reasons)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
@@ -88,6 +89,11 @@ def _label(urn: str) -> str:
     return f"{kind_of(type_)} `{name}`" if type_ else f"`{name}`"
 
 
+def _hostname(inputs: dict[str, Any]) -> Any:
+    machine = inputs.get("machine")
+    return (machine if isinstance(machine, dict) else inputs).get("hostname")
+
+
 def _kind_key(kind: str) -> tuple[int, str]:
     return (KIND_ORDER.index(kind) if kind in KIND_ORDER else len(KIND_ORDER), kind)
 
@@ -137,7 +143,7 @@ def _resource_lines(change: Change, steps: list, environment: str) -> list[str]:
     extra = ""
     if change.action is Action.REPLACE and change.delete_before_replace:
         extra = " (delete before replace)"
-    host = change.inputs("new").get("hostname") or change.inputs("old").get("hostname")
+    host = _hostname(change.inputs("new")) or _hostname(change.inputs("old"))
     label = f"`{change.name}`" + (f" (`{host}`)" if isinstance(host, str) and host != change.name else "")
     out = [f"- **{change.action.value}** {label}{extra}"]
     if change.kind == "MachinePool":
@@ -149,6 +155,11 @@ def _resource_lines(change: Change, steps: list, environment: str) -> list[str]:
         if view.redeploys:
             out.append(
                 f"  - redeploys ({len(view.redeploys)}): " + ", ".join(f"`{h}` ({why})" for h, why in view.redeploys)
+            )
+        if view.updates:
+            out.append(
+                f"  - updated in place ({len(view.updates)}): "
+                + ", ".join(f"`{h}` ({what})" for h, what in view.updates)
             )
         if view.leaves:
             out.append(
