@@ -89,6 +89,7 @@ class Tracked:
     redeploy_requested: bool = False
     detail: MachineDetail | None = None
     owner_data_recorded: bool = False
+    wait_stage: Stage | None = None
 
 
 @dataclass

@@ -133,10 +133,10 @@ class Scheduler:
                     self._advance(t)
             for t in active:
                 if t.outcome is None and t.waiting and ctx.clock() > t.deadline:
+                    t.reason = (f"{t.spec.hostname} (system_id {t.system_id}, MAAS status "
+                                f"{t.view.status.label if t.view else '?'}) did not leave {t.stage.value} before its "
+                                f"deadline ({WAIT_DEADLINE.get(t.stage, '?')}); the next up resumes from here")
                     t.outcome, t.stage = MachineOutcome.TIMED_OUT, Stage.FAILED
-                    t.reason = (f"{t.spec.hostname} (system_id {t.system_id}) still "
-                                f"{t.view.status.label if t.view else '?'} after the {WAIT_DEADLINE.get(t.stage, '')} "
-                                "deadline; the next up resumes from here")
             for t in active:
                 if t.outcome is not None and t.holds_slot:
                     t.holds_slot = False
@@ -163,7 +163,7 @@ class Scheduler:
             t.view = view
             stage = stage_for(t)
             if stage is t.stage and t.stage in WAIT_DEADLINE:
-                self._backoff(t)  # still waiting in the same stage
+                t.waiting = False  # same stage: its handler looks again (e.g. the platform's node status)
             else:
                 self._enter(t, stage)
 
@@ -171,6 +171,7 @@ class Scheduler:
         if stage is not t.stage:
             t.stage_times[stage.value] = self.ctx.clock()
             t.detail = None if stage is Stage.PXE_PREFLIGHT else t.detail
+            t.wait_stage = None
         t.stage = stage
         t.waiting = False
 
@@ -198,7 +199,10 @@ class Scheduler:
                 self.ctx.log(f"{t.spec.hostname}: {step.stage.value}" + (f" — {step.reason}" if step.reason else ""))
                 return
             if step.kind is StepKind.WAIT:
-                if step.stage is not t.stage or not t.waiting:
+                if step.stage is t.wait_stage:
+                    t.waiting = True
+                    self._backoff(t)  # still waiting in the same stage: keep its deadline
+                else:
                     self._start_wait(t, step.stage)
                 return
             self._enter(t, step.stage)
@@ -214,7 +218,7 @@ class Scheduler:
         now = self.ctx.clock()
         if stage is not t.stage:
             t.stage_times[stage.value] = now
-        t.stage, t.waiting = stage, True
+        t.stage, t.waiting, t.wait_stage = stage, True, stage
         t.poll_interval = self.ctx.deadlines.poll_initial_s
         t.next_poll = now + t.poll_interval
         limit = WAIT_DEADLINE.get(stage)
