@@ -69,7 +69,12 @@ def test_killed_mid_up_resumes_with_a_warning(stack: FixtureStack) -> None:
     declared = [widget("quick", size=1), widget("slow", size=1, delay=30)]
     handle = stack.engine(declared).start_up()
     deadline = time.monotonic() + 30
-    while ("create", "slow", "start") not in {tuple(e[:3]) for e in stack.timed_events()}:
+    # Kill once `quick` is recorded in state and `slow` is inside its provider Create.
+    while not (
+        ("create", "slow", "start") in {tuple(e[:3]) for e in stack.timed_events()}
+        and stack.state_path.exists()
+        and stack.resource("quick", decrypt=False) is not None
+    ):
         assert time.monotonic() < deadline, handle.log()
         time.sleep(0.05)
     handle.kill()

@@ -79,6 +79,8 @@ class ProviderHost:
         self._channel: grpc.Channel | None = None
         self._stub: Any = None
         self._threads: list[threading.Thread] = []
+        self._connect_lock = threading.Lock()
+        self._config: dict[str, str] = {}
 
     def start(self, config: dict[str, str]) -> None:
         env = dict(os.environ)
@@ -93,7 +95,19 @@ class ProviderHost:
             stderr=subprocess.PIPE,
             preexec_fn=_die_with_parent,
         )
-        assert self._proc.stdout is not None and self._proc.stderr is not None
+        self._config = dict(config)
+        # The server boots while the program is imported; the first provider call waits for it.
+
+    def _connect(self) -> None:
+        with self._connect_lock:
+            if self._stub is not None:
+                return
+            if self._proc is None:
+                raise ProviderError("the dynamic provider server was not started")
+            self._handshake()
+
+    def _handshake(self) -> None:
+        assert self._proc is not None and self._proc.stdout is not None and self._proc.stderr is not None
         first = self._proc.stdout.readline().decode().strip()
         if not first.isdigit():
             err = self._proc.stderr.read().decode(errors="replace") if self._proc.poll() is not None else ""
@@ -103,12 +117,17 @@ class ProviderHost:
             t.start()
             self._threads.append(t)
         self._channel = grpc.insecure_channel(f"127.0.0.1:{first}")
-        self._stub = provider_pb2_grpc.ResourceProviderStub(self._channel)
+        stub = provider_pb2_grpc.ResourceProviderStub(self._channel)
         # Configure gets the whole stack config (namespaced keys, plaintext), as the CLI sends it.
-        self._call(
-            "Configure",
-            provider_pb2.ConfigureRequest(args=to_struct(dict(config)), acceptSecrets=False, acceptResources=False),
+        request = provider_pb2.ConfigureRequest(
+            args=to_struct(self._config), acceptSecrets=False, acceptResources=False
         )
+        try:
+            stub.Configure(request)
+        except grpc.RpcError as exn:
+            details = exn.details() or str(exn)  # type: ignore[attr-defined]
+            raise ProviderError(provider_message(details), details) from None
+        self._stub = stub
 
     def _pump(self, stream: IO[bytes]) -> None:
         for raw in iter(stream.readline, b""):
@@ -124,6 +143,8 @@ class ProviderHost:
             t.join(timeout=2)
 
     def _call(self, method: str, request: Any) -> Any:
+        if self._stub is None:
+            self._connect()
         try:
             return getattr(self._stub, method)(request)
         except grpc.RpcError as exn:

@@ -40,7 +40,9 @@ def backend(path: Path):
         fcntl.flock(fh, fcntl.LOCK_EX)
         data = json.loads(path.read_text()) if path.exists() else {"objects": {}, "events": []}
         yield data
-        path.write_text(json.dumps(data, indent=1))
+        tmp = path.with_suffix(".tmp")  # atomic, so tests may read it without the lock
+        tmp.write_text(json.dumps(data, indent=1))
+        tmp.replace(path)
         fcntl.flock(fh, fcntl.LOCK_UN)
 
 
