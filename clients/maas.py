@@ -165,7 +165,7 @@ class MaasClient:
     def last_event(self, system_id: str) -> str:
         """The newest MAAS event for the machine (what explains a failure)."""
         if self.has_action("Events", "query"):
-            data = self._call("Events", "query", read=True, id=[system_id], limit=1)
+            data = self._call("Events", "query", read=True, id=[system_id], limit="1")
             events = (data or {}).get("events") or []
             if events:
                 e = events[0]

@@ -33,7 +33,8 @@ from .spec import MachineSpec
 from .status import MachineOutcome, Stage
 
 MAX_TRANSIENT_ERRORS = 30
-MAX_STEPS_PER_TICK = 12  # a machine never loops forever inside one tick
+MAX_STEPS_PER_TICK = 12
+CREATE_ATTEMPTS = 4  # a machine never loops forever inside one tick
 
 
 class MachineResult(BaseModel):
@@ -100,20 +101,28 @@ class Scheduler:
         return adopted
 
     def _create(self, t: Tracked) -> MachineView | None:
-        power_user = power_pass = None
-        try:
-            view = self.ctx.ops.create(hostname=t.spec.hostname, pxe_mac=t.spec.pxe_mac,
-                                       power_type=t.spec.power_type.value, power_address=t.spec.ipmi_address,
-                                       power_user=power_user, power_pass=power_pass, commission=False)
-            self.ctx.log(f"{t.spec.hostname}: created in MAAS as {view.system_id}")
-            return view
-        except PortError as e:
-            # A create that failed mid-way may still have created the machine: never create twice.
-            again = resolve_machines(self.ctx.ops, [t.spec], {})
-            if t.spec.hostname in again:
-                return again[t.spec.hostname]
-            t.outcome, t.stage, t.reason = MachineOutcome.FAILED, Stage.FAILED, f"{t.spec.hostname}: create failed: {e}"
-            return None
+        """Create a machine MAAS doesn't know. A create is retried only after checking it did not
+        happen: a 5xx or dropped connection may still have created the machine."""
+        last: PortError | None = None
+        for attempt in range(CREATE_ATTEMPTS):
+            if attempt:
+                again = resolve_machines(self.ctx.ops, [t.spec], {})
+                if t.spec.hostname in again:
+                    return again[t.spec.hostname]
+                self.sleep(self.ctx.deadlines.poll_initial_s * attempt)
+            try:
+                view = self.ctx.ops.create(hostname=t.spec.hostname, pxe_mac=t.spec.pxe_mac,
+                                           power_type=t.spec.power_type.value, power_address=t.spec.ipmi_address,
+                                           power_user=None, power_pass=None, commission=False)
+                self.ctx.log(f"{t.spec.hostname}: created in MAAS as {view.system_id}")
+                return view
+            except PortError as e:
+                last = e
+                if e.status is not None and e.status < 500:
+                    break
+        t.outcome, t.stage = MachineOutcome.FAILED, Stage.FAILED
+        t.reason = f"{t.spec.hostname}: create failed: {last}; fix the machine's record and run up again"
+        return None
 
     # ---------------------------------------------------------------------------------------
     def _run(self, tracked: list[Tracked], adopted: set[str]) -> list[MachineResult]:
@@ -189,8 +198,8 @@ class Scheduler:
                 self._transient(t, e)
                 return
             except Exception as e:  # a bug must fail one machine, not the whole pool
-                t.outcome, t.stage = MachineOutcome.FAILED, Stage.FAILED
                 t.reason = f"{t.spec.hostname}: internal error in {t.stage.value}: {type(e).__name__}: {e}"
+                t.outcome, t.stage = MachineOutcome.FAILED, Stage.FAILED
                 t.holds_slot = False
                 return
             if step.kind is StepKind.DONE:

@@ -1,0 +1,144 @@
+"""Fault tests: each ends with the machine where it should be and no duplicate in MAAS."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from environments.model import TeardownMode
+from providers.machines.scheduler import Scheduler
+from providers.machines.status import MachineOutcome
+from simulators.maas import ApiErrorBurst, ApiFaults, MachineFaults
+
+from .conftest import World
+
+
+def _one(w: World, hostname: str = "local-gpu-1"):
+    return w.specs[hostname]
+
+
+def _assert_no_duplicates(w: World) -> None:
+    names = [m["hostname"] for m in w.maas.admin.machines()]
+    assert len(names) == len(set(names)) == len(w.specs)
+
+
+def test_datasource_failure_twice_then_success_with_three_attempts(world_factory: Callable[..., World]) -> None:
+    w = world_factory()
+    w.maas.admin.set_machine_faults("local-gpu-1", MachineFaults(deploy_failures=2))
+    logs: list[str] = []
+    r = Scheduler(w.context(logs=logs, max_deploy_retry_attempts=3)).onboard([_one(w)])[0]
+    assert r.outcome is MachineOutcome.READY, r.reason
+    assert r.deploy_attempts == 3
+    assert sum("failed on datasource" in n for n in r.notes) == 2
+    _assert_no_duplicates_subset(w)
+
+
+def _assert_no_duplicates_subset(w: World) -> None:
+    names = [m["hostname"] for m in w.maas.admin.machines() if m.get("hostname")]
+    assert len(names) == len(set(names))
+
+
+def test_datasource_failures_exhausted_give_a_clear_error_and_next_run_resumes(world_factory: Callable[..., World]) -> None:
+    w = world_factory()
+    w.maas.admin.set_machine_faults("local-gpu-1", MachineFaults(deploy_failures=3))
+    r = Scheduler(w.context(max_deploy_retry_attempts=3)).onboard([_one(w)])[0]
+    assert r.outcome is MachineOutcome.FAILED
+    assert r.system_id in r.reason and "Failed deployment" in r.reason and "datasource" in r.reason.lower()
+    assert "next up" in r.reason
+    # The next run picks the machine up where it is (Failed deployment) and finishes it.
+    again = Scheduler(w.context(max_deploy_retry_attempts=3)).onboard([_one(w)], {r.hostname: r.system_id})[0]
+    assert again.outcome is MachineOutcome.READY, again.reason
+    assert again.system_id == r.system_id
+    _assert_no_duplicates_subset(w)
+
+
+def test_retry_disabled_fails_on_first_datasource_error(world_factory: Callable[..., World]) -> None:
+    w = world_factory()
+    w.maas.admin.set_machine_faults("local-gpu-1", MachineFaults(deploy_failures=1))
+    r = Scheduler(w.context(enable_deploy_retry_on_datasource_failure=False)).onboard([_one(w)])[0]
+    assert r.outcome is MachineOutcome.FAILED and r.deploy_attempts == 1
+
+
+def test_commissioning_failure_is_reported_then_recommissioned(world_factory: Callable[..., World]) -> None:
+    w = world_factory()
+    w.maas.admin.set_machine_faults("local-gpu-2", MachineFaults(commissioning_failures=1))
+    specs = [_one(w, "local-gpu-1"), _one(w, "local-gpu-2")]
+    results = {r.hostname: r for r in Scheduler(w.context()).onboard(specs)}
+    bad = results["local-gpu-2"]
+    assert results["local-gpu-1"].outcome is MachineOutcome.READY  # one failure never stops the others
+    assert bad.outcome is MachineOutcome.FAILED and "commissioning failed" in bad.reason
+    assert w.maas.admin.status(bad.system_id).label == "Failed commissioning"
+    again = Scheduler(w.context()).onboard([specs[1]], {bad.hostname: bad.system_id})[0]
+    assert again.outcome is MachineOutcome.READY and again.system_id == bad.system_id
+    _assert_no_duplicates_subset(w)
+
+
+def test_erase_failure_without_fallback_stops_with_the_event(world_factory: Callable[..., World]) -> None:
+    w = world_factory()
+    r = Scheduler(w.context()).onboard([_one(w)])[0]
+    w.maas.admin.set_machine_faults("local-gpu-1", MachineFaults(erase_failures=5))
+    down = Scheduler(w.context(release_erase_mode="secure")).teardown(
+        [(_one(w), r.system_id, TeardownMode.FULL_DECOMMISSION)])[0]
+    assert down.outcome is MachineOutcome.FAILED and "erase failed" in down.reason
+    assert "release_fallback_no_erase" in down.reason
+    assert w.maas.admin.status(r.system_id).label == "Failed disk erasing"
+
+
+def test_erase_failure_with_fallback_releases_without_erase_and_says_so(world_factory: Callable[..., World]) -> None:
+    w = world_factory()
+    r = Scheduler(w.context()).onboard([_one(w)])[0]
+    w.maas.admin.set_machine_faults("local-gpu-1", MachineFaults(erase_failures=1))
+    down = Scheduler(w.context(release_erase_mode="secure", release_fallback_no_erase=True)).teardown(
+        [(_one(w), r.system_id, TeardownMode.FULL_DECOMMISSION)])[0]
+    assert down.outcome is MachineOutcome.RELEASED, down.reason
+    assert any("WITHOUT erase" in n for n in down.notes)
+    assert w.maas.admin.status(r.system_id).label == "Ready"
+
+
+def test_503_bursts_in_every_stage(world_factory: Callable[..., World]) -> None:
+    w = world_factory()
+    bursts = [ApiErrorBurst(status=503, count=2, handler=h, op=op) for h, op in [
+        ("MachinesHandler", "create"), ("MachinesHandler", "read"), ("MachineHandler", "commission"),
+        ("MachineHandler", "read"), ("MachinesHandler", "power_parameters"),
+        ("MachineHandler", "set_storage_layout"), ("InterfaceHandler", "link_subnet"),
+        ("MachineHandler", "deploy"), ("MachineHandler", "set_owner_data"), ("MachineHandler", "release"),
+    ]]
+    w.maas.admin.set_api_faults(ApiFaults(errors=bursts))
+    specs = [_one(w, "local-gpu-1"), _one(w, "local-gpu-2")]
+    up = Scheduler(w.context()).onboard(specs)
+    assert {r.outcome for r in up} == {MachineOutcome.READY}, [r.reason for r in up]
+    down = Scheduler(w.context()).teardown([(s, r.system_id, TeardownMode.FULL_DECOMMISSION) for s, r in zip(specs, up, strict=True)])
+    assert {r.outcome for r in down} == {MachineOutcome.RELEASED}, [r.reason for r in down]
+    left = sum(b.count for b in w.maas.admin.faults().api.errors)
+    assert left == 0, "every burst fired"
+    _assert_no_duplicates_subset(w)
+
+
+def test_deadline_mid_deploy_then_resume(world_factory: Callable[..., World]) -> None:
+    """A run that stops mid-deploy (deadline, or a killed provider) leaves MAAS as the record:
+    the next run resolves the same machine and finishes it, without a second create or deploy."""
+    w = world_factory()
+    ctx = w.context()
+    ctx.deadlines = ctx.deadlines.model_copy(update={"deploy_s": 0.0})
+    r = Scheduler(ctx).onboard([_one(w)])[0]
+    assert r.outcome is MachineOutcome.TIMED_OUT and "await_deploy" in r.reason
+    counts_before = w.maas.admin.request_counts()
+    again = Scheduler(w.context()).onboard([_one(w)], {})[0]  # state lost too: resolve by hostname
+    assert again.outcome is MachineOutcome.READY and again.system_id == r.system_id
+    after = w.maas.admin.request_counts()
+    assert after["MachinesHandler"].get("create", 0) == counts_before["MachinesHandler"].get("create", 0)
+    assert after["MachineHandler"]["deploy"] == counts_before["MachineHandler"]["deploy"], "no second deploy"
+
+
+def test_expired_enrollment_token_between_retries(world_factory: Callable[..., World]) -> None:
+    """Each deploy attempt mints a fresh token, so a token that expired during a failed attempt
+    never blocks the retry."""
+    w = world_factory()
+    w.maas.admin.set_machine_faults("local-gpu-1", MachineFaults(deploy_failures=1))
+    r = Scheduler(w.context(enrollment_token_ttl_seconds=60)).onboard([_one(w)])[0]
+    assert r.outcome is MachineOutcome.READY, r.reason
+    user_data = (w.maas.admin.user_data(r.system_id) or b"").decode()
+    assert r.node_id in user_data
+    audit = w.platform.audit() if hasattr(w.platform, "audit") else None
+    if audit is not None:
+        mints = [a for a in audit if "mint" in str(a).lower()]
+        assert len(mints) >= 2
