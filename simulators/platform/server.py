@@ -7,6 +7,7 @@ import asyncio
 import secrets
 import threading
 from types import TracebackType
+from typing import Self
 
 from aiohttp import web
 from pydantic import BaseModel
@@ -55,7 +56,7 @@ class PlatformSimulator:
         self.url = ""
 
     # --- lifecycle ---------------------------------------------------------------------------
-    def start(self) -> PlatformSimulator:
+    def start(self) -> Self:
         if self._thread is not None:
             return self
         ready = threading.Event()
@@ -98,7 +99,7 @@ class PlatformSimulator:
         self._thread.join(START_TIMEOUT_S)
         self._thread = None
 
-    def __enter__(self) -> PlatformSimulator:
+    def __enter__(self) -> Self:
         return self.start()
 
     def __exit__(

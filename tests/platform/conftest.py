@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 
+import httpx
 import pytest
 
 from clients.platform import PlatformClient, RetryPolicy
@@ -34,3 +35,8 @@ def client_for(platform_sim: RunningSim) -> Iterator[ClientFor]:  # noqa: F811
 @pytest.fixture
 def admin(client_for: ClientFor) -> PlatformClient:
     return client_for("platform_admin")
+
+
+# One pooled raw HTTP client for tests that check wire details: building an httpx.Client per
+# request costs ~50 ms (TLS context), which would dominate these tests.
+HTTP = httpx.Client(timeout=10.0)
