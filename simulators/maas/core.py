@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import handlers_machines, handlers_misc, handlers_nodes
+from . import handlers_events, handlers_machines, handlers_misc, handlers_nodes
 from .auth import ApiKey, KeyRing
 from .enums import NodeStatus
 from .faults import FaultBook, SimFaults
@@ -39,6 +39,7 @@ class SimCore:
         handlers_machines.register(self.routes, self)
         handlers_nodes.register(self.routes, self)
         handlers_misc.register(self.routes, self)
+        handlers_events.register(self.routes, self)
 
     def enlist(self, macs: list[str], *, hostname: str | None, architecture: str, zone: str, power_type: str,
                power_parameters: dict[str, Any], description: str) -> Machine:

@@ -37,6 +37,21 @@ def _power_parameters(req: Request) -> dict[str, Any] | None:
     return flat or None
 
 
+_UNITS = {"": 1, "K": 1000, "M": 1000**2, "G": 1000**3, "T": 1000**4, "P": 1000**5}
+
+
+def _size(field: str, text: str, whole: int) -> int:
+    """MAAS's BytesOrPercentageField: bytes, a K/M/G/T/P suffix, or a percentage of `whole`."""
+    value = text.strip().upper()
+    try:
+        if value.endswith("%"):
+            return int(whole * float(value[:-1]) / 100)
+        unit = value[-1] if value and value[-1] in _UNITS else ""
+        return int(float(value[: len(value) - len(unit)]) * _UNITS[unit])
+    except ValueError:
+        raise errors.field_error(field, f"{text} is not a valid size.") from None
+
+
 def _scripts(core: SimCore, req: Request, field: str, script_type: int, allow_none: bool) -> list[str]:
     raw = req.get_list(field)
     names = [n.strip() for v in raw for n in v.split(",") if n.strip()]
@@ -330,8 +345,22 @@ def register(routes: RouteTable, core: SimCore) -> None:
             if layout not in {s.value for s in StorageLayout}:
                 raise errors.bad_request(f"Failed to configure storage layout '{layout}': "
                                          "not supported by this machine.")
+            root = m.disk(m.boot_disk_id)
+            root_device = req.get("root_device")
+            if root_device:
+                root = next((d for d in m.block_devices if str(d.id) == root_device), None)
+                if root is None:
+                    raise errors.invalid_choice("root_device", root_device)
+            assert root is not None
+            for field, reserved in (("boot_size", 0), ("root_size", 512 * 1024**2)):
+                text = req.get(field)
+                if text:
+                    maximum = root.size - reserved
+                    if _size(field, text, root.size) > maximum:
+                        raise errors.field_error(field, f"Size is too large. Maximum size is {maximum}.")
             m.storage_layout = layout
-            m.event("STORAGE", f"storage layout set to {layout}")
+            m.event("STORAGE", f"storage layout set to {layout} (root on {root.name}"
+                    + (f", root_size {req.get('root_size')}" if req.get("root_size") else "") + ")")
             return machine_json(store, m)
 
     @machine.action("set_owner_data", "POST", "set_owner_data")

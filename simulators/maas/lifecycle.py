@@ -115,7 +115,8 @@ class Lifecycle:
         m.phase_token += 1  # any timer armed for the previous phase is now stale
         m.phase_due = None
         self.stats.status_changed(m.zone, old, new)
-        m.event("STATUS", f"{old.label} -> {new.label}: {note}")
+        level = "ERROR" if new in FAILED_STATUS.values() or new == S.BROKEN else "INFO"
+        m.event("STATUS", f"{old.label} -> {new.label}: {note}", level)
 
     def _arm(self, m: Machine, seconds: float, end: Callable[[Machine], None] | None = None) -> None:
         token = m.phase_token

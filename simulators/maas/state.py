@@ -5,6 +5,7 @@ HTTP threads and the phase scheduler take it for every read-modify-write.
 
 from __future__ import annotations
 
+import itertools
 import random
 import threading
 import time
@@ -89,15 +90,21 @@ class BlockDevice:
     tags: list[str] = field(default_factory=list)
 
 
+_EVENT_IDS = itertools.count(1)
+
+
 @dataclass
 class Event:
     ts: float
     type: str
     description: str
     status: str
+    level: str = "INFO"
+    id: int = field(default_factory=lambda: next(_EVENT_IDS))
 
     def as_dict(self) -> dict[str, Any]:
-        return {"ts": self.ts, "type": self.type, "description": self.description, "status": self.status}
+        return {"id": self.id, "ts": self.ts, "type": self.type, "description": self.description,
+                "status": self.status, "level": self.level}
 
 
 @dataclass
@@ -145,8 +152,9 @@ class Machine:
     # MACs MAAS was told at creation; until commissioning discovers the rest, only these show.
     known_macs: set[str] | None = None
 
-    def event(self, type_: str, description: str) -> None:
-        self.events.append(Event(time.time(), type_, description, self.status.label))
+    def event(self, type_: str, description: str, level: str = "INFO") -> None:
+        self.events.append(Event(time.time(), type_, description, self.status.label, level))
+        self.status_message = description  # MAAS shows the newest event as status_message
 
     def iface(self, iface_id: int) -> Interface | None:
         return next((i for i in self.interfaces if i.id == iface_id), None)

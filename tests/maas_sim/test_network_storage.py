@@ -143,3 +143,43 @@ def test_node_scripts_upload_list_and_use(maas_sim, client) -> None:
     with pytest.raises(CallError) as info:
         scripts.NodeScripts.create(name="gpu-burn", type="testing", script=io.BytesIO(body))
     assert info.value.status == 400
+
+
+def test_storage_layout_parameters(client) -> None:
+    machine = client.machines.list(hostnames=["gpu-a-002"])[0]
+    raw = session(client).Machine
+    nvme1 = next(d for d in machine.block_devices if d.name == "nvme1n1")
+    data = raw.set_storage_layout(system_id=machine.system_id, storage_layout="flat", root_device=nvme1.id,
+                                  root_size="200G")
+    assert data["status_name"] == "Ready"
+    with pytest.raises(CallError) as info:
+        raw.set_storage_layout(system_id=machine.system_id, storage_layout="flat", root_size="900T")
+    assert info.value.status == 400 and json.loads(info.value.content)["root_size"][0].startswith(
+        "Size is too large.")
+    with pytest.raises(CallError) as info:
+        raw.set_storage_layout(system_id=machine.system_id, storage_layout="lvm", root_device=424242)
+    assert json.loads(info.value.content) == {
+        "root_device": ["Select a valid choice. 424242 is not one of the available choices."]}
+    with pytest.raises(CallError) as info:
+        raw.set_storage_layout(system_id=machine.system_id)
+    assert json.loads(info.value.content) == {"storage_layout": ["This field is required."]}
+
+
+def test_events_query_newest_first(maas_sim, client) -> None:
+    from maas.client.viscera.machines import FailedDeployment
+
+    from simulators.maas import MachineFaults
+
+    maas_sim.admin.set_machine_faults("gpu-a-001", MachineFaults(deploy_failures=1))
+    machine = client.machines.list(hostnames=["gpu-a-001"])[0]
+    with pytest.raises(FailedDeployment):
+        machine.deploy(**WAIT)
+    data = session(client).Events.query(id=[machine.system_id], limit="1")  # GET params must be str in 0.6.8
+    assert data["count"] == 1
+    newest = data["events"][0]
+    assert (newest["type"], newest["level"], newest["node"]) == ("Failed deployment", "ERROR", machine.system_id)
+    assert "datasource" in newest["description"]
+    assert machine._data["status_message"] == newest["description"]
+    everything = session(client).Events.query(hostname=["gpu-a-001"], level="DEBUG")["events"]
+    assert [e["id"] for e in everything] == sorted((e["id"] for e in everything), reverse=True)
+    assert len(everything) >= 4
