@@ -77,6 +77,9 @@ def test_killed_mid_up_resumes_with_a_warning(stack: FixtureStack) -> None:
     ):
         assert time.monotonic() < deadline, handle.log()
         time.sleep(0.05)
+    # While it runs, a second run on the same state is refused (the state has a run lock).
+    concurrent = stack.up(declared)
+    assert concurrent.exitCode == 2 and "another engine run is using this state" in concurrent.errors()[0]
     handle.kill()
     killed = handle.wait(timeout=10)
     assert not killed.ok

@@ -120,3 +120,18 @@ def test_component_parent_is_recorded(stack: FixtureStack) -> None:
     assert resources[group_urn].outputs == {"name": "grp"}
     urns = [r.urn for r in stack.state().resources]
     assert urns.index(group_urn) < urns.index(child_urn)  # state is in dependency order
+
+
+def test_read_of_an_existing_resource_is_external(stack: FixtureStack) -> None:
+    assert_ok(stack.up([widget("a", size=7)]))
+    a_id = stack.resource("a").id
+    result = stack.up([widget("a", size=7), {"name": "ref", "read_id": a_id}])
+    assert_ok(result)
+    assert result.ops()[stack.urn("ref")] is StepOp.READ
+    assert result.outputs["ref_size"] == 7
+    ref = stack.resource("ref")
+    assert ref.external and ref.id == a_id
+    stack.clear_events()
+    assert_ok(stack.up([widget("a", size=7)]))
+    assert stack.resource("ref") is None
+    assert stack.events() == []  # forgetting a read resource never deletes the real object

@@ -12,6 +12,7 @@ from pathlib import Path
 from tools.engine.config import ConfigError, parse_overrides
 from tools.engine.model import EngineResult, Operation, StepOp
 from tools.engine.runner import EXIT_USAGE, RunOptions, run_operation
+from tools.engine.values import UNKNOWN
 
 # The Python API passes config overrides here rather than on argv (argv is visible to every user).
 CONFIG_ENV = "GPUAAS_ENGINE_CONFIG"
@@ -64,7 +65,7 @@ def human_summary(result: EngineResult) -> str:
     if result.outputs:
         lines.append("Outputs:")
         for key, value in sorted(result.outputs.items()):
-            lines.append(f"    {key}: {json.dumps(value)}")
+            lines.append(f"    {key}: {json.dumps(value).replace(UNKNOWN, '[unknown]')}")
     lines.append("Resources:")
     for op, n in sorted(result.changeSummary.items()):
         label = verbs.get(StepOp(op), op) if op in StepOp._value2member_map_ else op

@@ -12,7 +12,7 @@ from google.protobuf import empty_pb2
 from pulumi.runtime.mocks import MockMonitor, Mocks
 from pulumi.runtime.proto import resource_pb2
 
-from tools.engine.deployment import STACK_TYPE, Deployment, Goal
+from tools.engine.deployment import STACK_TYPE, Deployment, Goal, display_state
 from tools.engine.model import ResourceState, Severity, Step, StepOp
 from tools.engine.provider_host import ProviderError
 from tools.engine.register import Registrar
@@ -109,5 +109,5 @@ class EngineMonitor(MockMonitor):
             dep.registered.add(urn)
             dep.live[urn] = res
             dep.save()
-        dep.record(Step(op=StepOp.READ, urn=urn, provider=dep.provider_ref, newState=None))
+        dep.record(Step(op=StepOp.READ, urn=urn, provider=dep.provider_ref, newState=display_state(res)))
         return resource_pb2.ReadResourceResponse(urn=urn, properties=to_struct(outs))

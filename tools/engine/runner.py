@@ -53,6 +53,8 @@ def run_operation(opts: RunOptions, emit: Callable[[str], None]) -> EngineResult
     try:
         cfg = load_stack_config(opts.project_dir, opts.stack, opts.config_overrides)
         store = StateStore(opts.state_path, passphrase, cfg.project.name, opts.stack)
+        if opts.operation is not Operation.PREVIEW:
+            store.lock()
     except (ConfigError, StateError) as exn:
         return EngineResult(
             operation=opts.operation,

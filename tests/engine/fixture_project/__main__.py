@@ -2,7 +2,8 @@
 
 Each spec item: ``{"name", "props", "secret": [keys], "refs": {prop: other}, "parent": group,
 "opts": {protect, retain_on_delete, ignore_changes, additional_secret_outputs, depends_on,
-delete_before_replace}}``; items with ``"group": true`` are component resources.
+delete_before_replace}}``; items with ``"group": true`` are component resources; items with
+``"read_id"`` read an existing widget (``Resource.get``).
 """
 
 import json
@@ -22,6 +23,10 @@ for item in spec:
     opts = pulumi.ResourceOptions(depends_on=depends_on, parent=parent, **opts_spec)
     if item.get("group"):
         made[name] = Group(name, opts)
+        continue
+    if item.get("read_id"):  # Resource.get-style read of an existing widget
+        made[name] = Widget(name, {}, pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(id=item["read_id"])))
+        pulumi.export(f"{name}_size", made[name].size)  # type: ignore[attr-defined]
         continue
     props = dict(item.get("props", {}))
     for key in item.get("secret", []):

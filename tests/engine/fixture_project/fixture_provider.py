@@ -120,7 +120,9 @@ class Widget(Resource, module="fixture", name="Widget"):
     size: pulumi.Output[float]
 
     def __init__(self, name: str, props: dict[str, Any], opts: pulumi.ResourceOptions | None = None) -> None:
-        super().__init__(WidgetProvider(), name, {"name": name, "widget_id": None, "token": None, **props}, opts)
+        super().__init__(
+            WidgetProvider(), name, {"name": name, "widget_id": None, "token": None, "size": None, **props}, opts
+        )
 
 
 class Group(pulumi.ComponentResource):
