@@ -331,7 +331,7 @@ class AppRef(_Model):
 
 class AppInstance(_Model):
     name: Name
-    project_id: str = Field(min_length=1, max_length=128)
+    project_id: str = Field(pattern=r"^[a-z]+-[0-9a-f]{16}$", description="the platform's project id")
     app: AppRef
     runtime: RuntimeMetadata
     service_account_token_path: VaultRef

@@ -9,8 +9,18 @@ stack config the engine (or the real CLI) needs.
 
 from __future__ import annotations
 
-from environments import Environment
-from simulators.maas import SimInventory
+import json
+import secrets
+
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import ed25519
+
+from environments import Environment, load_environment
+from simulators.maas import MaasSimulator, SimInventory
+from simulators.platform import PlatformSimulator
+from clients.platform.models import Role
+from tools.openbao import OpenBaoDevServer
+from tools.s3_server import MotoS3Server
 
 # Environment SKU -> simulator hardware model.
 SIM_SKU = {"h200": "h200", "cpu-small": "generic-small"}
@@ -35,3 +45,134 @@ def maas_inventory(env: Environment, *, enlisted: bool = False) -> SimInventory:
                          "sku": SIM_SKU.get(m.sku, "generic-small"), "site": m.site, "status": "New",
                          "enlisted": enlisted})
     return SimInventory.model_validate({"sites": sites, "fabrics": fabrics, "subnets": subnets, "machines": machines})
+
+
+# ---------------------------------------------------------------------------------------------
+# The running world
+
+
+class LocalStack:
+    """Starts the embedded simulators for an environment and seeds Vault with its secrets.
+
+        with LocalStack("local") as world:
+            engine = Engine(".", "local", state, config_overrides=world.stack_config())
+
+    Every server binds 127.0.0.1 on an ephemeral port and stops with the context.
+    """
+
+    def __init__(self, env_name: str = "local", *, maas_time_scale: float = 1e-3,
+                 platform_time_scale: float = 0.01, enlisted: bool = False) -> None:
+        self.env = load_environment(env_name)
+        self.maas_time_scale = maas_time_scale
+        self.platform_time_scale = platform_time_scale
+        self.enlisted = enlisted
+        self.vault: OpenBaoDevServer | None = None
+        self.s3: MotoS3Server | None = None
+        self.platform: PlatformSimulator | None = None
+        self.maas: MaasSimulator | None = None
+        self.platform_admin_token = ""
+        self.project_ids: dict[str, str] = {}
+
+    def __enter__(self) -> LocalStack:
+        try:
+            self.start()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def start(self) -> LocalStack:
+        env = self.env
+        self.vault = OpenBaoDevServer().start()
+        self.s3 = MotoS3Server().start()
+        self.s3.create_bucket(env.artifact_store.bucket, versioning=True)
+        self.platform = PlatformSimulator(time_scale=self.platform_time_scale).start()
+        self.maas = MaasSimulator(maas_inventory(env, enlisted=self.enlisted), time_scale=self.maas_time_scale,
+                                  platform_url=self.platform.url)
+        self.maas.start()
+        self._seed_platform()
+        self._seed_vault()
+        return self
+
+    def _seed_platform(self) -> None:
+        assert self.platform is not None
+        self.platform_admin_token = self.platform.issue_token(Role.PLATFORM_ADMIN, name="gpuaas-infra")
+        tenant = self.platform.create_tenant(self.env.name)
+        for app in self.env.app_instances:
+            if app.project_id not in self.project_ids:
+                self.project_ids[app.project_id] = self.platform.create_project(
+                    tenant, app.project_id, project_id=app.project_id)
+
+    def _seed_vault(self) -> None:
+        assert self.vault and self.maas and self.platform
+        env = self.env
+        values: dict[str, str] = {}
+        for site in env.sites:
+            values[site.maas_api_key_path] = self.maas.api_key
+        values[env.platform.admin_token_path] = self.platform_admin_token
+        for app in env.app_instances:
+            values[app.service_account_token_path] = self.platform.issue_token(
+                Role.SERVICE_ACCOUNT, project_id=app.project_id, name=f"sa-{app.name}")
+        values[env.artifact_store.credentials_path] = json.dumps(
+            {"access_key_id": "local-bundle-publisher", "secret_access_key": secrets.token_hex(16)})
+        key_pem = _ssh_private_key()
+        for host in env.hosts:
+            values[host.ssh_key_path] = key_pem
+        by_path: dict[str, dict[str, str]] = {}
+        for ref, value in values.items():
+            path, key = ref.split("#", 1)
+            by_path.setdefault(path, {})[key] = value
+        for path, data in by_path.items():
+            self.vault.put_secret(env.vault.kv_mount, path, data)
+
+    def stack_config(self, machine_time_scale: float | None = None) -> dict[str, str]:
+        """Stack config for the engine or `pulumi config set` (the Vault token is the dev root token)."""
+        assert self.vault and self.s3 and self.platform and self.maas
+        scale = machine_time_scale if machine_time_scale is not None else self.maas_time_scale
+        return {
+            "gpuaas-infra:embedded_maas_url": self.maas.url,
+            "gpuaas-infra:embedded_platform_url": self.platform.url,
+            "gpuaas-infra:embedded_vault_url": self.vault.address,
+            "gpuaas-infra:embedded_s3_url": self.s3.endpoint_url,
+            "gpuaas-infra:vault_token": self.vault.root_token,
+            "gpuaas-infra:machine_time_scale": repr(scale),
+        }
+
+    def secret_values(self) -> list[str]:
+        """Every secret this world handed out (for state-file and log scans in tests)."""
+        assert self.vault and self.maas
+        out = [self.vault.root_token, self.maas.api_key, self.platform_admin_token]
+        client = self.vault.client()
+        for ref in _refs(self.env):
+            path, key = ref.split("#", 1)
+            data = client.secrets.kv.v2.read_secret_version(path=path, mount_point=self.env.vault.kv_mount,
+                                                            raise_on_deleted_version=True)["data"]["data"]
+            out.append(data[key])
+            if data[key].startswith("{"):
+                out += [v for v in json.loads(data[key]).values() if isinstance(v, str) and len(v) >= 16]
+        return [s for s in out if s]
+
+    def stop(self) -> None:
+        for server in (self.maas, self.platform, self.s3, self.vault):
+            if server is not None:
+                try:
+                    server.stop()
+                except Exception:  # noqa: BLE001 - stopping the others matters more
+                    pass
+        self.maas = self.platform = self.s3 = self.vault = None
+
+
+def _refs(env: Environment) -> list[str]:
+    refs = [s.maas_api_key_path for s in env.sites] + [env.platform.admin_token_path,
+                                                      env.artifact_store.credentials_path]
+    refs += [a.service_account_token_path for a in env.app_instances] + [h.ssh_key_path for h in env.hosts]
+    return sorted(set(refs))
+
+
+def _ssh_private_key() -> str:
+    key = ed25519.Ed25519PrivateKey.generate()
+    return key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.OpenSSH,
+                             serialization.NoEncryption()).decode()

@@ -111,8 +111,9 @@ class PlatformSimulator:
     def create_tenant(self, name: str = "tenant") -> str:
         return self.store.create_tenant(name)
 
-    def create_project(self, tenant_id: str, name: str = "project") -> str:
-        return self.store.create_project(tenant_id, name).project_id
+    def create_project(self, tenant_id: str, name: str = "project", project_id: str | None = None) -> str:
+        """`project_id`: a fixed id (the local stack's environment names its projects)."""
+        return self.store.create_project(tenant_id, name, project_id).project_id
 
     def issue_token(
         self,

@@ -114,11 +114,11 @@ class Store:
             self.tenants[tenant_id] = name
             return tenant_id
 
-    def create_project(self, tenant_id: str, name: str) -> Project:
+    def create_project(self, tenant_id: str, name: str, project_id: str | None = None) -> Project:
         with self.lock:
             if tenant_id not in self.tenants:
                 raise KeyError(f"unknown tenant {tenant_id}")
-            project = Project(new_id("project"), tenant_id, name)
+            project = Project(project_id or new_id("project"), tenant_id, name)
             self.projects[project.project_id] = project
             return project
 
