@@ -1,0 +1,135 @@
+"""`make demo`: the `local` stack against the embedded simulators, end to end.
+
+Starts the MAAS and platform simulators, OpenBao and an S3 server (tools/localstack.py), then
+runs the stack: with the real Pulumi CLI when it is installed (a throwaway local backend), otherwise
+with the CLI-free engine (tools/engine, which runs the same program against the SDK's real dynamic
+provider server). It previews, brings the stack up, shows what was built, proves a second `up`
+changes nothing, and destroys it again.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from environments import EnvironmentInvalid, load_environment
+from environments.summary import render_summary
+from tools.localstack import LocalStack
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def _banner(text: str) -> None:
+    print(f"\n=== {text}", flush=True)
+
+
+def _engine_run(op: str, stack: str, state: Path, config: dict[str, str], passphrase: str) -> dict[str, Any]:
+    from tools.engine.api import Engine
+
+    engine = Engine(REPO, stack, state, config_overrides=config, passphrase=passphrase)
+    started = time.monotonic()
+    result = getattr(engine, op)()
+    took = time.monotonic() - started
+    summary = {k: v for k, v in (result.changeSummary or {}).items() if v}
+    print(f"{op}: {'ok' if result.ok else 'FAILED'} in {took:.1f}s — {summary}")
+    for d in result.diagnostics:
+        if d.severity in ("error", "warning") and "PULUMI_CONFIG_PASSPHRASE" not in d.message:
+            print(f"  {d.severity}: {d.message}")
+    if not result.ok:
+        raise SystemExit(f"demo: {op} failed (see the messages above)")
+    return {"outputs": result.outputs, "summary": summary}
+
+
+def _show(outputs: dict[str, Any]) -> None:
+    for key in sorted(outputs):
+        if key in ("summary", "areas"):
+            continue
+        value = outputs[key]
+        text = json.dumps(value, indent=2, sort_keys=True, default=str) if isinstance(value, dict | list) else str(value)
+        print(f"{key}:\n  " + text.replace("\n", "\n  "))
+
+
+def run_with_engine(stack: str, world: LocalStack, keep: bool) -> None:
+    state_dir = REPO / ".state"
+    state_dir.mkdir(exist_ok=True)
+    state = state_dir / f"{stack}.json"
+    state.unlink(missing_ok=True)  # fresh simulators each run: old state would name machines that don't exist
+    passphrase = os.environ.get("PULUMI_CONFIG_PASSPHRASE", "gpuaas-infra-demo")
+    config = world.stack_config()
+    _banner("preview (CLI-free engine; the real CLI is not installed here)")
+    _engine_run("preview", stack, state, config, passphrase)
+    _banner("up")
+    up = _engine_run("up", stack, state, config, passphrase)
+    _banner("what was built")
+    _show(up["outputs"])
+    _banner("second up: must change nothing")
+    again = _engine_run("up", stack, state, config, passphrase)
+    changed = {k: v for k, v in again["summary"].items() if k != "same"}
+    print("no changes" if not changed else f"UNEXPECTED changes: {changed}")
+    if not keep:
+        _banner("destroy (machines are released per their teardown mode, never deleted from MAAS)")
+        _engine_run("destroy", stack, state, config, passphrase)
+        assert world.maas is not None
+        statuses: dict[str, int] = {}
+        for m in world.maas.admin.machines():
+            statuses[m["status_name"]] = statuses.get(m["status_name"], 0) + 1
+        print(f"MAAS machines after destroy: {statuses}")
+    if changed:
+        raise SystemExit("demo: the second up was not a no-op")
+
+
+def run_with_cli(stack: str, world: LocalStack) -> None:
+    backend = Path(tempfile.mkdtemp(prefix="gpuaas-demo-backend-"))
+    env = {**os.environ, "PULUMI_BACKEND_URL": f"file://{backend}",
+           "PULUMI_CONFIG_PASSPHRASE": os.environ.get("PULUMI_CONFIG_PASSPHRASE", "gpuaas-infra-demo")}
+    try:
+        subprocess.run(["pulumi", "stack", "select", "--create", stack], cwd=REPO, env=env, check=True)
+        for key, value in world.stack_config().items():
+            secret = ["--secret"] if "token" in key else []
+            subprocess.run(["pulumi", "config", "set", *secret, key, value, "--stack", stack],
+                           cwd=REPO, env=env, check=True, stdout=subprocess.DEVNULL)
+        subprocess.run(["pulumi", "preview", "--diff", "--stack", stack], cwd=REPO, env=env, check=True)
+        subprocess.run(["pulumi", "up", "--yes", "--stack", stack], cwd=REPO, env=env, check=True)
+        subprocess.run(["pulumi", "up", "--yes", "--expect-no-changes", "--stack", stack], cwd=REPO, env=env,
+                       check=True)
+        subprocess.run(["pulumi", "destroy", "--yes", "--stack", stack], cwd=REPO, env=env, check=True)
+    finally:
+        shutil.rmtree(backend, ignore_errors=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m tools.demo")
+    ap.add_argument("--stack", default="local")
+    ap.add_argument("--keep", action="store_true", help="leave the stack up (skip destroy)")
+    ap.add_argument("--engine", action="store_true", help="use the CLI-free engine even if pulumi is installed")
+    args = ap.parse_args(argv)
+    _banner(f"validate environment for stack {args.stack}")
+    try:
+        env = load_environment(args.stack)
+    except EnvironmentInvalid as invalid:
+        print(invalid, file=sys.stderr)
+        return 1
+    print(render_summary(env))
+    _banner("start the embedded simulators (MAAS, platform API, OpenBao, S3)")
+    with LocalStack(env.name) as world:
+        assert world.maas and world.platform and world.vault and world.s3
+        print(f"MAAS {world.maas.url} | platform {world.platform.url} | OpenBao {world.vault.address} | "
+              f"S3 {world.s3.endpoint_url}")
+        if shutil.which("pulumi") and not args.engine:
+            run_with_cli(args.stack, world)
+        else:
+            run_with_engine(args.stack, world, args.keep)
+    print("\ndemo finished")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
