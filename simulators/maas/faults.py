@@ -21,25 +21,25 @@ DATASOURCE_ERROR = (
 
 class MachineFaults(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    commissioning_failures: int = Field(0, ge=0, description="next N commissionings fail")
-    testing_failures: int = Field(0, ge=0, description="next N commissioning test runs fail")
-    deploy_failures: int = Field(0, ge=0, description="next N deploys fail with a datasource error")
-    erase_failures: int = Field(0, ge=0, description="next N disk erasures fail")
-    power_error: str | None = Field(None, description="power driver error text; every power action fails")
+    commissioning_failures: int = Field(default=0, ge=0, description="next N commissionings fail")
+    testing_failures: int = Field(default=0, ge=0, description="next N commissioning test runs fail")
+    deploy_failures: int = Field(default=0, ge=0, description="next N deploys fail with a datasource error")
+    erase_failures: int = Field(default=0, ge=0, description="next N disk erasures fail")
+    power_error: str | None = Field(default=None, description="power driver error text; every power action fails")
 
 
 class ApiErrorBurst(BaseModel):
     model_config = ConfigDict(extra="forbid")
     status: Literal[500, 502, 503] = 503
-    count: int = Field(1, ge=0, description="the next N matching MAAS API requests fail")
-    handler: str | None = Field(None, description="only requests to this handler, e.g. MachineHandler")
-    op: str | None = Field(None, description="only this action name, e.g. deploy or read")
+    count: int = Field(default=1, ge=0, description="the next N matching MAAS API requests fail")
+    handler: str | None = Field(default=None, description="only requests to this handler, e.g. MachineHandler")
+    op: str | None = Field(default=None, description="only this action name, e.g. deploy or read")
 
 
 class ApiFaults(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    latency_ms: int = Field(0, ge=0, description="added to every MAAS API request")
-    drop_connections: int = Field(0, ge=0, description="next N MAAS API requests: close without reply")
+    latency_ms: int = Field(default=0, ge=0, description="added to every MAAS API request")
+    drop_connections: int = Field(default=0, ge=0, description="next N MAAS API requests: close without reply")
     errors: list[ApiErrorBurst] = Field(default_factory=list)
 
 
@@ -47,9 +47,9 @@ class SimFaults(BaseModel):
     """The whole fault configuration; what `/_sim/faults` reads and writes."""
 
     model_config = ConfigDict(extra="forbid")
-    machines: MachineFaults = Field(default_factory=MachineFaults, description="global machine faults")
+    machines: MachineFaults = Field(default_factory=lambda: MachineFaults(), description="global machine faults")
     per_machine: dict[str, MachineFaults] = Field(default_factory=dict)
-    api: ApiFaults = Field(default_factory=ApiFaults)
+    api: ApiFaults = Field(default_factory=lambda: ApiFaults())
 
 
 MachineFaultKind = Literal["commissioning_failures", "testing_failures", "deploy_failures", "erase_failures"]

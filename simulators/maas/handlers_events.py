@@ -34,7 +34,7 @@ def register(routes: RouteTable, core: SimCore) -> None:
         ids, hostnames = set(req.get_list("id")), set(req.get_list("hostname"))
         macs = {m.lower() for m in req.get_list("mac_address")}
         floor = LEVELS.index(level)
-        out = []
+        out: list[dict[str, Any]] = []
         with store.lock:
             for m in store.machines.values():
                 if ids and m.system_id not in ids:
@@ -48,7 +48,8 @@ def register(routes: RouteTable, core: SimCore) -> None:
                         continue
                     out.append({
                         "username": m.owner or "", "node": m.system_id, "hostname": m.hostname, "id": e.id,
-                        "level": e.level, "created": datetime.fromtimestamp(e.ts, UTC).strftime("%a, %d %b. %Y %H:%M:%S"),
+                        "level": e.level,
+                        "created": datetime.fromtimestamp(e.ts, UTC).strftime("%a, %d %b. %Y %H:%M:%S"),
                         "type": e.status if e.type == "STATUS" else e.type.replace("_", " ").capitalize(),
                         "description": e.description,
                     })

@@ -68,7 +68,8 @@ def _scripts(core: SimCore, req: Request, field: str, script_type: int, allow_no
 
 def register(routes: RouteTable, core: SimCore) -> None:
     store, life = core.store, core.lifecycle
-    machines = routes.handler("MachinesHandler", "machines/", doc="Manage the collection of all the machines in the MAAS.")
+    machines = routes.handler("MachinesHandler", "machines/",
+                              doc="Manage the collection of all the machines in the MAAS.")
     anon = routes.handler("AnonMachinesHandler", "machines/", anon=True, doc="Anonymous access to Machines.")
     machine = routes.handler("MachineHandler", "machines/{system_id}/", doc="Manage an individual machine.")
 

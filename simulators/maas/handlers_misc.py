@@ -210,7 +210,8 @@ def register(routes: RouteTable, core: SimCore) -> None:
             raise errors.field_error("script", "This field is required.")
         stype_text = (req.get("type") or req.get("script_type") or "testing").lower()
         if stype_text not in SCRIPT_TYPES:
-            raise errors.field_error("type", f"Script type must be commissioning, testing or release, not {stype_text}.")
+            raise errors.field_error(
+                "type", f"Script type must be commissioning, testing or release, not {stype_text}.")
         with store.lock:
             if name in store.scripts:
                 raise errors.field_error("name", "Script with this Name already exists.")

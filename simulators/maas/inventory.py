@@ -47,7 +47,7 @@ class SiteSpec(_Model):
 
 
 class VlanSpec(_Model):
-    vid: int = Field(0, ge=0, le=4094)
+    vid: int = Field(default=0, ge=0, le=4094)
     name: str | None = None
     mtu: int = 1500
 
@@ -70,7 +70,7 @@ class SubnetSpec(_Model):
     vid: int = 0
     site: str | None = None
     role: Literal["pxe", "roce", "other"] = "other"
-    rail: int | None = Field(None, ge=0, le=31, description="RoCE rail index (NIC ensNf0np0 = rail N-1)")
+    rail: int | None = Field(default=None, ge=0, le=31, description="RoCE rail index (NIC ensNf0np0 = rail N-1)")
     gateway_ip: IPv4Address | None = None
     dns_servers: list[IPv4Address] = Field(default_factory=list)
 
@@ -95,7 +95,7 @@ class MachineSpec(_Model):
     power_pass: str = "calvin"
     tags: list[str] = Field(default_factory=list)
     description: str = ""
-    enlisted: bool = Field(True, description="False: racked but unknown to MAAS until created via the API")
+    enlisted: bool = Field(default=True, description="False: racked but unknown to MAAS until created via the API")
 
     @field_validator("pxe_mac")
     @classmethod
@@ -219,6 +219,7 @@ def demo_inventory(sites: int = 1, h200_per_site: int = 2, small_per_site: int =
                 n += 1
                 prefix = "gpu" if kind == "h200" else "node"
                 machines.append(MachineSpec(
-                    hostname=f"{prefix}-{chr(ord('a') + s)}-{n:03d}", pxe_mac=f"52:54:00:{s:02x}:{n >> 8:02x}:{n & 255:02x}",
+                    hostname=f"{prefix}-{chr(ord('a') + s)}-{n:03d}",
+                    pxe_mac=f"52:54:00:{s:02x}:{n >> 8:02x}:{n & 255:02x}",
                     ipmi_address=IPv4Address(f"10.{100 + s}.0.{n}"), sku=kind, site=site, status=NodeStatus.READY))
     return SimInventory(sites=site_specs, fabrics=fabrics, subnets=subnets, machines=machines)

@@ -38,12 +38,12 @@ class PhaseDurations(BaseModel):
     """Seconds each phase takes on real hardware; multiplied by `time_scale`."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
-    commissioning: float = Field(600.0, ge=0)
-    testing: float = Field(300.0, ge=0)
-    deploying: float = Field(900.0, ge=0)
-    disk_erasing: float = Field(1200.0, ge=0, description="full erase; quick/secure erase take 1/10")
-    releasing: float = Field(30.0, ge=0)
-    power_failure: float = Field(5.0, ge=0, description="until a failed power action fails the phase")
+    commissioning: float = Field(default=600.0, ge=0)
+    testing: float = Field(default=300.0, ge=0)
+    deploying: float = Field(default=900.0, ge=0)
+    disk_erasing: float = Field(default=1200.0, ge=0, description="full erase; quick/secure erase take 1/10")
+    releasing: float = Field(default=30.0, ge=0)
+    power_failure: float = Field(default=5.0, ge=0, description="until a failed power action fails the phase")
 
 
 class Scheduler:
@@ -214,6 +214,7 @@ class Lifecycle:
             raise errors.abort_refused(m.system_id, m.status)
         # MAAS: aborted commissioning -> New; testing after commissioning -> Ready (otherwise the
         # status testing started from); deploying -> Allocated; erasing -> Failed disk erasing.
+        back: NodeStatus
         if m.status == S.TESTING:
             prev = m.previous_status
             back = S.READY if prev in (None, S.COMMISSIONING) else prev

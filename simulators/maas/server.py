@@ -5,6 +5,7 @@ base64 parts, as python-libmaas sends them), OAuth, API fault injection and disp
 from __future__ import annotations
 
 import email
+import email.message
 import json
 import logging
 import socket
@@ -33,6 +34,8 @@ def parse_form(content_type: str, body: bytes) -> dict[str, list[bytes]]:
         msg = email.message_from_bytes(b"Content-Type: " + content_type.encode() + b"\r\n\r\n" + body)
         parts = msg.get_payload()
         for part in parts if isinstance(parts, list) else []:
+            if not isinstance(part, email.message.Message):
+                continue
             name = part.get_param("name", header="content-disposition")
             if not isinstance(name, str):
                 continue
@@ -129,7 +132,7 @@ class _Handler(BaseHTTPRequestHandler):
             handler = None
         if handler is None:
             raise errors.unauthorized("Forbidden")
-        op = (query.get("op") or [None])[0]
+        op = query["op"][0] if query.get("op") else None
         action = handler.find(self.command, op)
         if action is None:
             raise errors.unrecognised(self.command, op)

@@ -332,9 +332,9 @@ class Store:
                 fab = self.add_fabric("fabric-0")
                 self.add_vlan(fab.id, 0, None, 1500)
             for ss in inv.subnets:
-                fab = self.fabric_by_name(ss.fabric)
-                assert fab is not None  # checked by SimInventory
-                vlan = self.vlan_by(fab.id, ss.vid)
+                sfab = self.fabric_by_name(ss.fabric)
+                assert sfab is not None  # checked by SimInventory
+                vlan = self.vlan_by(sfab.id, ss.vid)
                 assert vlan is not None
                 sn = Subnet(self.next_id("subnet"), ss.cidr, ss.name or str(ss.cidr), vlan.id, ss.site,
                             ss.role, ss.rail, str(ss.gateway_ip) if ss.gateway_ip else None,
