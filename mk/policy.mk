@@ -1,0 +1,16 @@
+# Policy pack (owner: preview notes / pipeline). pulumi-policy pins protobuf 5.29, so the pack has
+# its own virtualenv (.policy-venv), never the project's .venv (DESIGN.md §3.1).
+POLICY_VENV := .policy-venv
+POLICY_REQ_STAMP = $(POLICY_VENV)/.req-$(shell sha256sum policy/requirements.txt | cut -c1-16)
+
+.PHONY: policy-venv policy-test
+policy-venv: $(POLICY_REQ_STAMP)
+
+$(POLICY_VENV)/.req-%: policy/requirements.txt
+	@[ -x $(POLICY_VENV)/bin/python ] || python3 -m venv $(POLICY_VENV)
+	@$(POLICY_VENV)/bin/pip install -q --disable-pip-version-check -r policy/requirements.txt 2> >(grep -v '^WARNING: Location' >&2)
+	@rm -f $(POLICY_VENV)/.req-*; touch $@
+
+# Start the pack's analyzer as the CLI would and send it the declared stacks' resources.
+policy-test: setup policy-venv
+	@$(PY) -m pytest tests/policy $(PYTEST_ARGS)

@@ -1,0 +1,123 @@
+"""The resources a stack declares, as the engine would hand them to the policy pack.
+
+Machines and pools come from a preview (the CLI-free engine, same JSON as `pulumi preview --json`)
+of the project itself when it declares them, otherwise of `tests/policy/program`, which runs the real
+`components.machines` over the compiled environment (the sites area is not in BUILDERS yet).
+
+SiteProfile, HostConvergence and AppInstance have no provider yet, so no program can declare them:
+`environment_resources` builds them from the compiled environment, field for field (interim; replace
+with the preview's resources when those providers land).
+"""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from environments import Environment, load_environment
+from tests.policy.analyzer import REPO, Resource
+from tools.engine.api import Engine
+from tools.engine.crypto import TEST_PASSPHRASE
+
+DYNAMIC = "pulumi-python:dynamic/gpuaas:"
+MACHINE_KINDS = ("MaasMachine", "MachinePool")
+STAND_IN_PROGRAM = REPO / "tests" / "policy" / "program"
+
+
+def _preview_resources(project_dir: Path, stack: str) -> list[Resource]:
+    with tempfile.TemporaryDirectory(prefix="policy-preview-") as tmp:
+        result = Engine(project_dir, stack, Path(tmp) / "state.json", passphrase=TEST_PASSPHRASE).preview(timeout=300)
+    if not result.ok:
+        raise RuntimeError(
+            f"preview of {stack} in {project_dir} failed:\n"
+            + "\n".join(d.message for d in result.diagnostics)
+            + "\n"
+            + result.log[-3000:]
+        )
+    out = []
+    for step in result.steps:
+        state = step.newState or {}
+        if state.get("custom") and str(state.get("type", "")).startswith(DYNAMIC):
+            out.append(
+                Resource(
+                    urn=state["urn"],
+                    type=state["type"],
+                    inputs=dict(state.get("inputs") or {}),
+                    protect=bool(state.get("protect")),
+                    parent=str(state.get("parent") or ""),
+                )
+            )
+    return out
+
+
+def declared_machines(stack: str) -> tuple[list[Resource], str]:
+    """(MaasMachine/MachinePool resources of the stack, which program declared them)."""
+    own = [r for r in _preview_resources(REPO, stack) if r.type.endswith(MACHINE_KINDS)]
+    if own:
+        return own, "project"
+    return [r for r in _preview_resources(STAND_IN_PROGRAM, stack) if r.type.endswith(MACHINE_KINDS)], "stand-in"
+
+
+def _urn(env: Environment, kind: str, name: str) -> str:
+    return f"urn:pulumi:{env.name}::gpuaas-infra::{DYNAMIC}{kind}::{name}"
+
+
+def environment_resources(env: Environment) -> list[Resource]:
+    out = []
+    for site in env.sites:
+        for p in site.profiles:
+            inputs: dict[str, Any] = {
+                "site": {
+                    "name": site.name,
+                    "maas_url": site.maas_url,
+                    "maas_api_key_path": site.maas_api_key_path,
+                    "tls_verify": site.tls_verify,
+                    "customer_handoff": site.customer_handoff,
+                },
+                "profile": p.model_dump(mode="json"),
+            }
+            out.append(Resource(_urn(env, "SiteProfile", f"{site.name}-{p.name}"), DYNAMIC + "SiteProfile", inputs))
+    hosts = [
+        {
+            "hostname": h.hostname,
+            "logical_role": h.logical_role.value,
+            "roles": [r.value for r in h.roles],
+            "runner_tags": [t.value for t in h.runner_tags],
+            "ssh_key_path": h.ssh_key_path,
+        }
+        for h in env.hosts
+    ]
+    out.append(
+        Resource(
+            _urn(env, "HostConvergence", f"{env.name}-hosts"),
+            DYNAMIC + "HostConvergence",
+            {"environment": env.name, "hosts": hosts},
+        )
+    )
+    for a in env.app_instances:
+        keys = env.blueprint_model.apps[a.app.slug].component_keys
+        members = {
+            k: {"count": m.count, "nodes": list(m.nodes), "control_plane": keys[k].control_plane}
+            for k, m in a.members.items()
+        }
+        out.append(
+            Resource(
+                _urn(env, "AppInstance", a.name),
+                DYNAMIC + "AppInstance",
+                {
+                    "project_id": a.project_id,
+                    "app": a.app.slug,
+                    "version": a.app.version,
+                    "service_account_token_path": a.service_account_token_path,
+                    "members": members,
+                },
+            )
+        )
+    return out
+
+
+def stack_resources(stack: str) -> tuple[list[Resource], str]:
+    env = load_environment(stack)
+    machines, source = declared_machines(stack)
+    return machines + environment_resources(env), source

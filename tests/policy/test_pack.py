@@ -1,0 +1,152 @@
+"""The policy pack, started as the CLI starts it, judging the prod stack's resources.
+
+Prod as declared passes; each mutation of its real inputs fails with exactly the expected policies.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from tests.policy.analyzer import PolicyAnalyzer, Resource
+
+POLICIES = {
+    "no-control-plane-or-ci-on-worker",
+    "no-control-plane-or-ci-on-gpu-machine",
+    "app-control-plane-not-on-workers",
+    "prod-machines-protected",
+    "no-plaintext-secrets",
+    "maas-tls-verify-outside-prod-only",
+    "customer-handoff-never-erases",
+    "customer-handoff-machines-never-erase",
+}
+Mutation = Callable[[list[Resource]], list[Resource]]
+
+
+def _edit(
+    kind: str, name: str | None, change: Callable[[dict[str, Any]], None], *, protect: bool | None = None
+) -> Mutation:
+    def mutate(resources: list[Resource]) -> list[Resource]:
+        out, hit = [], False
+        for r in resources:
+            if r.type.endswith(":" + kind) and (name is None or r.name == name) and not hit:
+                inputs = copy.deepcopy(r.inputs)
+                change(inputs)
+                r = Resource(r.urn, r.type, inputs, r.protect if protect is None else protect, r.parent)
+                hit = True
+            out.append(r)
+        assert hit, f"no {kind} {name or ''} in the stack to mutate"
+        return out
+
+    return mutate
+
+
+def _nothing(_: dict[str, Any]) -> None:
+    pass
+
+
+def _first_pool_host(resources: list[Resource]) -> str:
+    pool = next(r for r in resources if r.type.endswith(":MachinePool"))
+    return str(pool.inputs["machines"][0]["hostname"])
+
+
+def test_pack_describes_its_policies(prod_analyzer: PolicyAnalyzer) -> None:
+    info = prod_analyzer.info()
+    assert info.name == "gpuaas-policies"
+    assert {p.name for p in info.policies} == POLICIES
+    assert all(p.enforcementLevel == 1 for p in info.policies)  # MANDATORY
+
+
+def test_prod_as_declared_passes(prod_analyzer: PolicyAnalyzer, prod_resources: tuple[list[Resource], str]) -> None:
+    resources, source = prod_resources
+    kinds = {r.type.rsplit(":", 1)[-1] for r in resources}
+    assert {"MachinePool", "SiteProfile", "HostConvergence", "AppInstance"} <= kinds, (source, kinds)
+    pools = [r for r in resources if r.type.endswith(":MachinePool")]
+    assert sum(len(p.inputs["machines"]) for p in pools) == 72  # environments/prod.yaml: 48 dal1 + 24 sjc1
+    assert prod_analyzer.check(resources) == []
+
+
+MUTATIONS: dict[str, tuple[Callable[[list[Resource]], Mutation], set[str]]] = {
+    "pool not protected": (
+        lambda rs: _edit("MachinePool", "pool-dal1-h200-a", _nothing, protect=False),
+        {"prod-machines-protected"},
+    ),
+    "MAAS TLS off": (
+        lambda rs: _edit("MachinePool", "pool-sjc1-h200", lambda i: i["connection"]["maas"].update(tls_verify=False)),
+        {"maas-tls-verify-outside-prod-only"},
+    ),
+    "site TLS off": (
+        lambda rs: _edit("SiteProfile", None, lambda i: i["site"].update(tls_verify=False)),
+        {"maas-tls-verify-outside-prod-only"},
+    ),
+    "token in plaintext": (
+        lambda rs: _edit(
+            "MachinePool",
+            "pool-dal1-h200-b",
+            lambda i: i["connection"]["platform"].update(token="glpat-abcdefghij0123456789"),
+        ),
+        {"no-plaintext-secrets"},
+    ),
+    "BMC password in plaintext": (
+        lambda rs: _edit(
+            "MachinePool", "pool-sjc1-h200", lambda i: i["machines"][0].update(power_password="calvin-root-2024")
+        ),
+        {"no-plaintext-secrets"},
+    ),
+    "runner on a worker host": (
+        lambda rs: _edit(
+            "HostConvergence",
+            None,
+            lambda i: i["hosts"].append(
+                {
+                    "hostname": _first_pool_host(rs),
+                    "logical_role": "worker_compute",
+                    "roles": ["common", "worker_compute", "runner"],
+                    "runner_tags": ["worker-compute"],
+                }
+            ),
+        ),
+        {"no-control-plane-or-ci-on-worker", "no-control-plane-or-ci-on-gpu-machine"},
+    ),
+    "Slurm controller on a GPU node": (
+        lambda rs: _edit(
+            "AppInstance", None, lambda i: i["members"]["controller"].update(nodes=[_first_pool_host(rs)])
+        ),
+        {"app-control-plane-not-on-workers"},
+    ),
+    "customer-handoff site that erases": (
+        lambda rs: _edit("SiteProfile", "sjc1-h200-ib", lambda i: i["site"].update(customer_handoff=True)),
+        {"customer-handoff-never-erases", "customer-handoff-machines-never-erase"},
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(MUTATIONS))
+def test_mutated_prod_fails_with_the_expected_policies(
+    case: str, prod_analyzer: PolicyAnalyzer, prod_resources: tuple[list[Resource], str]
+) -> None:
+    resources, _ = prod_resources
+    make, expected = MUTATIONS[case]
+    violations = prod_analyzer.check(make(resources)(resources))
+    assert {v.policy for v in violations} == expected, violations
+    assert all(v.enforcement == "mandatory" and v.urn for v in violations)
+    for v in violations:
+        assert "glpat-abcdefghij0123456789" not in v.message and "calvin-root-2024" not in v.message
+
+
+def test_tls_off_is_allowed_outside_prod(
+    dev_analyzer: PolicyAnalyzer, prod_resources: tuple[list[Resource], str]
+) -> None:
+    resources, _ = prod_resources
+    site = next(r for r in resources if r.type.endswith(":SiteProfile"))
+    lab = Resource(
+        site.urn.replace("prod", "dev"),
+        site.type,
+        {**site.inputs, "site": {**site.inputs["site"], "tls_verify": False}},
+    )
+    assert dev_analyzer.analyze(lab) == []
+    pool = next(r for r in resources if r.type.endswith(":MachinePool"))
+    assert dev_analyzer.analyze(Resource(pool.urn, pool.type, pool.inputs, protect=False)) == []
