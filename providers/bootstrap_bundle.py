@@ -131,7 +131,9 @@ def render_bundle(spec: BundleSpec, root: Path = TEMPLATES_ROOT) -> dict[str, by
             text = env.get_template(rel).render(ctx)
         except jinja2.UndefinedError as e:
             line = _template_line(e, str(path))
-            at = f" (line {line})" if line else ""
+            # jinja2 names the missing attribute but not the expression: show the template line too.
+            src = path.read_text().splitlines()[line - 1].strip()[:120] if line else ""
+            at = f" at line {line} ({src!r})" if line else ""
             raise TemplateError(shown, f"undefined variable{at}: {_undefined_name(e)}; define it in the "
                                 f"bundle's values or fix the template") from None
         except jinja2.TemplateSyntaxError as e:

@@ -27,3 +27,8 @@ def openbao() -> Iterator[OpenBaoDevServer]:
 def moto_s3() -> Iterator[MotoS3Server]:
     with MotoS3Server() as server:
         yield server
+
+
+# Real MAAS and platform simulators (function-scoped fixtures from their owners).
+from simulators.maas.testing import maas_sim, maas_sim_factory  # noqa: E402,F401
+from simulators.platform.testing import platform_sim, platform_sim_factory  # noqa: E402,F401

@@ -1,0 +1,169 @@
+"""SiteProfile provider against real OpenBao, moto S3, the MAAS simulator and the platform simulator."""
+
+from __future__ import annotations
+
+import copy
+import uuid
+from typing import Any
+
+import pytest
+from pydantic import SecretStr
+
+from clients.maas import MaasSiteClient
+from clients.platform import PlatformClient
+from clients.vault import VaultCredentials, VaultError, VaultErrorKind
+from providers.bootstrap_bundle import BundlePublisher, BundleSpec
+from providers.site_profile import SiteProfileProvider
+from tools.openbao import OpenBaoDevServer
+from tools.s3_server import MotoS3Server
+
+from .conftest import KV, S3_CREDS_REF
+
+PROFILE = {
+    "name": "h200-lab", "site_bootstrap_bundle_ref": "lab-h200", "commissioning_bundle_ref": "lab-h200",
+    "post_deploy_validation_bundle_ref": "lab-h200", "fabric_mode": "roce", "enable_phase2_roce": True,
+    "storage_layout_profile": "h200-boss-flat", "batch_max_parallel": 2.0, "enrollment_token_ttl_seconds": 900.0,
+}
+
+
+@pytest.fixture
+def world(openbao: OpenBaoDevServer, moto_s3: MotoS3Server, maas_sim: Any, platform_sim: Any) -> dict[str, Any]:
+    """Secrets in Vault, a published bundle, and the provider inputs that point at all of it."""
+    tag = uuid.uuid4().hex[:6]
+    maas_path, admin_path = f"t/{tag}/maas#api_key", f"t/{tag}/platform#token"
+    openbao.put_secret(KV, f"t/{tag}/maas", {"api_key": maas_sim.api_key})
+    openbao.put_secret(KV, f"t/{tag}/platform", {"token": platform_sim.creds.platform_admin})
+    bucket = f"bundles-{tag}"
+    moto_s3.create_bucket(bucket)
+    store = {"endpoint_url": moto_s3.endpoint_url, "bucket": bucket, "credentials_path": S3_CREDS_REF}
+    vault = {"address": openbao.address, "kv_mount": KV, "auth_method": "token"}
+    creds = VaultCredentials(token=SecretStr(openbao.root_token))
+    bspec = BundleSpec.model_validate({
+        "name": "lab-h200", "site": "lab", "template_set": "h200", "site_context": {"name": "lab"}, "profile": {
+            "fabric_mode": "roce", "storage_layout_profile": "h200-boss-flat", "require_hw_sync": True,
+            "hardware_sync_interval": 900}, "store": store, "vault": vault})
+    pub = BundlePublisher(bspec, creds).publish()
+    props = {
+        "tier": "local",
+        "site": {"name": "lab", "maas_url": maas_sim.url, "maas_api_key_path": maas_path, "tls_verify": False,
+                 "bmc_network": "172.16.20.0/24"},
+        "profile": dict(PROFILE),
+        "bundles": {"lab-h200": {"url": pub.url, "digest": pub.digest, "ref": pub.ref}},
+        "vault": vault, "platform": {"url": platform_sim.url, "admin_token_path": admin_path}, "store": store,
+    }
+    provider = SiteProfileProvider()
+    provider._credentials = creds
+    return {"props": props, "provider": provider, "maas": maas_sim, "platform": platform_sim, "pub": pub,
+            "openbao": openbao, "admin": platform_sim.creds.platform_admin}
+
+
+def platform_profiles(w: dict[str, Any]) -> list[Any]:
+    with PlatformClient(w["platform"].url, w["admin"]) as api:
+        site = api.find_site("lab")
+        return api.list_profiles(site.site_id) if site else []
+
+
+def test_create_registers_site_profile_and_scripts(world: dict[str, Any]) -> None:
+    p, props = world["provider"], world["props"]
+    assert [f.reason for f in p.check({}, props).failures] == []
+    res = p.create(props)
+    outs = res.outs
+    assert outs["effective_policy"]["batch_max_parallel"] == 2 and outs["effective_policy"]["fabric_mode"] == "roce"
+    assert outs["effective_policy"]["site_bootstrap_bundle_ref"] == world["pub"].url
+    assert outs["effective_policy"]["hardware_sync_interval"] == "900s"
+    assert "gpuaas-lab-h200-inventory" in outs["commissioning_scripts"]
+    assert {"gpuaas-lab-h200-gpu-check", "gpuaas-lab-h200-fabric-check"} <= set(outs["testing_scripts"])
+    maas = MaasSiteClient(world["maas"].url, world["maas"].api_key, tls_verify=False)
+    present = maas.scripts()
+    for name, sha in outs["scripts"].items():
+        assert present[name].sha256 == sha
+    assert [x.name for x in platform_profiles(world)] == ["h200-lab"]
+    # the platform stores a Vault reference, never the key
+    with PlatformClient(world["platform"].url, world["admin"]) as api:
+        site = api.find_site("lab")
+    assert site.credential_ref.path.endswith("/maas") and site.credential_ref.field == "api_key"
+    assert world["maas"].api_key not in repr(outs)
+    # idempotent: a second apply changes nothing
+    again = p.update(res.id, outs, props).outs
+    assert again["profile_id"] == outs["profile_id"] and again["scripts"] == outs["scripts"]
+    assert p.read(res.id, outs).id == res.id
+
+
+def test_policy_change_is_an_in_place_update(world: dict[str, Any]) -> None:
+    p, props = world["provider"], world["props"]
+    outs = p.create(props).outs
+    news = copy.deepcopy(props)
+    news["profile"]["batch_max_parallel"] = 6.0
+    d = p.diff("x", outs, news)
+    assert d.changes and not d.replaces
+    updated = p.update("x", outs, news).outs
+    assert updated["profile_id"] == outs["profile_id"] and updated["effective_policy"]["batch_max_parallel"] == 6
+    renamed = copy.deepcopy(props)
+    renamed["profile"]["name"] = "h200-other"
+    assert p.diff("x", outs, renamed).replaces == ["profile.name"]
+
+
+@pytest.mark.parametrize(("field", "value", "code"), [
+    ("batch_max_parallel", 0.0, "ENV005"), ("hardware_sync_interval", 10.0, "ENV005"),
+    ("fabric_mode", "token-ring", "ENV004"), ("unknown_knob", True, "ENV002"),
+])
+def test_check_rejects_bad_values_with_environment_codes(world: dict[str, Any], field: str, value: object,
+                                                         code: str) -> None:
+    props = copy.deepcopy(world["props"])
+    props["profile"][field] = value
+    failures = world["provider"].check({}, props).failures
+    assert failures and failures[0].reason.startswith(code) and field in failures[0].reason
+
+
+def test_check_applies_policy_rules_and_accepts_unknowns(world: dict[str, Any]) -> None:
+    props = copy.deepcopy(world["props"])
+    props["profile"]["fabric_mode"] = "ib"  # phase-2 RoCE on IB: POL001
+    failures = world["provider"].check({}, props).failures
+    assert failures and failures[0].reason.startswith("POL001")
+    props = copy.deepcopy(world["props"])
+    props["bundles"] = "04da6b54-80e4-46f7-96ec-b56ff0331ba9"  # UNKNOWN during preview
+    assert not world["provider"].check({}, props).failures
+
+
+def test_vault_path_missing_changes_nothing(world: dict[str, Any]) -> None:
+    props = copy.deepcopy(world["props"])
+    props["site"]["maas_api_key_path"] = "t/nowhere/maas#api_key"
+    with pytest.raises(VaultError) as err:
+        world["provider"].create(props)
+    assert err.value.kind is VaultErrorKind.PATH_MISSING and "t/nowhere/maas" in str(err.value)
+    assert platform_profiles(world) == []
+
+
+def test_maas_key_rejected_changes_nothing(world: dict[str, Any]) -> None:
+    tag = uuid.uuid4().hex[:6]
+    world["openbao"].put_secret(KV, f"t/{tag}/badkey", {"api_key": "aaa:bbb:ccc"})
+    props = copy.deepcopy(world["props"])
+    props["site"]["maas_api_key_path"] = f"t/{tag}/badkey#api_key"
+    with pytest.raises(RuntimeError, match=r"rejected the API key read from Vault path 't/\w+/badkey#api_key'") as err:
+        world["provider"].create(props)
+    assert "aaa:bbb:ccc" not in str(err.value)
+    assert platform_profiles(world) == []
+
+
+def test_vault_sealed_changes_nothing(world: dict[str, Any], maas_sim: Any, platform_sim: Any) -> None:
+    with OpenBaoDevServer() as bao:  # a private server: sealing the shared one would break other tests
+        bao.put_secret(KV, "t/maas", {"api_key": maas_sim.api_key})
+        props = copy.deepcopy(world["props"])
+        props["vault"]["address"] = bao.address
+        props["site"]["maas_api_key_path"] = "t/maas#api_key"
+        world["provider"]._credentials = VaultCredentials(token=SecretStr(bao.root_token))
+        bao.seal()
+        with pytest.raises(VaultError) as err:
+            world["provider"].create(props)
+        assert err.value.kind is VaultErrorKind.SEALED
+    assert platform_profiles(world) == []
+
+
+def test_delete_unregisters_profile_and_scripts(world: dict[str, Any]) -> None:
+    p, props = world["provider"], world["props"]
+    res = p.create(props)
+    p.delete(res.id, res.outs)
+    assert platform_profiles(world) == []
+    maas = MaasSiteClient(world["maas"].url, world["maas"].api_key, tls_verify=False)
+    assert not set(res.outs["scripts"]) & set(maas.scripts())
+    assert p.read(res.id, res.outs).id == ""
