@@ -1,0 +1,139 @@
+"""RoceAssignment provider against the MAAS simulator (demo inventory: 8 rail subnets 172.16.<r>.0/24)."""
+
+from __future__ import annotations
+
+import copy
+import uuid
+from typing import Any
+
+import pytest
+from pydantic import SecretStr
+
+from clients.maas import MaasSiteClient
+from clients.vault import VaultCredentials
+from providers.roce_assignment import RoceAssignmentProvider
+from tools.openbao import OpenBaoDevServer
+
+from .conftest import KV
+
+IFACES = [f"ens{r + 1}f0np0" for r in range(8)]
+CIDRS = {f"172.16.{r}.0/24" for r in range(8)}
+
+
+def machine(hostname: str, fabric: str = "roce", phase2: bool = True) -> dict[str, Any]:
+    return {"hostname": hostname, "profile": "h200-lab", "fabric_mode": fabric, "enable_phase2_roce": phase2,
+            "interfaces": IFACES}
+
+
+@pytest.fixture
+def world(openbao: OpenBaoDevServer, maas_sim: Any) -> dict[str, Any]:
+    tag = uuid.uuid4().hex[:6]
+    openbao.put_secret(KV, f"t/{tag}/maas", {"api_key": maas_sim.api_key})
+    props = {
+        "site": "site-a",
+        "pools": [{"site": "site-a", "rail": float(r), "subnet": f"172.16.{r}.0/24", "start": f"172.16.{r}.10",
+                   "end": f"172.16.{r}.20", "mtu": 9000.0} for r in range(8)],
+        "machines": [machine("gpu-a-001"), machine("gpu-a-002")],
+        "maas": {"url": maas_sim.url, "api_key_path": f"t/{tag}/maas#api_key", "tls_verify": False},
+        "vault": {"address": openbao.address, "kv_mount": KV, "auth_method": "token"},
+    }
+    p = RoceAssignmentProvider()
+    p._credentials = VaultCredentials(token=SecretStr(openbao.root_token))
+    maas = MaasSiteClient(maas_sim.url, maas_sim.api_key, tls_verify=False)
+    return {"props": props, "p": p, "maas": maas}
+
+
+def holdings(maas: MaasSiteClient) -> dict[tuple[str, str], str]:
+    return {(h.hostname, h.interface): h.address for h in maas.static_holdings(CIDRS)}
+
+
+def test_create_links_every_rail_statically_and_outputs_the_table(world: dict[str, Any]) -> None:
+    p, props, maas = world["p"], world["props"], world["maas"]
+    checked = p.check({}, props)
+    assert [f.reason for f in checked.failures] == []
+    res = p.create(checked.inputs)
+    table = res.outs["table"]
+    assert [r["address"] for r in table["gpu-a-001"]] == [f"172.16.{r}.10" for r in range(8)]
+    assert [r["address"] for r in table["gpu-a-002"]] == [f"172.16.{r}.11" for r in range(8)]
+    row = table["gpu-a-001"][0]
+    assert row["interface"] == "ens1f0np0" and row["subnet"] == "172.16.0.0/24" and row["mtu"] == 9000
+    assert len(row["mac"]) == 17
+    assert res.outs["link_status"] == {"gpu-a-001": "linked", "gpu-a-002": "linked"}
+    held = holdings(maas)
+    assert all(held[(h, r["interface"])] == r["address"] for h, rows in table.items() for r in rows)
+    # the checked (preview) table equals the applied one, except the MACs learned from MAAS
+    strip = {h: [{**r, "mac": ""} for r in rows] for h, rows in table.items()}
+    assert strip == checked.inputs["table"]
+    # a second apply is a no-op: same table, no new links
+    again = p.check(res.outs, props)
+    assert not p.diff(res.id, res.outs, again.inputs).changes
+    assert p.update(res.id, res.outs, again.inputs).outs["table"] == table
+    assert holdings(maas) == held
+
+
+def test_adding_and_removing_machines_never_renumbers(world: dict[str, Any]) -> None:
+    p, props, maas = world["p"], world["props"], world["maas"]
+    one = copy.deepcopy(props)
+    one["machines"] = [machine("gpu-a-002")]
+    outs = p.create(p.check({}, one).inputs).outs
+    first = outs["table"]["gpu-a-002"]
+    # add gpu-a-001 (sorts first) and a machine MAAS does not know yet
+    more = copy.deepcopy(props)
+    more["machines"] = [machine("gpu-a-001"), machine("gpu-a-002"), machine("gpu-a-099")]
+    checked = p.check(outs, more).inputs
+    assert checked["table"]["gpu-a-002"] == first
+    outs2 = p.update("x", outs, checked).outs
+    assert outs2["table"]["gpu-a-002"] == first
+    assert outs2["table"]["gpu-a-001"][0]["address"] == "172.16.0.11"
+    assert outs2["link_status"]["gpu-a-099"].startswith("pending: not in MAAS")
+    # remove gpu-a-001: its links go, the others stay
+    fewer = copy.deepcopy(props)
+    fewer["machines"] = [machine("gpu-a-002"), machine("gpu-a-099")]
+    outs3 = p.update("x", outs2, p.check(outs2, fewer).inputs).outs
+    assert outs3["table"]["gpu-a-002"] == first and outs3["table"]["gpu-a-099"] == outs2["table"]["gpu-a-099"]
+    assert {h for h, _ in holdings(maas)} == {"gpu-a-002"}
+
+
+def test_addresses_held_in_maas_are_skipped_or_refused(world: dict[str, Any]) -> None:
+    p, props, maas = world["p"], world["props"], world["maas"]
+    nics = maas.machine_nics(["gpu-a-002"])["gpu-a-002"]
+    maas.link_static(nics.system_id, nics.nics["ens1f0np0"].id, "172.16.0.0/24", "172.16.0.10")
+    one = copy.deepcopy(props)
+    one["machines"] = [machine("gpu-a-001")]
+    outs = p.create(p.check({}, one).inputs).outs
+    assert outs["table"]["gpu-a-001"][0]["address"] == "172.16.0.11"  # .10 is held by gpu-a-002 in MAAS
+    # state says gpu-a-001 holds .12 on rail 1 while MAAS gives .12 to gpu-a-002: a collision, nothing mutated
+    maas.link_static(nics.system_id, nics.nics["ens2f0np0"].id, "172.16.1.0/24", "172.16.1.12")
+    bad = copy.deepcopy(outs)
+    bad["table"]["gpu-a-001"][1]["address"] = "172.16.1.12"
+    before = holdings(maas)
+    with pytest.raises(Exception, match=r"ADDR001 pool site-a/rail1 .*host gpu-a-001.*gpu-a-002/ens2f0np0"):
+        p.update("x", bad, p.check(bad, one).inputs)
+    assert holdings(maas) == before
+
+
+def test_non_roce_profiles_are_refused(world: dict[str, Any]) -> None:
+    p, props = world["p"], world["props"]
+    ib = copy.deepcopy(props)
+    ib["machines"] = [machine("gpu-a-001", fabric="ib", phase2=False)]
+    failures = p.check({}, ib).failures
+    assert failures and failures[0].reason.startswith("POL001") and "gpu-a-001" in failures[0].reason
+    with pytest.raises(ValueError, match="phase-2 RoCE assignment refused"):
+        p.create(ib)
+    assert holdings(world["maas"]) == {}
+
+
+def test_exhausted_pool_fails_check_naming_pool_and_host(world: dict[str, Any]) -> None:
+    p, props = world["p"], world["props"]
+    small = copy.deepcopy(props)
+    small["pools"][3]["end"] = "172.16.3.10"
+    failures = p.check({}, small).failures
+    assert failures and "ROCE003 pool site-a/rail3" in failures[0].reason and "gpu-a-002" in failures[0].reason
+
+
+def test_delete_unlinks_everything(world: dict[str, Any]) -> None:
+    p, props = world["p"], world["props"]
+    res = p.create(p.check({}, props).inputs)
+    assert holdings(world["maas"])
+    p.delete(res.id, res.outs)
+    assert holdings(world["maas"]) == {}
