@@ -74,9 +74,7 @@ _INSTANCE = _INSTANCES + "/{instance_id}"
 _NAME_Q = QueryParam("name", "Exact name filter.", pattern=r"^[a-z0-9][a-z0-9-]{0,62}$")
 
 
-def _admin(
-    op: str, method: Method, path: str, summary: str, resp: type[BaseModel] | None, **kw: object
-) -> Endpoint:
+def _admin(op: str, method: Method, path: str, summary: str, resp: type[BaseModel] | None, **kw: object) -> Endpoint:
     if method is not Method.GET:
         kw.setdefault("errors", MUTATION_ERRORS)
     return Endpoint(op, method, path, summary, PLATFORM_ADMINS, resp, **kw)  # type: ignore[arg-type]

@@ -162,12 +162,8 @@ class PlatformClient:
         return self._call("getMaasSite", path={"site_id": site_id})
 
     @endpoint("updateMaasSite")
-    def update_site(
-        self, site_id: str, spec: m.MaasSiteUpdate, *, idempotency_key: str | None = None
-    ) -> m.MaasSite:
-        return self._call(
-            "updateMaasSite", path={"site_id": site_id}, body=spec, idempotency_key=idempotency_key
-        )
+    def update_site(self, site_id: str, spec: m.MaasSiteUpdate, *, idempotency_key: str | None = None) -> m.MaasSite:
+        return self._call("updateMaasSite", path={"site_id": site_id}, body=spec, idempotency_key=idempotency_key)
 
     @endpoint("deleteMaasSite")
     def delete_site(self, site_id: str, *, idempotency_key: str | None = None) -> None:
@@ -186,9 +182,7 @@ class PlatformClient:
     def create_profile(
         self, site_id: str, spec: m.SiteProfileCreate, *, idempotency_key: str | None = None
     ) -> m.SiteProfile:
-        return self._call(
-            "createSiteProfile", path={"site_id": site_id}, body=spec, idempotency_key=idempotency_key
-        )
+        return self._call("createSiteProfile", path={"site_id": site_id}, body=spec, idempotency_key=idempotency_key)
 
     @endpoint("getSiteProfile")
     def get_profile(self, site_id: str, profile_id: str) -> m.SiteProfile:
@@ -223,9 +217,7 @@ class PlatformClient:
     def mint_enrollment_token(
         self, site_id: str, req: m.EnrollmentTokenRequest, *, idempotency_key: str | None = None
     ) -> m.EnrollmentTokenGrant:
-        return self._call(
-            "mintEnrollmentToken", path={"site_id": site_id}, body=req, idempotency_key=idempotency_key
-        )
+        return self._call("mintEnrollmentToken", path={"site_id": site_id}, body=req, idempotency_key=idempotency_key)
 
     @endpoint("listNodes")
     def list_nodes(
@@ -412,9 +404,7 @@ class PlatformClient:
 
     @endpoint("listInstanceOperations")
     def list_operations(self, project_id: str, instance_id: str) -> list[m.Operation]:
-        return self._call(
-            "listInstanceOperations", path={"project_id": project_id, "instance_id": instance_id}
-        ).items
+        return self._call("listInstanceOperations", path={"project_id": project_id, "instance_id": instance_id}).items
 
     @endpoint("getOperation")
     def get_operation(self, project_id: str, operation_id: str) -> m.Operation:
@@ -439,9 +429,7 @@ class PlatformClient:
         )
         if raise_on_failure and op.status is m.OperationStatus.FAILED:
             err = op.error or m.OperationError(code="operation_failed", message="no error detail")
-            raise PlatformApiError(
-                None, err.code, err.message, op.correlation_id, operation_id=op.operation_id
-            )
+            raise PlatformApiError(None, err.code, err.message, op.correlation_id, operation_id=op.operation_id)
         return op
 
     @endpoint("listAuditEvents")
@@ -450,9 +438,7 @@ class PlatformClient:
 
     # --- polling ---------------------------------------------------------------------------------
     @staticmethod
-    def _poll(
-        read: Callable[[], T], done: Callable[[T], bool], timeout_s: float, poll_s: float, what: str
-    ) -> T:
+    def _poll(read: Callable[[], T], done: Callable[[T], bool], timeout_s: float, poll_s: float, what: str) -> T:
         deadline = time.monotonic() + timeout_s
         delay = min(0.05, poll_s)
         while True:

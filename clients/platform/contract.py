@@ -31,9 +31,7 @@ def _strip(schema: Any) -> Any:
     if isinstance(schema, dict):
         # A property *named* "title" has a dict value, so only string titles are dropped.
         return {
-            k: _strip(v)
-            for k, v in schema.items()
-            if k != "writeOnly" and not (k == "title" and isinstance(v, str))
+            k: _strip(v) for k, v in schema.items() if k != "writeOnly" and not (k == "title" and isinstance(v, str))
         }
     if isinstance(schema, list):
         return [_strip(x) for x in schema]
@@ -89,9 +87,7 @@ def _parameters(e: Endpoint) -> list[dict[str, Any]]:
 
 def _operation(e: Endpoint) -> dict[str, Any]:
     roles = sorted(r.value for r in e.roles)
-    desc = (
-        f"Roles: {', '.join(roles)}." if roles else "No bearer token: the enrollment token is the credential."
-    )
+    desc = f"Roles: {', '.join(roles)}." if roles else "No bearer token: the enrollment token is the credential."
     if e.project_scoped:
         desc += " Project-scoped roles act only inside their own project; tenant_admin inside its tenant."
     if e.audit_action:
@@ -137,9 +133,7 @@ def build_openapi() -> dict[str, Any]:
     for e in ENDPOINTS:
         paths.setdefault(e.path, {})[e.method.value.lower()] = _operation(e)
     responses = {f"E{c}": _error_response(d) for c, d in ERROR_DESCRIPTIONS.items()}
-    responses["E5XX"] = _error_response(
-        "Platform fault; retry only idempotent requests or with the same key."
-    )
+    responses["E5XX"] = _error_response("Platform fault; retry only idempotent requests or with the same key.")
     token_schema = {"type": "string", "pattern": common.IDEMPOTENCY_KEY_PATTERN}
     return {
         "openapi": "3.1.0",
@@ -220,9 +214,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.check:
         current = CONTRACT_PATH.read_text() if CONTRACT_PATH.exists() else ""
         if current != text:
-            print(
-                f"{CONTRACT_PATH}: stale; run `python -m clients.platform.contract --write`", file=sys.stderr
-            )
+            print(f"{CONTRACT_PATH}: stale; run `python -m clients.platform.contract --write`", file=sys.stderr)
             return 1
         print(f"{CONTRACT_PATH}: up to date")
         return 0

@@ -31,12 +31,8 @@ class PlatformApiError(Exception):
 
     def __str__(self) -> str:
         where = f" [{self.operation_id}]" if self.operation_id else ""
-        return (
-            f"{self.status or '-'} {self.code}{where}: {self.message} (correlation_id={self.correlation_id})"
-        )
+        return f"{self.status or '-'} {self.code}{where}: {self.message} (correlation_id={self.correlation_id})"
 
     @property
     def retryable_status(self) -> bool:
-        return (
-            self.status is None and self.code == "transport_error" or self.status in (429, 500, 502, 503, 504)
-        )
+        return self.status is None and self.code == "transport_error" or self.status in (429, 500, 502, 503, 504)

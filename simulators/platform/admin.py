@@ -76,17 +76,13 @@ def add_routes(store: Store, admin_token: str) -> Callable[[web.Application], No
             auth = request.headers.get("Authorization", "")
             try:
                 if not hmac.compare_digest(auth.encode(), f"Bearer {admin_token}".encode()):
-                    raise ApiError(
-                        401, "sim_admin_unauthenticated", "send 'Authorization: Bearer <sim admin token>'"
-                    )
+                    raise ApiError(401, "sim_admin_unauthenticated", "send 'Authorization: Bearer <sim admin token>'")
                 body = model.model_validate_json(await request.read() or b"{}") if model else None
                 with store.lock:
                     engine.tick(store)
                     out = fn(request, body)
             except ValidationError as exc:
-                out = ApiError(
-                    422, "validation_failed", str(exc.errors(include_url=False, include_input=False))
-                )
+                out = ApiError(422, "validation_failed", str(exc.errors(include_url=False, include_input=False)))
             except (KeyError, ValueError) as exc:
                 out = ApiError(422, "sim_bad_request", str(exc))
             except ApiError as exc:
@@ -120,9 +116,7 @@ def add_routes(store: Store, admin_token: str) -> Callable[[web.Application], No
 
     def register(app: web.Application) -> None:
         r = app.router
-        r.add_post(
-            f"{PREFIX}/tenants", guarded(lambda _, b: {"tenant_id": store.create_tenant(b.name)}, TenantIn)
-        )
+        r.add_post(f"{PREFIX}/tenants", guarded(lambda _, b: {"tenant_id": store.create_tenant(b.name)}, TenantIn))
         r.add_post(
             f"{PREFIX}/projects",
             guarded(lambda _, b: vars(store.create_project(b.tenant_id, b.name)), ProjectIn),

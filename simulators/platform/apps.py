@@ -59,18 +59,16 @@ def _in_flight(store: Store, instance_id: str) -> list[Operation]:
     return [o for o in store.operations.values() if o.instance_id == instance_id and not o.status.terminal]
 
 
-def _require_open(inst: AppInstance, store: Store, member_id: str | None = None) -> None:
+def _require_open(inst: AppInstance, store: Store, member_ops: bool = False, member_id: str | None = None) -> None:
+    """Instance-level operations run alone; member operations run beside each other, one per member."""
     for op in _in_flight(store, inst.instance_id):
-        if (
-            op.kind in INSTANCE_OPS
-            or member_id is None
-            or member_id in (op.member_id, op.replacement_member_id)
-        ):
+        touches = member_id is not None and member_id in (op.member_id, op.replacement_member_id)
+        if not member_ops or op.kind in INSTANCE_OPS or touches:
             raise ApiError(
                 409,
                 "operation_in_progress",
-                f"operation '{op.operation_id}' ({op.kind.value}) is "
-                "still running; poll it and retry when it is terminal",
+                f"operation '{op.operation_id}' ({op.kind.value}) is still running; poll it and retry "
+                "when it is terminal",
                 {"operation_id": op.operation_id, "kind": op.kind.value},
             )
     if inst.status not in OPEN_FOR_CHANGE:
@@ -94,11 +92,7 @@ def _binding(store: Store, inst_name: str, key: str, node_id: str | None, seq: i
             {"node_id": node_id, "status": node.status.value if node else None},
         )
     holder = next(
-        (
-            m
-            for m in store.members.values()
-            if m.node and m.node.node_id == node_id and m.status is not M.REMOVED
-        ),
+        (m for m in store.members.values() if m.node and m.node.node_id == node_id and m.status is not M.REMOVED),
         None,
     )
     if holder:
@@ -273,7 +267,7 @@ def member_operation(ctx: Ctx) -> Result:
     store, inst = ctx.store, _instance(ctx)
     live = engine.live_members(store, inst.instance_id)
     if isinstance(req, AddMember):
-        _require_open(inst, store)
+        _require_open(inst, store, member_ops=True)
         count = sum(1 for m in live if m.component_key == req.component_key)
         slurm.check_member_operation(inst.app_type, req, req.component_key, count)
         node = _binding(store, inst.name, req.component_key, req.node_id, len(store.members))
@@ -285,7 +279,7 @@ def member_operation(ctx: Ctx) -> Result:
         member = next((m for m in live if m.member_id == req.member_id), None)
         if member is None:
             raise not_found("member", req.member_id)
-        _require_open(inst, store, member.member_id)
+        _require_open(inst, store, member_ops=True, member_id=member.member_id)
         key = member.component_key
         count = sum(1 for m in live if m.component_key == key)
         slurm.check_member_operation(inst.app_type, req, key, count)

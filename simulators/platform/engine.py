@@ -20,7 +20,6 @@ from clients.platform.models import (
     OperationStatus,
 )
 
-from .faults import OperationFailure
 from .nodes import fire_node_timer
 from .slurm import adapter_detail
 from .state import Store, new_id
@@ -169,7 +168,11 @@ def start(store: Store, op: Operation, component_key: str | None) -> Operation:
     store.operations[op.operation_id] = op
     failure = store.faults.operation_failure(op.kind, component_key)
     store.schedule(
-        START_DELAY_S, "op", op.operation_id, index=0, fail=failure.model_dump() if failure else None
+        START_DELAY_S,
+        "op",
+        op.operation_id,
+        index=0,
+        fail=failure.model_dump(include={"at_step", "code", "message"}) if failure else None,
     )
     return op
 
@@ -209,15 +212,14 @@ def _advance(store: Store, op_id: str, index: int, fail: dict[str, object] | Non
     op = store.operations[op_id]
     steps, finish = PLANS[op.kind]
     now = store.clock.now()
-    failure = OperationFailure.model_validate(fail) if fail else None
     # A failure at step k strikes when step k would complete (its effect has already happened).
-    if failure and index == min(failure.at_step, len(steps) - 1) + 1:
+    if fail and index == min(int(str(fail["at_step"])), len(steps) - 1) + 1:
         op = op.model_copy(
             update={
                 "status": OperationStatus.FAILED,
                 "updated_at": now,
                 "finished_at": now,
-                "error": OperationError(code=failure.code, message=failure.message),
+                "error": OperationError(code=str(fail["code"]), message=str(fail["message"])),
             }
         )
         store.operations[op_id] = op
@@ -247,6 +249,4 @@ def tick(store: Store) -> None:
                 if timer.kind == "op":
                     _advance(store, timer.ref, timer.payload["index"], timer.payload["fail"], timer.at_s)
                 else:
-                    fire_node_timer(
-                        store, timer.ref, timer.payload["expect"], timer.payload["to"], timer.at_s
-                    )
+                    fire_node_timer(store, timer.ref, timer.payload["expect"], timer.payload["to"], timer.at_s)

@@ -8,6 +8,7 @@ import asyncio
 import hashlib
 import json
 import re
+import traceback
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -42,9 +43,7 @@ _ADAPTERS: dict[str, TypeAdapter[Any]] = {
 
 
 def error_response(err: ApiError, correlation_id: str) -> web.Response:
-    body = ErrorEnvelope(
-        code=err.code, message=err.message, correlation_id=correlation_id, details=err.details
-    )
+    body = ErrorEnvelope(code=err.code, message=err.message, correlation_id=correlation_id, details=err.details)
     return _json(err.status, body.model_dump_json().encode(), correlation_id)
 
 
@@ -71,9 +70,7 @@ def _query(endpoint: Endpoint, request: web.Request) -> dict[str, str]:
         value = request.query.get(q.name)
         if value is None:
             continue
-        if (q.pattern and not re.fullmatch(q.pattern, value)) or (
-            q.enum and value not in {v.value for v in q.enum}
-        ):
+        if (q.pattern and not re.fullmatch(q.pattern, value)) or (q.enum and value not in {v.value for v in q.enum}):
             allowed = sorted(v.value for v in q.enum) if q.enum else q.pattern
             raise ApiError(
                 422,
@@ -104,14 +101,17 @@ def _body(endpoint: Endpoint, request: web.Request, raw: bytes) -> Any:
         return _ADAPTERS[endpoint.operation_id].validate_python(data)
     except ValidationError as exc:  # rules the JSON Schema cannot state
         errors = exc.errors(include_url=False, include_input=False, include_context=False)
-        details = [{"loc": ".".join(str(p) for p in e["loc"]) or "body", "rule": e["type"], "msg": e["msg"]}
-                   for e in errors]
-        raise ApiError(422, "validation_failed", "; ".join(f"{d['loc']}: {d['msg']}" for d in details[:5]),
-                       {"errors": details}) from None
+        details = [
+            {"loc": ".".join(str(p) for p in e["loc"]) or "body", "rule": e["type"], "msg": e["msg"]} for e in errors
+        ]
+        raise ApiError(
+            422, "validation_failed", "; ".join(f"{d['loc']}: {d['msg']}" for d in details[:5]), {"errors": details}
+        ) from None
 
 
 def _process(store: Store, endpoint: Endpoint, request: web.Request, raw: bytes, corr: str) -> web.Response:
     with store.lock:
+        store.calls[endpoint.operation_id] = store.calls.get(endpoint.operation_id, 0) + 1
         engine.tick(store)
         store.expire_idempotency()
         principal = authenticate(store, endpoint, request.headers.get("Authorization"))
@@ -136,8 +136,7 @@ def _process(store: Store, endpoint: Endpoint, request: web.Request, raw: bytes,
                 raise ApiError(
                     400,
                     "idempotency_key_required",
-                    f"send an {IDEMPOTENCY_HEADER} header with every "
-                    "mutation; reuse it when retrying the same request",
+                    f"send an {IDEMPOTENCY_HEADER} header with every mutation; reuse it when retrying the same request",
                 )
             if key is not None and not IDEMPOTENCY_KEY_RE.fullmatch(key):
                 raise ApiError(
@@ -155,8 +154,7 @@ def _process(store: Store, endpoint: Endpoint, request: web.Request, raw: bytes,
                     raise ApiError(
                         422,
                         "idempotency_key_reused",
-                        "this idempotency key was used for a different "
-                        "request; use a new key for a new request",
+                        "this idempotency key was used for a different request; use a new key for a new request",
                         {"idempotency_key": key},
                     )
                 return _json(record.status, record.body or None, corr, replay=True)
@@ -207,9 +205,7 @@ def make_handler(store: Store, endpoint: Endpoint) -> Callable[[web.Request], Aw
         corr = supplied if supplied and REQUEST_ID_RE.fullmatch(supplied) else new_id("corr")
         try:
             if supplied is not None and supplied != corr:
-                raise ApiError(
-                    400, "invalid_request_id", f"{REQUEST_ID_HEADER} must match {REQUEST_ID_RE.pattern}"
-                )
+                raise ApiError(400, "invalid_request_id", f"{REQUEST_ID_HEADER} must match {REQUEST_ID_RE.pattern}")
             delay = store.faults.latency_for(request.path)
             if delay:
                 await asyncio.sleep(delay)
@@ -236,17 +232,20 @@ async def envelope_middleware(
     """aiohttp's own 404/405/413 become the canonical envelope too."""
     try:
         return await handler(request)
+    except ApiError as err:
+        return error_response(err, new_id("corr"))
     except web.HTTPException as exc:
         if exc.status < 400:
             raise
         corr = new_id("corr")
-        code = {404: "route_not_found", 405: "method_not_allowed", 413: "body_too_large"}.get(
-            exc.status, "http_error"
-        )
+        code = {404: "route_not_found", 405: "method_not_allowed", 413: "body_too_large"}.get(exc.status, "http_error")
         response = error_response(ApiError(exc.status, code, exc.reason), corr)
         if "Allow" in exc.headers:  # RFC 9110: a 405 lists the methods that are allowed
             response.headers["Allow"] = exc.headers["Allow"]
         return response
+    except Exception:  # a simulator bug: still the envelope, and the traceback on stderr
+        traceback.print_exc()
+        return error_response(ApiError(500, "internal_error", "simulator bug; see its stderr"), new_id("corr"))
 
 
 def build_app(store: Store, extra_routes: Callable[[web.Application], None] | None = None) -> web.Application:

@@ -47,9 +47,7 @@ SETTLE_SECONDS: dict[NodeStatus, tuple[float, NodeStatus]] = {
 def set_status(
     store: Store, node: Node, status: NodeStatus, reason: str | None = None, base_s: float | None = None
 ) -> Node:
-    updated = node.model_copy(
-        update={"status": status, "status_reason": reason, "updated_at": store.clock.now()}
-    )
+    updated = node.model_copy(update={"status": status, "status_reason": reason, "updated_at": store.clock.now()})
     store.nodes[node.node_id] = updated
     if status in SETTLE_SECONDS:
         delay, target = SETTLE_SECONDS[status]
@@ -126,9 +124,7 @@ def mint_token(ctx: Ctx) -> Result:
     ttl = profile.policy.enrollment_token_ttl_seconds
     secret = f"gpuaas-enroll-{secrets.token_urlsafe(32)}"
     token_id = new_id("token")
-    store.enrollment_tokens[digest(secret)] = EnrollmentTokenRecord(
-        token_id, node.node_id, store.clock.seconds() + ttl
-    )
+    store.enrollment_tokens[digest(secret)] = EnrollmentTokenRecord(token_id, node.node_id, store.clock.seconds() + ttl)
     node = node.model_copy(
         update={"hostname": req.hostname, "profile_id": profile.profile_id, "last_token_id": token_id}
     )
@@ -202,9 +198,7 @@ def enroll(ctx: Ctx) -> Result:
     rec.used_at_s = store.clock.seconds()
     now = store.clock.now()
     node = set_status(store, node.model_copy(update={"enrolled_at": now}), S.ENROLLING, "enrollment accepted")
-    return Result(
-        200, EnrollmentResult(node_id=node.node_id, status=node.status, enrolled_at=now), target=node.node_id
-    )
+    return Result(200, EnrollmentResult(node_id=node.node_id, status=node.status, enrolled_at=now), target=node.node_id)
 
 
 def list_nodes(ctx: Ctx) -> Result:
@@ -212,11 +206,7 @@ def list_nodes(ctx: Ctx) -> Result:
     items = [
         n
         for n in ctx.store.nodes.values()
-        if all(
-            str(getattr(n, k)) == v
-            for k, v in q.items()
-            if k in ("site_id", "hostname", "system_id", "status")
-        )
+        if all(str(getattr(n, k)) == v for k, v in q.items() if k in ("site_id", "hostname", "system_id", "status"))
     ]
     return Result(200, NodeList(items=items))
 
@@ -238,9 +228,7 @@ def transition_node(ctx: Ctx) -> Result:
             f"cannot {req.action.value} a node that is {node.status.value}; allowed now: {allowed or 'none'}",
             {"node_id": node.node_id, "status": node.status.value, "action": req.action.value},
         )
-    return Result(
-        200, set_status(ctx.store, node, target, req.reason or req.action.value), target=node.node_id
-    )
+    return Result(200, set_status(ctx.store, node, target, req.reason or req.action.value), target=node.node_id)
 
 
 def remove_node(ctx: Ctx) -> Result:

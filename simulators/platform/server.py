@@ -102,9 +102,7 @@ class PlatformSimulator:
     def __enter__(self) -> Self:
         return self.start()
 
-    def __exit__(
-        self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None
-    ) -> None:
+    def __exit__(self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None) -> None:
         self.stop()
 
     # --- admin interface for tests -----------------------------------------------------------

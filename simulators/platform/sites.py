@@ -62,9 +62,7 @@ def get_site(ctx: Ctx) -> Result:
 def update_site(ctx: Ctx) -> Result:
     req: MaasSiteUpdate = ctx.body
     site = _site(ctx)
-    site = site.model_copy(
-        update={**dict(req), "revision": site.revision + 1, "updated_at": ctx.store.clock.now()}
-    )
+    site = site.model_copy(update={**dict(req), "revision": site.revision + 1, "updated_at": ctx.store.clock.now()})
     ctx.store.sites[site.site_id] = site
     return Result(200, site, target=site.site_id)
 
@@ -87,9 +85,7 @@ def list_profiles(ctx: Ctx) -> Result:
 def create_profile(ctx: Ctx) -> Result:
     req: SiteProfileCreate = ctx.body
     site = _site(ctx)
-    clash = next(
-        (p for p in ctx.store.profiles.values() if p.site_id == site.site_id and p.name == req.name), None
-    )
+    clash = next((p for p in ctx.store.profiles.values() if p.site_id == site.site_id and p.name == req.name), None)
     if clash:
         raise ApiError(
             409,
@@ -133,9 +129,7 @@ def delete_profile(ctx: Ctx) -> Result:
         if n.profile_id == profile.profile_id and n.status is not NodeStatus.DELETED
     ]
     if users:
-        raise ApiError(
-            409, "profile_in_use", "remove the nodes bound to this profile first", {"node_ids": users}
-        )
+        raise ApiError(409, "profile_in_use", "remove the nodes bound to this profile first", {"node_ids": users})
     del ctx.store.profiles[profile.profile_id]
     return Result(204, None, target=profile.profile_id)
 

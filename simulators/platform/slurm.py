@@ -78,8 +78,7 @@ def validate_components(app_type: AppType, components: Iterable[ComponentSpec]) 
             raise ApiError(
                 422,
                 "component_cardinality",
-                f"{comp.component_key} needs between {rule.minimum} "
-                f"and {rule.maximum} members, got {comp.count}",
+                f"{comp.component_key} needs between {rule.minimum} and {rule.maximum} members, got {comp.count}",
                 where,
             )
         if len(comp.node_ids) > comp.count:

@@ -106,6 +106,7 @@ class Store:
         self.op_args: dict[str, dict[str, Any]] = {}  # what an operation will apply when it finishes
         self._seq = 0
         self.hits: dict[str, int] = {}  # operationId -> successful calls (coverage for tests)
+        self.calls: dict[str, int] = {}  # operationId -> every request that reached a handler
 
     # --- identities ------------------------------------------------------------------------
     def create_tenant(self, name: str) -> str:
@@ -177,9 +178,7 @@ class Store:
                 )
             )
 
-    def schedule(
-        self, delay_s: float, kind: str, ref: str, base_s: float | None = None, **payload: Any
-    ) -> None:
+    def schedule(self, delay_s: float, kind: str, ref: str, base_s: float | None = None, **payload: Any) -> None:
         """`base_s`: when the scheduling event itself happened (a timer's due time), so a late
         observer still sees every step at its proper simulated time."""
         with self.lock:

@@ -39,8 +39,13 @@ def check_body(operation_id: str, data: Any) -> None:
     errors = sorted(validator.iter_errors(data), key=lambda e: list(e.absolute_path))
     if errors:
         # Name the field and the rule, never echo the value: bodies may carry secrets.
-        details = [{"loc": ".".join(str(p) for p in e.absolute_path) or "body", "rule": str(e.validator)}
-                   for e in errors[:20]]
-        raise ApiError(422, "validation_failed", f"{len(errors)} contract violation(s): "
-                       + "; ".join(f"{d['loc']} fails '{d['rule']}'" for d in details[:5]),
-                       {"errors": details})
+        details = [
+            {"loc": ".".join(str(p) for p in e.absolute_path) or "body", "rule": str(e.validator)} for e in errors[:20]
+        ]
+        raise ApiError(
+            422,
+            "validation_failed",
+            f"{len(errors)} contract violation(s): "
+            + "; ".join(f"{d['loc']} fails '{d['rule']}'" for d in details[:5]),
+            {"errors": details},
+        )

@@ -127,9 +127,7 @@ class Member(ResponseModel):
     node: NodeBinding | None
     last_operation_id: str | None
     last_correlation_id: str | None
-    adapter_detail: dict[str, Any] = Field(
-        description="Adapter-owned debugging detail; opaque to the platform."
-    )
+    adapter_detail: dict[str, Any] = Field(description="Adapter-owned debugging detail; opaque to the platform.")
     created_at: datetime
     updated_at: datetime
 

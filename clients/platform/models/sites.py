@@ -87,9 +87,7 @@ class SiteProfilePolicy(RequestModel):
     enrollment_token_ttl_seconds: int = Field(default=3600, ge=60, le=86400)
     fabric_mode: FabricMode = FabricMode.ETHERNET
     commissioning_bundle_ref: str | None = Field(default=None, pattern=BUNDLE_REF_PATTERN, max_length=512)
-    post_deploy_validation_bundle_ref: str | None = Field(
-        default=None, pattern=BUNDLE_REF_PATTERN, max_length=512
-    )
+    post_deploy_validation_bundle_ref: str | None = Field(default=None, pattern=BUNDLE_REF_PATTERN, max_length=512)
     storage_layout_profile: str | None = Field(default=None, pattern=NAME_PATTERN)
 
     @model_validator(mode="after")
