@@ -66,7 +66,7 @@ def test_dev_change_reads_top_down() -> None:
     lines = note.splitlines()
     first_kind = next(i for i, line in enumerate(lines) if line.startswith("#### ") and "Destructive" not in line)
     assert lines.index("#### :warning: Destructive steps (1)") < first_kind
-    assert "  - joins (4): `gpu-a05`, `gpu-a06`, `gpu-a07`, `gpu-a08`" in lines
+    assert "  - joins (4): `gpu-a05`–`gpu-a08`" in lines
     for unchanged in ("SiteProfile", "BootstrapBundle", "HostConvergence", "dev-lab-bundle"):
         assert unchanged not in note
     assert len(lines) < 40  # readable in 30 seconds

@@ -153,3 +153,15 @@ def test_event_log_policy_events(tmp_path: Path) -> None:
     bad.write_text('{"policyEvent": {}}\nnot json\n')
     with pytest.raises(PreviewInputError, match=r"bad.jsonl: line 2"):
         load_event_log(bad)
+
+
+def test_host_ranges_fold_consecutive_numbers() -> None:
+    from tools.preview_note.kinds import by_reason, host_ranges
+
+    hosts = [f"dal1-h200-{i:03d}" for i in range(1, 33)] + ["dal1-h200-040", "gpu-a9", "gpu-a10", "lab-1", "lab-2"]
+    assert (
+        host_ranges(hosts) == "`dal1-h200-001`–`dal1-h200-032`, `dal1-h200-040`, `gpu-a9`, `gpu-a10`, `lab-1`, `lab-2`"
+    )
+    assert by_reason([("b-2", "tags"), ("a-1", "deploy"), ("a-2", "deploy"), ("a-3", "deploy")]) == (
+        "`a-1`–`a-3` (deploy); `b-2` (tags)"
+    )

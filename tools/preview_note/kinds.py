@@ -181,9 +181,41 @@ class Destructive(BaseModel):
     text: str  # Markdown, one bullet
 
 
-def _hosts(items: list[str], limit: int = 12) -> str:
-    shown = ", ".join(f"`{h}`" for h in items[:limit])
-    return shown + (f" and {len(items) - limit} more" if len(items) > limit else "")
+_NUMBERED = re.compile(r"^(.*?)(\d+)$")
+
+
+def host_ranges(hosts: list[str], limit: int = 30) -> str:
+    """`a-001`–`a-032`, `b-7`: consecutively numbered hostnames folded into ranges."""
+    runs: list[list[str]] = []
+    for host in sorted(set(hosts), key=natural):
+        m = _NUMBERED.match(host)
+        prev = _NUMBERED.match(runs[-1][-1]) if runs else None
+        if (
+            m
+            and prev
+            and m.group(1) == prev.group(1)
+            and len(m.group(2)) == len(prev.group(2))
+            and int(m.group(2)) == int(prev.group(2)) + 1
+        ):
+            runs[-1].append(host)
+        else:
+            runs.append([host])
+    parts = [", ".join(f"`{h}`" for h in run) if len(run) < 3 else f"`{run[0]}`–`{run[-1]}`" for run in runs]
+    if len(parts) > limit:
+        parts = parts[:limit] + [f"and {len(parts) - limit} more"]
+    return ", ".join(parts)
+
+
+def by_reason(pairs: tuple[tuple[str, str], ...] | list[tuple[str, str]]) -> str:
+    """Hosts grouped by why: `a-1`–`a-9` (deploy.hwe_kernel changed); `b-2` (tags)."""
+    groups: dict[str, list[str]] = {}
+    for host, why in pairs:
+        groups.setdefault(why, []).append(host)
+    return "; ".join(f"{host_ranges(hosts)} ({why})" for why, hosts in sorted(groups.items()))
+
+
+def _hosts(items: list[str]) -> str:
+    return host_ranges(items)
 
 
 def destructive(change: Change, environment: str) -> list[Destructive]:

@@ -24,7 +24,9 @@ from tools.preview_note.kinds import (
     OWN_VIEW_FIELDS,
     Destructive,
     Harm,
+    by_reason,
     destructive,
+    host_ranges,
     member_view,
     pool_view,
 )
@@ -62,6 +64,7 @@ _SUMMARY_WORD = {
 ENVIRONMENT_CONFIG_KEY = "gpuaas-infra:environment"
 MAX_CREATE_FIELDS = 12  # a create lists its inputs; past this a reviewer stops reading
 MAX_MESSAGE_LINES = 30
+MAX_NAMED_LEAVES = 12  # past this, leaving machines are shown as hostname ranges without system ids
 COLLAPSE_OVER = 25  # a kind with more changed resources than this is folded into <details>
 _SECRETISH = re.compile(
     r"-----BEGIN [A-Z ]*PRIVATE KEY-----.*?(-----END [A-Z ]*PRIVATE KEY-----|$)"
@@ -151,20 +154,19 @@ def _resource_lines(change: Change, steps: list, environment: str) -> list[str]:
         if view.unknown:
             out.append("  - machines: known after apply")
         if view.joins:
-            out.append(f"  - joins ({len(view.joins)}): " + ", ".join(f"`{h}`" for h in view.joins))
+            out.append(f"  - joins ({len(view.joins)}): " + host_ranges(list(view.joins)))
         if view.redeploys:
-            out.append(
-                f"  - redeploys ({len(view.redeploys)}): " + ", ".join(f"`{h}` ({why})" for h, why in view.redeploys)
-            )
+            out.append(f"  - redeploys ({len(view.redeploys)}): " + by_reason(view.redeploys))
         if view.updates:
-            out.append(
-                f"  - updated in place ({len(view.updates)}): "
-                + ", ".join(f"`{h}` ({what})" for h, what in view.updates)
-            )
+            out.append(f"  - updated in place ({len(view.updates)}): " + by_reason(view.updates))
         if view.leaves:
             out.append(
                 f"  - leaves ({len(view.leaves)}): "
-                + ", ".join(f"`{h}`" + (f" ({sid})" if sid else "") for h, sid in view.leaves)
+                + (
+                    ", ".join(f"`{h}`" + (f" ({sid})" if sid else "") for h, sid in view.leaves)
+                    if len(view.leaves) <= MAX_NAMED_LEAVES
+                    else host_ranges([h for h, _ in view.leaves])
+                )
             )
         if change.action is Action.UPDATE and not (view.redeploys or view.leaves or view.unknown):
             out.append("  - no machine redeploys or leaves")
