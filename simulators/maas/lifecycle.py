@@ -24,6 +24,8 @@ from .enums import (
     DEPLOY_FROM,
     FAILED_STATUS,
     RELEASABLE,
+    TRANSITIONS,
+    IllegalTransition,
     NodeStatus,
     PowerState,
 )
@@ -111,6 +113,8 @@ class Lifecycle:
     # --- transitions ----------------------------------------------------------------------
     def transition(self, m: Machine, new: NodeStatus, note: str) -> None:
         old = m.status
+        if new not in TRANSITIONS.get(old, frozenset()):
+            raise IllegalTransition(f"{m.system_id}: {old.label} -> {new.label} is not a MAAS transition")
         m.previous_status, m.status = old, new
         m.phase_token += 1  # any timer armed for the previous phase is now stale
         m.phase_due = None
@@ -190,7 +194,7 @@ class Lifecycle:
     def release(self, m: Machine, erase: bool, secure_erase: bool, quick_erase: bool, force: bool) -> None:
         if m.status in (S.RELEASING, S.READY):
             return  # MAAS treats a repeated release as already done
-        if m.status not in RELEASABLE and not (force and m.status in FAILED_STATUS):
+        if m.status not in RELEASABLE:
             raise errors.release_refused(m.status)
         erase = erase or secure_erase or quick_erase
         m.erase = {"secure_erase": secure_erase, "quick_erase": quick_erase} if erase else None
@@ -236,7 +240,7 @@ class Lifecycle:
     def mark_broken(self, m: Machine, comment: str) -> None:
         if m.status == S.BROKEN:
             return
-        if m.status in (S.RESERVED, S.RETIRED, S.MISSING) or m.status == S.RESCUE_MODE:
+        if S.BROKEN not in TRANSITIONS.get(m.status, frozenset()):
             raise errors.mark_broken_refused(m.status)
         if m.status in RELEASABLE:
             m.owner = None

@@ -139,3 +139,13 @@ def test_update_delete_and_filters(maas_sim, client) -> None:
     machine.delete()
     assert len(client.machines.list(hostnames=["renamed-003"])) == 0
     assert maas_sim.admin.events(machine.system_id)[0]["type"] == "SEED"  # history outlives the machine
+
+
+def test_create_with_json_power_parameters_commissions_by_default(maas_sim, client) -> None:
+    machine = client.machines.create("amd64", ["aa:00:00:00:00:31", "aa:00:00:00:00:32"], "redfish",
+                                     {"power_address": "10.9.9.9", "power_user": "u", "power_pass": "p"},
+                                     hostname="json-001")
+    assert machine.status == LibStatus.COMMISSIONING and machine.power_type == "redfish"
+    assert machine.get_power_parameters() == {"power_address": "10.9.9.9", "power_user": "u", "power_pass": "p"}
+    assert sorted(i.mac_address for i in machine.interfaces) == ["aa:00:00:00:00:31", "aa:00:00:00:00:32"]
+    maas_sim.admin.wait_for_status("json-001", NodeStatus.READY)
