@@ -98,33 +98,31 @@ def _crypter_for(path: Path, doc: StateDocument, passphrase: str) -> Crypter:
     return crypter
 
 
-def read_state(path: str | os.PathLike[str], passphrase: str | None = None) -> StateDocument:
-    """Read a state file. With ``passphrase`` secrets come back decrypted (``{sig, "value"}``),
-    without it they stay as ciphertext, exactly as on disk."""
-    path = Path(path)
+def _decrypted(raw: dict[str, Any], crypter: Crypter) -> dict[str, Any]:
+    parts = {
+        key: raw.get(key, default) for key, default in (("resources", []), ("pending_operations", []), ("outputs", {}))
+    }
+    return {**raw, **decrypt_tree(parts, crypter)}
+
+
+def _validate(path: Path, raw: dict[str, Any]) -> StateDocument:
     try:
-        raw = _load_raw(path)
-        if passphrase is None:
-            return StateDocument.model_validate(raw)
-        doc = StateDocument.model_validate(raw)
-        crypter = _crypter_for(path, doc, passphrase)
-        return StateDocument.model_validate(
-            {
-                **raw,
-                **decrypt_tree(
-                    {
-                        "resources": raw.get("resources", []),
-                        "pending_operations": raw.get("pending_operations", []),
-                        "outputs": raw.get("outputs", {}),
-                    },
-                    crypter,
-                ),
-            }
-        )
+        return StateDocument.model_validate(raw)
     except ValidationError as exn:
         first = exn.errors()[0]
         loc = "/".join(str(p) for p in first["loc"])
         raise StateError(f"{path}: invalid state at {loc}: {first['msg']}") from None
+
+
+def read_state(path: str | os.PathLike[str], passphrase: str | None = None) -> StateDocument:
+    """Read a state file. With ``passphrase`` secrets come back decrypted (``{sig, "value"}``),
+    without it they stay as ciphertext, exactly as on disk."""
+    path = Path(path)
+    raw = _load_raw(path)
+    doc = _validate(path, raw)
+    if passphrase is None:
+        return doc
+    return _validate(path, _decrypted(raw, _crypter_for(path, doc, passphrase)))
 
 
 class StateStore:
@@ -136,11 +134,12 @@ class StateStore:
         self.stack = stack
         self._lock = threading.Lock()
         if self.path.exists():
-            doc = read_state(self.path, passphrase)
+            raw = _load_raw(self.path)
+            doc = _validate(self.path, raw)
             if doc.stack and doc.stack != stack:
                 raise StateError(f"{self.path}: holds stack {doc.stack!r}, not {stack!r}; use another --state")
-            self.crypter = _crypter_for(self.path, doc, passphrase)
-            self.initial = doc
+            self.crypter = _crypter_for(self.path, doc, passphrase)  # one key derivation per run
+            self.initial = _validate(self.path, _decrypted(raw, self.crypter))
         else:
             self.crypter = Crypter.new(passphrase)
             self.initial = StateDocument(project=project, stack=stack)

@@ -1,0 +1,78 @@
+"""``python -m tools.engine.bench``: what an engine run costs, and how far provider calls overlap.
+
+Figures are measured against a baseline from the same run (an ``up`` of an empty program = the fixed
+cost of one engine process), so the ratios hold on a loaded machine too.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+from tools.engine.api import Engine
+from tools.engine.crypto import TEST_PASSPHRASE
+
+FIXTURE = Path(__file__).resolve().parents[2] / "tests" / "engine" / "fixture_project"
+WIDGETS = 8
+DELAY = 0.5  # seconds each fixture Create sleeps
+PROVIDER_WORKERS = 4  # the SDK provider server's ThreadPoolExecutor
+
+
+def _engine(tmp: Path, spec: list[dict[str, object]], tag: str) -> Engine:
+    config = {"spec": json.dumps(spec), "backend": str(tmp / f"backend-{tag}.json")}
+    return Engine(FIXTURE, "test", tmp / f"state-{tag}.json", config_overrides=config, passphrase=TEST_PASSPHRASE)
+
+
+def _timed(engine: Engine, operation: str) -> float:
+    start = time.perf_counter()
+    result = engine.run(operation)
+    elapsed = time.perf_counter() - start
+    if not result.ok:
+        raise SystemExit(f"{operation} failed: {result.errors()}\n{result.log}")
+    return elapsed
+
+
+def _overlap(backend: Path) -> float:
+    """Provider-side span of the creates: first Create start to last Create done (fixture event log)."""
+    events = json.loads(backend.read_text())["events"]
+    starts = [t for op, _, phase, t in events if op == "create" and phase == "start"]
+    dones = [t for op, _, phase, t in events if op == "create" and phase == "done"]
+    return max(dones) - min(starts)
+
+
+def main() -> None:
+    with tempfile.TemporaryDirectory() as tmpdir:
+        tmp = Path(tmpdir)
+        baseline = statistics.median(_timed(_engine(tmp, [], f"empty{i}"), "up") for i in range(3))
+        spec: list[dict[str, object]] = [
+            {"name": f"w{i}", "props": {"size": i, "delay": DELAY}} for i in range(WIDGETS)
+        ]
+        up = _timed(_engine(tmp, spec, "fleet"), "up")
+        same = _timed(_engine(tmp, spec, "fleet"), "up")
+        preview = _timed(_engine(tmp, spec, "fleet"), "preview")
+        span = _overlap(tmp / "backend-fleet.json")
+        destroy = _timed(_engine(tmp, spec, "fleet"), "destroy")
+    serial = WIDGETS * DELAY
+    bound = serial / PROVIDER_WORKERS
+    rows = [
+        ("engine run, empty program (baseline)", baseline, ""),
+        (f"up, {WIDGETS} widgets x {DELAY}s create", up, f"{up / baseline:4.1f}x baseline"),
+        (
+            f"  provider span of the {WIDGETS} creates",
+            span,
+            f"serial {serial:.2f} s, {PROVIDER_WORKERS}-worker bound {bound:.2f} s",
+        ),
+        ("second up (all same)", same, f"{same / baseline:4.1f}x baseline"),
+        ("preview (all same)", preview, f"{preview / baseline:4.1f}x baseline"),
+        (f"destroy ({WIDGETS} widgets)", destroy, f"{destroy / baseline:4.1f}x baseline"),
+    ]
+    for label, seconds, note in rows:
+        print(f"{label:<40} {seconds:6.2f} s   {note}")
+    print(f"{'provider overlap (serial / span)':<40} {serial / span:6.2f}x   (at most {PROVIDER_WORKERS}x)")
+
+
+if __name__ == "__main__":
+    main()
