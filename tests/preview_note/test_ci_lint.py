@@ -67,8 +67,8 @@ def test_the_projects_pipeline_is_clean() -> None:
         (
             [
                 (
-                    '- if: $CI_PIPELINE_SOURCE == "merge_request_event"\n  script',
-                    '- if: ($CI_PIPELINE_SOURCE == "x"\n  script',
+                    '- if: $CI_PIPELINE_SOURCE == "merge_request_event"\n  before_script',
+                    '- if: ($CI_PIPELINE_SOURCE == "x"\n  before_script',
                 )
             ],
             "CI034",
@@ -99,13 +99,15 @@ def test_the_projects_pipeline_is_clean() -> None:
         (
             [
                 (
-                    '  rules:\n    - if: $CI_PIPELINE_SOURCE == "merge_request_event"\n  script:',
-                    "  rules:\n    - if: $CI_COMMIT_BRANCH\n  script:",
+                    '  rules:\n    - if: $CI_PIPELINE_SOURCE == "merge_request_event"\n  before_script:',
+                    "  rules:\n    - if: $CI_COMMIT_BRANCH\n  before_script:",
                 )
             ],
             "CI061",
         ),
         ([(".venv/bin/gpuaas-infra post-note", "echo skipped")], "CI062"),
+        ([('--stack "$STACK" --policy-pack policy \\\n', '--stack "$STACK" \\\n')], "CI063"),
+        ([('pulumi up --yes --stack "$STACK" --policy-pack policy', 'pulumi up --yes --stack "$STACK"')], "CI076"),
         ([("needs: [deploy-staging]", "needs: [deploy-dev]")], "CI073"),  # prod straight from dev
         (
             [

@@ -275,6 +275,15 @@ def pipeline_findings(jobs: dict[str, dict[str, Any]]) -> list[Finding]:
         for needle in ("pulumi preview --json", "preview-note", "post-note"):
             if needle not in text:
                 out.append(Finding(code="CI062", path=f"{name}.script", message=f"does not run `{needle}`"))
+        if "--policy-pack policy" not in text:
+            out.append(
+                Finding(
+                    code="CI063",
+                    path=f"{name}.script",
+                    message="previews without the policy pack",
+                    hint="pulumi preview ... --policy-pack policy",
+                )
+            )
     by_env: dict[str, list[str]] = {}
     for name, job in jobs.items():
         env = _env(job)
@@ -302,6 +311,15 @@ def pipeline_findings(jobs: dict[str, dict[str, Any]]) -> list[Finding]:
             )
             continue
         name, job = names[0], jobs[names[0]]
+        if "--policy-pack policy" not in _script_text(job):
+            out.append(
+                Finding(
+                    code="CI076",
+                    path=f"{name}.script",
+                    message=f"{env} deploys without the policy pack",
+                    hint="pulumi up ... --policy-pack policy",
+                )
+            )
         if i == 0 and _manual(job):
             out.append(Finding(code="CI071", path=f"{name}.rules", message=f"{env} should deploy automatically"))
         if i > 0:
