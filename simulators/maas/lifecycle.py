@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import heapq
 import itertools
+import logging
 import threading
 import time
 from collections.abc import Callable
@@ -31,9 +32,11 @@ from .enums import (
 )
 from .faults import DATASOURCE_ERROR, FaultBook
 from .observe import Stats
+from .render import HW_SYNC_INTERVAL
 from .state import Machine, Store
 
 S = NodeStatus
+log = logging.getLogger("simulators.maas")
 
 
 class PhaseDurations(BaseModel):
@@ -81,7 +84,10 @@ class Scheduler:
                 if self._stopped:
                     return
                 _, _, fn = heapq.heappop(self._heap)
-            fn()
+            try:
+                fn()
+            except Exception:  # a bug in one phase end must not stop every other machine's clock
+                log.exception("MAAS simulator: phase callback failed")
 
 
 class Lifecycle:
@@ -136,8 +142,9 @@ class Lifecycle:
             m = self.store.machines.get(sid)
             if m is None or m.phase_token != token:
                 return  # deleted, aborted or moved on since the timer was armed
+            before = m.status
             finish(m)
-            if m.status == S.DEPLOYED and self.platform_url:
+            if before != S.DEPLOYED and m.status == S.DEPLOYED and self.platform_url:
                 enrollment_job = (m.user_data, m.hostname, m.system_id)
         if enrollment_job is not None:
             self._enroller.submit(self._enroll, *enrollment_job)
@@ -283,9 +290,14 @@ class Lifecycle:
             m.error_description = DATASOURCE_ERROR
             self.transition(m, S.FAILED_DEPLOYMENT, f"Installation failed: {DATASOURCE_ERROR}")
             return
-        if m.enable_hw_sync:
-            m.last_sync = time.time()
         self.transition(m, S.DEPLOYED, "deployed")
+        if m.enable_hw_sync:
+            self._hw_sync(m)
+
+    def _hw_sync(self, m: Machine) -> None:
+        """The deployed machine's hardware-sync agent reports in every sync interval."""
+        m.last_sync = time.time()
+        self._arm(m, HW_SYNC_INTERVAL, self._hw_sync)
 
     def _end_erasing(self, m: Machine) -> None:
         if self.faults.take("erase_failures", m.system_id, m.hostname):

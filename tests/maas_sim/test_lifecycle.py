@@ -5,6 +5,7 @@ thread and from ThreadPoolExecutor workers, as Pulumi's provider server calls th
 from __future__ import annotations
 
 import base64
+import time
 from concurrent.futures import ThreadPoolExecutor
 
 from maas.client.enum import NodeStatus as LibStatus
@@ -70,6 +71,12 @@ def test_deploy_with_hw_sync_shows_sync_fields(maas_sim, client) -> None:
     machine.refresh()
     assert machine._data["sync_interval"] == 900
     assert machine._data["last_sync"] and machine._data["next_sync"] > machine._data["last_sync"]
+    first = machine._data["last_sync"]
+    deadline = time.monotonic() + 5
+    while machine._data["last_sync"] == first and time.monotonic() < deadline:
+        time.sleep(0.02)  # the sync interval is 900 s x time_scale: the agent reports again
+        machine.refresh()
+    assert machine._data["last_sync"] > first
 
 
 def test_lifecycles_from_thread_pool_workers(maas_sim_factory) -> None:
