@@ -7,25 +7,27 @@ from tests.engine.conftest import FixtureStack, assert_ok, widget
 from tools.engine import StepOp
 
 
-def test_delete_before_replace_deletes_first(stack: FixtureStack) -> None:
-    # The provider's DiffResponse asks for delete-before-replace when `exclusive` is set.
-    assert_ok(stack.up([widget("x", zone="z1", exclusive=True)]))
+def test_delete_before_replace_from_provider_or_option(stack: FixtureStack) -> None:
+    # `x`: the provider's DiffResponse asks for it (`exclusive`); `y`: the resource option does; `z`: neither.
+    assert_ok(stack.up([widget("x", zone="z1", exclusive=True), widget("y", zone="z1"), widget("z", zone="z1")]))
     stack.clear_events()
-    result = stack.up([widget("x", zone="z2", exclusive=True)])
+    result = stack.up(
+        [
+            widget("x", zone="z2", exclusive=True),
+            widget("y", zone="z2", opts={"delete_before_replace": True}),
+            widget("z", zone="z2"),
+        ]
+    )
     assert_ok(result)
-    assert stack.events() == [("delete", "x"), ("create", "x")]
+    events = stack.events()
+    for name in ("x", "y"):
+        assert events.index(("delete", name)) < events.index(("create", name))
+    assert events.index(("create", "z")) < events.index(("delete", "z"))
     assert [s.op for s in result.steps if s.urn == stack.urn("x")] == [
         StepOp.DELETE_REPLACED,
         StepOp.REPLACE,
         StepOp.CREATE_REPLACEMENT,
     ]
-
-
-def test_delete_before_replace_resource_option(stack: FixtureStack) -> None:
-    assert_ok(stack.up([widget("x", zone="z1")]))
-    stack.clear_events()
-    assert_ok(stack.up([widget("x", zone="z2", opts={"delete_before_replace": True})]))
-    assert stack.events() == [("delete", "x"), ("create", "x")]
 
 
 def test_deletes_run_in_reverse_dependency_order(stack: FixtureStack) -> None:
@@ -54,6 +56,9 @@ def test_protect_blocks_delete_and_replace(stack: FixtureStack) -> None:
     assert not result.ok
     assert any("cannot replace" in e and "zone" in e for e in result.errors())
     assert stack.objects_by_name()["keep"]["zone"] == "z1"
+    result = stack.run("destroy")
+    assert not result.ok and any("protected" in e for e in result.errors())
+    assert "keep" in stack.objects_by_name()
 
     # Unprotect in the program, run up, then the delete goes through.
     assert_ok(stack.up([widget("keep", zone="z1")]))
