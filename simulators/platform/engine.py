@@ -211,7 +211,7 @@ def new_operation(
 def _advance(store: Store, op_id: str, index: int, fail: dict[str, object] | None, at_s: float) -> None:
     op = store.operations[op_id]
     steps, finish = PLANS[op.kind]
-    now = store.clock.now()
+    now = store.clock.at(at_s)  # when the step was due, not when someone looked
     # A failure at step k strikes when step k would complete (its effect has already happened).
     if fail and index == min(int(str(fail["at_step"])), len(steps) - 1) + 1:
         op = op.model_copy(
