@@ -48,6 +48,10 @@ def _nothing(_: dict[str, Any]) -> None:
     pass
 
 
+def _profile_on(resources: list[Resource], site: str) -> str:
+    return next(r.name for r in resources if r.type.endswith(":SiteProfile") and r.inputs["site"]["name"] == site)
+
+
 def _first_pool_host(resources: list[Resource]) -> str:
     pool = next(r for r in resources if r.type.endswith(":MachinePool"))
     return str(pool.inputs["machines"][0]["hostname"])
@@ -118,7 +122,7 @@ MUTATIONS: dict[str, tuple[Callable[[list[Resource]], Mutation], set[str]]] = {
         {"app-control-plane-not-on-workers"},
     ),
     "customer-handoff site that erases": (
-        lambda rs: _edit("SiteProfile", "sjc1-h200-ib", lambda i: i["site"].update(customer_handoff=True)),
+        lambda rs: _edit("SiteProfile", _profile_on(rs, "sjc1"), lambda i: i["site"].update(customer_handoff=True)),
         {"customer-handoff-never-erases", "customer-handoff-machines-never-erase"},
     ),
 }
