@@ -370,8 +370,11 @@ class Store:
         return m
 
     def commissioned_links(self, m: Machine) -> None:
-        """After commissioning MAAS links the boot NIC to its subnet in AUTO mode."""
+        """After commissioning MAAS applies the default storage layout (flat) if none was chosen
+        and links the boot NIC to its subnet in AUTO mode."""
         m.commissioned = True
+        if m.storage_layout is None:
+            m.storage_layout = "flat"
         boot = m.iface(m.boot_interface_id)
         if boot is None or boot.links:
             return
