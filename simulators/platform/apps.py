@@ -45,7 +45,16 @@ MEMBER_OP_KIND: dict[type, OperationKind] = {
 INSTANCE_OPS = frozenset(
     {OperationKind.INSTANCE_CREATE, OperationKind.INSTANCE_UPGRADE, OperationKind.INSTANCE_DECOMMISSION}
 )
-OPEN_FOR_CHANGE = frozenset({InstanceStatus.READY, InstanceStatus.DEGRADED})
+_OPEN = frozenset({InstanceStatus.READY, InstanceStatus.DEGRADED})
+# The instance statuses each operation may start from (else 409 instance_not_ready).
+INSTANCE_ACCEPTS: dict[OperationKind, frozenset[InstanceStatus]] = {
+    OperationKind.INSTANCE_UPGRADE: _OPEN,
+    OperationKind.INSTANCE_DECOMMISSION: _OPEN | {InstanceStatus.FAILED},  # a failed instance can be torn down
+    OperationKind.MEMBER_ADD: _OPEN,
+    OperationKind.MEMBER_DRAIN: _OPEN,
+    OperationKind.MEMBER_REMOVE: _OPEN,
+    OperationKind.MEMBER_REPLACE: _OPEN,
+}
 
 
 def _instance(ctx: Ctx) -> AppInstance:
@@ -59,11 +68,12 @@ def _in_flight(store: Store, instance_id: str) -> list[Operation]:
     return [o for o in store.operations.values() if o.instance_id == instance_id and not o.status.terminal]
 
 
-def _require_open(inst: AppInstance, store: Store, member_ops: bool = False, member_id: str | None = None) -> None:
+def _require_open(inst: AppInstance, store: Store, kind: OperationKind, member_id: str | None = None) -> None:
     """Instance-level operations run alone; member operations run beside each other, one per member."""
+    member_op = kind not in INSTANCE_OPS
     for op in _in_flight(store, inst.instance_id):
         touches = member_id is not None and member_id in (op.member_id, op.replacement_member_id)
-        if not member_ops or op.kind in INSTANCE_OPS or touches:
+        if not member_op or op.kind in INSTANCE_OPS or touches:
             raise ApiError(
                 409,
                 "operation_in_progress",
@@ -71,12 +81,13 @@ def _require_open(inst: AppInstance, store: Store, member_ops: bool = False, mem
                 "when it is terminal",
                 {"operation_id": op.operation_id, "kind": op.kind.value},
             )
-    if inst.status not in OPEN_FOR_CHANGE:
+    allowed = INSTANCE_ACCEPTS[kind]
+    if inst.status not in allowed:
         raise ApiError(
             409,
             "instance_not_ready",
-            f"instance is {inst.status.value}",
-            {"instance_id": inst.instance_id, "status": inst.status.value},
+            f"cannot start {kind.value} while the instance is {inst.status.value}",
+            {"instance_id": inst.instance_id, "status": inst.status.value, "allowed": sorted(allowed)},
         )
 
 
@@ -224,7 +235,7 @@ def get_instance(ctx: Ctx) -> Result:
 def upgrade_instance(ctx: Ctx) -> Result:
     req: AppInstanceUpgrade = ctx.body
     inst = _instance(ctx)
-    _require_open(inst, ctx.store)
+    _require_open(inst, ctx.store, OperationKind.INSTANCE_UPGRADE)
     op = _operation(ctx, OperationKind.INSTANCE_UPGRADE, inst)
     ctx.store.op_args[op.operation_id] = {"app_version": req.app_version, "config": req.config}
     _mark(ctx.store, inst, op, InstanceStatus.UPGRADING)
@@ -241,8 +252,7 @@ def decommission_instance(ctx: Ctx) -> Result:
             "the instance is already decommissioned",
             {"instance_id": inst.instance_id},
         )
-    if inst.status is not InstanceStatus.FAILED:  # a failed instance may always be torn down
-        _require_open(inst, ctx.store)
+    _require_open(inst, ctx.store, OperationKind.INSTANCE_DECOMMISSION)
     op = _operation(ctx, OperationKind.INSTANCE_DECOMMISSION, inst)
     _mark(ctx.store, inst, op, InstanceStatus.DECOMMISSIONING)
     return Result(202, engine.start(ctx.store, op, None), target=inst.instance_id)
@@ -267,7 +277,7 @@ def member_operation(ctx: Ctx) -> Result:
     store, inst = ctx.store, _instance(ctx)
     live = engine.live_members(store, inst.instance_id)
     if isinstance(req, AddMember):
-        _require_open(inst, store, member_ops=True)
+        _require_open(inst, store, OperationKind.MEMBER_ADD)
         count = sum(1 for m in live if m.component_key == req.component_key)
         slurm.check_member_operation(inst.app_type, req, req.component_key, count)
         node = _binding(store, inst.name, req.component_key, req.node_id, len(store.members))
@@ -279,7 +289,7 @@ def member_operation(ctx: Ctx) -> Result:
         member = next((m for m in live if m.member_id == req.member_id), None)
         if member is None:
             raise not_found("member", req.member_id)
-        _require_open(inst, store, member_ops=True, member_id=member.member_id)
+        _require_open(inst, store, MEMBER_OP_KIND[type(req)], member.member_id)
         key = member.component_key
         count = sum(1 for m in live if m.component_key == key)
         slurm.check_member_operation(inst.app_type, req, key, count)
