@@ -130,3 +130,12 @@ def test_cli_reports_secure_config_values_with_file_and_key(tmp_path) -> None:  
     )
     assert proc.returncode == 2
     assert "Pulumi.test.yaml: config `engine-fixture:key` is a `secure:` value" in proc.stdout
+
+
+def test_secret_plaintexts_are_redacted_from_messages_and_output(stack: FixtureStack) -> None:
+    password = "redact-me-6d1e"
+    result = stack.up([widget("leaky", password=password, secret=["password"], leak_password=True)])
+    assert not result.ok
+    assert result.errors() == ["RuntimeError: login refused for password [secret]"]
+    assert "[provider] using password [secret]" in result.log
+    assert password not in result.log and password not in result.model_dump_json()

@@ -29,6 +29,7 @@ from tools.engine.state import StateStore
 from tools.engine.values import (
     UNKNOWN,
     Props,
+    Redactor,
     mask_secrets,
     strip_secrets,
 )
@@ -114,7 +115,10 @@ class Deployment:
         self.project = project
         self.stack = stack
         self.targets = set(targets or [])
-        self.emit = emit or (lambda line: None)
+        # Everything bound for the user goes through the redactor: known secret plaintexts become [secret].
+        self.redact = Redactor()
+        raw_emit = emit or (lambda line: None)
+        self.emit: Callable[[str], None] = lambda line: raw_emit(self.redact(line))
         self.lock = threading.RLock()
         initial = store.initial
         self.old: dict[str, ResourceState] = {r.urn: r for r in initial.resources if not r.delete}
@@ -127,6 +131,9 @@ class Deployment:
         self.steps: list[Step] = []
         self.diagnostics: list[Diagnostic] = []
         self.stack_outputs: Props = dict(initial.outputs)
+        for res in initial.resources:
+            self.redact.add(res.inputs)
+            self.redact.add(res.outputs)
         self._pending_seq = 0
         self._report_interrupted(initial.pending_operations)
 
@@ -136,6 +143,7 @@ class Deployment:
         return f"urn:pulumi:{self.stack}::{self.project}::pulumi:providers:pulumi-python::default::{UNKNOWN}"
 
     def diag(self, message: str, severity: Severity = Severity.ERROR, urn: str | None = None) -> None:
+        message = self.redact(message)
         with self.lock:
             self.diagnostics.append(Diagnostic(urn=urn, message=message, severity=severity))
         self.emit(f"{severity.value}: {urn + ': ' if urn else ''}{message}\n")

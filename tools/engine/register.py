@@ -90,6 +90,7 @@ class Registrar:
                 dep.diag(f"duplicate resource URN {goal.urn}: give the resources distinct names", urn=goal.urn)
                 return Registered(ok=False)
             dep.registered.add(goal.urn)
+        dep.redact.add(goal.inputs)
         try:
             return self._register_custom(goal) if goal.custom else self._register_component(goal)
         except StepFailed as exn:
@@ -208,6 +209,7 @@ class Registrar:
         finally:
             dep.end(token)
         new = new_state(goal, id_, p.checked, self._outputs(p, outs), old)
+        dep.redact.add(new.outputs)
         with dep.lock:
             if old is not None and dep.live.get(goal.urn) is old:
                 # create-before-delete: the old one waits (delete=true) for deletion at the end of the run.
@@ -237,6 +239,7 @@ class Registrar:
         finally:
             dep.end(token)
         new = new_state(p.goal, old.id, p.checked, self._outputs(p, outs), old)
+        dep.redact.add(new.outputs)
         with dep.lock:
             dep.live[p.goal.urn] = new
             dep.save()

@@ -63,7 +63,8 @@ def run_operation(opts: RunOptions, emit: Callable[[str], None]) -> EngineResult
             diagnostics=[Diagnostic(message=str(exn), severity=Severity.ERROR)],
         )
 
-    host = ProviderHost(cfg.project.directory, cfg.project.name, sink=emit)
+    # Provider output is passed through the deployment's redactor (see Deployment.emit).
+    host = ProviderHost(cfg.project.directory, cfg.project.name, sink=lambda line: dep.emit(line))
     dep = Deployment(opts.operation, store, host, cfg.project.name, opts.stack, opts.targets, emit)
     for message in warnings:
         dep.diag(message, Severity.WARNING)

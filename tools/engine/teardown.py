@@ -120,6 +120,7 @@ def _refresh_one(dep: Deployment, res: ResourceState) -> None:
     outputs = remark_secrets(outs, secret, res.additionalSecretOutputs)
     inputs = remark_secrets(new_inputs, secret_keys(res.inputs), []) if new_inputs is not None else res.inputs
     new = res.model_copy(update={"id": id_, "outputs": outputs, "inputs": inputs})
+    dep.redact.add(outputs)
     keys = changed_keys(res.outputs, outputs)
     with dep.lock:
         if dep.live.get(res.urn) is res:

@@ -100,3 +100,38 @@ def mask_secrets(value: Any) -> Any:
 def values_equal(a: Any, b: Any) -> bool:
     """Equality after unwrapping secrets; ints and floats compare numerically (the wire has only floats)."""
     return strip_secrets(a) == strip_secrets(b)
+
+
+def secret_strings(value: Any, inside: bool = False) -> set[str]:
+    """Plaintext strings held inside secrets (``__provider`` excluded: it is a pickled class reference)."""
+    if is_secret(value):
+        return secret_strings(value.get("value"), True)
+    if isinstance(value, dict):
+        found: set[str] = set()
+        for key, item in value.items():
+            if key != PROVIDER_KEY:
+                found |= secret_strings(item, inside)
+        return found
+    if isinstance(value, list):
+        return set().union(*(secret_strings(v, inside) for v in value)) if value else set()
+    if inside and isinstance(value, str) and len(value) >= 4:
+        return {value}
+    return set()
+
+
+class Redactor:
+    """Replaces every known secret plaintext in text bound for the user (diagnostics, provider output)."""
+
+    def __init__(self) -> None:
+        self._secrets: set[str] = set()
+
+    def add(self, value: Any) -> None:
+        found = secret_strings(value)
+        if found - self._secrets:
+            self._secrets = self._secrets | found  # copy-on-write: readers on other threads see a whole set
+
+    def __call__(self, text: str) -> str:
+        for secret in sorted(self._secrets, key=len, reverse=True):
+            if secret in text:
+                text = text.replace(secret, SECRET_MASK)
+        return text

@@ -79,6 +79,9 @@ class WidgetProvider(ResourceProvider):
         print(f"creating widget {name}", flush=True)
         self._event("create", name, "start")
         time.sleep(float(props.get("delay", 0)))  # widens ordering races on purpose
+        if props.get("leak_password"):  # a careless provider: its message and output carry the secret
+            print(f"using password {props.get('password')}", flush=True)
+            raise RuntimeError(f"login refused for password {props.get('password')}")
         if props.get("fail_create"):
             self._event("create", name, "failed")
             raise RuntimeError(f"widget quota exceeded in zone {props.get('zone')}")
