@@ -12,12 +12,14 @@ from typing import Any
 from environments import Environment
 
 from .settings import StackSettings
+from .site import build_sites
 
 # A builder declares resources for one area and returns (output name -> value) and the
 # area-specific handles later builders need (e.g. machines need the site profiles).
 Builder = Callable[[Environment, StackSettings, dict[str, Any]], dict[str, Any]]
 
 BUILDERS: list[tuple[str, Builder]] = []
+BUILDERS.append(("sites", build_sites))  # sites, profiles, bundles, RoCE (components/site.py)
 
 
 def declare_environment(env: Environment, settings: StackSettings) -> dict[str, Any]:

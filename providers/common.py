@@ -23,7 +23,9 @@ UNKNOWN = "04da6b54-80e4-46f7-96ec-b56ff0331ba9"  # pulumi.runtime.rpc.UNKNOWN
 
 
 def is_unknown(value: Any) -> bool:
-    return isinstance(value, str) and value == UNKNOWN
+    # The string sentinel over gRPC; the provider server may also hand over pulumi.output.Unknown.
+    return (isinstance(value, str) and value == UNKNOWN) or type(value).__name__ == "Unknown"
+
 
 
 def has_unknown(value: Any) -> bool:

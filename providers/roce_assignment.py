@@ -289,6 +289,13 @@ class RoceReconciler:
 
 
 # --- adapter ------------------------------------------------------------------------------------------
+def _comparable(key: str, value: Any) -> Any:
+    # MACs are learned from MAAS after check: not a change of the assignment.
+    if key == "table" and isinstance(value, Mapping):
+        return {h: [{k: v for k, v in r.items() if k != "mac"} for r in rows or ()] for h, rows in plain(value).items()}
+    return plain(value)
+
+
 class RoceAssignmentProvider(ResourceProvider):
     serialize_as_secret_always = False  # pickled by reference; holds nothing secret
 
@@ -318,7 +325,7 @@ class RoceAssignmentProvider(ResourceProvider):
 
     def diff(self, id_: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
         keys = ("pools", "machines", "table", "maas")
-        changed = [k for k in keys if plain(olds.get(k)) != plain(news.get(k))]
+        changed = [k for k in keys if _comparable(k, olds.get(k)) != _comparable(k, news.get(k))]
         return DiffResult(changes=bool(changed), replaces=["site"] if olds.get("site") != news.get("site") else [],
                           delete_before_replace=True)
 
