@@ -9,8 +9,10 @@ others: each ends with its own outcome and reason.
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from pydantic import BaseModel, ConfigDict
@@ -34,7 +36,8 @@ from .status import MachineOutcome, Stage
 
 MAX_TRANSIENT_ERRORS = 30
 MAX_STEPS_PER_TICK = 12
-CREATE_ATTEMPTS = 4  # a machine never loops forever inside one tick
+CREATE_ATTEMPTS = 4
+MAX_WORKERS = 32  # threads per run for concurrent MAAS/platform calls  # a machine never loops forever inside one tick
 
 
 class MachineResult(BaseModel):
@@ -58,6 +61,8 @@ class Scheduler:
     ctx: Context
     sleep: Callable[[float], None] = time.sleep
     _tracked: list[Tracked] = field(default_factory=list)
+    _pool: ThreadPoolExecutor | None = None
+    _lock: threading.Lock = field(default_factory=threading.Lock)
 
     # ---------------------------------------------------------------------------------------
     def onboard(self, specs: Iterable[MachineSpec], known: dict[str, str] | None = None) -> list[MachineResult]:
@@ -92,12 +97,17 @@ class Scheduler:
                 t.notes.append("not in MAAS any more: nothing to release")
                 continue
             if view is None:
-                view = self._create(t)
-                if view is None:
-                    continue
-            elif t.spec.hostname not in known:
+                continue
+            if t.spec.hostname not in known:
                 adopted.add(t.spec.hostname)
             t.view, t.system_id = view, view.system_id
+        missing = [t for t in tracked if t.view is None and t.outcome is None]
+        if missing:
+            workers = min(max(4, self.ctx.policy.batch_max_parallel), MAX_WORKERS, len(missing))
+            with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="create") as pool:
+                for t, view in zip(missing, pool.map(self._create, missing), strict=True):
+                    if view is not None:
+                        t.view, t.system_id = view, view.system_id
         return adopted
 
     def _create(self, t: Tracked) -> MachineView | None:
@@ -126,6 +136,15 @@ class Scheduler:
 
     # ---------------------------------------------------------------------------------------
     def _run(self, tracked: list[Tracked], adopted: set[str]) -> list[MachineResult]:
+        workers = min(max(4, self.ctx.policy.batch_max_parallel), MAX_WORKERS)
+        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="machines") as pool:
+            self._pool = pool
+            try:
+                return self._loop(tracked, adopted)
+            finally:
+                self._pool = None
+
+    def _loop(self, tracked: list[Tracked], adopted: set[str]) -> list[MachineResult]:
         ctx = self.ctx
         self._tracked = tracked
         active = [t for t in tracked if t.outcome is None]
@@ -137,9 +156,7 @@ class Scheduler:
             # One bulk read refreshes every waiting machine: polls are shared, not per machine.
             if any(t.waiting and t.next_poll <= now for t in active):
                 self._poll([t for t in active if t.waiting])
-            for t in active:
-                if not t.waiting:
-                    self._advance(t)
+            self._advance_all([t for t in active if not t.waiting])
             for t in active:
                 if t.outcome is None and t.waiting and ctx.clock() > t.deadline:
                     t.reason = (f"{t.spec.hostname} (system_id {t.system_id}, MAAS status "
@@ -155,6 +172,14 @@ class Scheduler:
                 # Delayed machines (no free slot) can only move after a poll frees one.
                 self.sleep(max(0.0, min(waits) - ctx.clock()))
         return [self._result(t, t.spec.hostname in adopted) for t in tracked]
+
+    def _advance_all(self, ready: list[Tracked]) -> None:
+        """Run ready machines' steps concurrently: one machine's HTTP calls never wait for another's."""
+        if len(ready) <= 1 or self._pool is None:
+            for t in ready:
+                self._advance(t)
+            return
+        list(self._pool.map(self._advance, ready))
 
     def _poll(self, due: list[Tracked]) -> None:
         try:
@@ -187,9 +212,8 @@ class Scheduler:
     def _advance(self, t: Tracked) -> None:
         for _ in range(MAX_STEPS_PER_TICK):
             if t.stage in SLOT_STAGES and not t.holds_slot:
-                if not self._take_slot():
+                if not self._take_slot(t):
                     return  # delayed: no capacity (Metal3's provisioning limit); retried next tick
-                t.holds_slot = True
             elif t.stage not in SLOT_STAGES:
                 t.holds_slot = False
             try:
@@ -216,12 +240,12 @@ class Scheduler:
                 return
             self._enter(t, step.stage)
 
-    def _take_slot(self) -> bool:
-        # Slots are counted, not tracked per object, from the machines currently holding one.
-        return self._slots_in_use() < self.ctx.policy.batch_max_parallel
-
-    def _slots_in_use(self) -> int:
-        return sum(1 for t in self._tracked if t.holds_slot)
+    def _take_slot(self, t: Tracked) -> bool:
+        with self._lock:  # count and take atomically: machines advance on several threads
+            if sum(1 for x in self._tracked if x.holds_slot) >= self.ctx.policy.batch_max_parallel:
+                return False
+            t.holds_slot = True
+            return True
 
     def _start_wait(self, t: Tracked, stage: Stage) -> None:
         now = self.ctx.clock()
