@@ -167,22 +167,3 @@ class StorageLayout(StrEnum):
     LVM = "lvm"
     BCACHE = "bcache"
     BLANK = "blank"
-
-
-class Phase(StrEnum):
-    """Timed phases. Each has a configurable duration (scaled by time_scale)."""
-
-    COMMISSIONING = "commissioning"
-    TESTING = "testing"
-    DEPLOYING = "deploying"
-    DISK_ERASING = "disk_erasing"
-    RELEASING = "releasing"
-
-
-PHASE_OF_STATUS: dict[NodeStatus, Phase] = {
-    S.COMMISSIONING: Phase.COMMISSIONING,
-    S.TESTING: Phase.TESTING,
-    S.DEPLOYING: Phase.DEPLOYING,
-    S.DISK_ERASING: Phase.DISK_ERASING,
-    S.RELEASING: Phase.RELEASING,
-}

@@ -161,7 +161,7 @@ def register(routes: RouteTable, core: SimCore) -> None:
     @anon.action("accept", "POST", "accept")
     def anon_accept(req: Request) -> Any:
         """Accepting enlistment is not allowed anonymously."""
-        raise errors.unauthorized("You must be logged in to accept machines.")
+        raise errors.ApiError(401, "You must be logged in to accept machines.")  # maasserver Unauthorized
 
     @anon.action("is_registered", "GET", "is_registered")
     def is_registered(req: Request) -> Any:
