@@ -25,6 +25,7 @@ from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_expo
 from . import models as m
 from .catalogue import BY_OPERATION_ID, Endpoint, Method
 from .errors import PlatformApiError
+from .models.codes import ErrorCode
 from .retry import RetryPolicy
 
 T = TypeVar("T", bound=BaseModel)
@@ -140,7 +141,7 @@ class PlatformClient:
         except httpx.TransportError as exc:
             raise PlatformApiError(
                 None,
-                "transport_error",
+                ErrorCode.TRANSPORT_ERROR,
                 f"{ep.method.value} {url}: {type(exc).__name__}: {exc}",
                 headers[m.REQUEST_ID_HEADER],
             ) from exc
@@ -154,7 +155,7 @@ class PlatformClient:
         except ValidationError as exc:
             raise PlatformApiError(
                 resp.status_code,
-                "invalid_response",
+                ErrorCode.INVALID_RESPONSE,
                 f"{ep.operation_id} returned a body that breaks the contract: "
                 f"{exc.error_count()} error(s), first: {exc.errors()[0]['msg']}",
                 corr,
@@ -440,7 +441,7 @@ class PlatformClient:
             f"operation {operation_id} to finish",
         )
         if raise_on_failure and op.status is m.OperationStatus.FAILED:
-            err = op.error or m.OperationError(code="operation_failed", message="no error detail")
+            err = op.error or m.OperationError(code=ErrorCode.OPERATION_FAILED, message="no error detail")
             raise PlatformApiError(None, err.code, err.message, op.correlation_id, operation_id=op.operation_id)
         return op
 
@@ -460,7 +461,7 @@ class PlatformClient:
             if time.monotonic() >= deadline:
                 raise PlatformApiError(
                     None,
-                    "wait_timeout",
+                    ErrorCode.WAIT_TIMEOUT,
                     f"gave up after {timeout_s:.0f}s waiting for {what}",
                     getattr(item, "correlation_id", None),
                 )
@@ -474,7 +475,7 @@ def _error_from(resp: httpx.Response, corr: str) -> PlatformApiError:
     except ValidationError:
         return PlatformApiError(
             resp.status_code,
-            "invalid_error_response",
+            ErrorCode.INVALID_ERROR_RESPONSE,
             f"HTTP {resp.status_code} without the error envelope: {resp.text[:200]!r}",
             corr,
         )

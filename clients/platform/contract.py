@@ -19,6 +19,7 @@ from pydantic.json_schema import models_json_schema
 
 from .catalogue import ENDPOINTS, ERROR_DESCRIPTIONS, Endpoint
 from .models import common
+from .models.codes import ErrorCode
 
 CONTRACT_PATH = Path(__file__).resolve().parents[2] / "contracts" / "platform-api.yaml"
 API_VERSION = "1.0.0"
@@ -49,7 +50,10 @@ def _component_schemas() -> dict[str, Any]:
             for arm in typing.get_args(typing.get_args(e.request)[0]):
                 models.append((arm, "validation"))
     _, defs = models_json_schema(models, ref_template=_REF)  # type: ignore[arg-type]
-    return _strip(defs.get("$defs", {}))
+    schemas = _strip(defs.get("$defs", {}))
+    # Documented, not enumerated: a new server-side code must not break an old client.
+    schemas["ErrorEnvelope"]["x-known-codes"] = [c.value for c in ErrorCode]
+    return schemas
 
 
 def _body_schema(e: Endpoint) -> dict[str, Any]:

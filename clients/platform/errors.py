@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from .models.codes import ErrorCode
+
 
 class PlatformApiError(Exception):
     """An error from (or on the way to) the platform API.
@@ -35,4 +37,7 @@ class PlatformApiError(Exception):
 
     @property
     def retryable_status(self) -> bool:
-        return self.status is None and self.code == "transport_error" or self.status in (429, 500, 502, 503, 504)
+        # No response at all (connection refused, reset, timeout) or a server-side/throttling status.
+        if self.status is None:
+            return self.code == ErrorCode.TRANSPORT_ERROR
+        return self.status in (429, 500, 502, 503, 504)

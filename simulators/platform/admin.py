@@ -15,6 +15,7 @@ from aiohttp import web
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from clients.platform.models import NodeStatus, Role
+from clients.platform.models.codes import ErrorCode as E
 
 from . import engine
 from .errors import ApiError
@@ -60,7 +61,7 @@ def set_node_online(store: Store, node_id: str, online: bool) -> None:
         engine.tick(store)
         node = store.nodes.get(node_id)
         if node is None:
-            raise ApiError(404, "node_not_found", f"no node '{node_id}'")
+            raise ApiError(404, E.NODE_NOT_FOUND, f"no node '{node_id}'")
         if online and node.status is NodeStatus.OFFLINE:
             set_status(store, node, NodeStatus.ACTIVE, "heartbeat resumed")
         elif not online and node.status is NodeStatus.ACTIVE:

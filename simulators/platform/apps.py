@@ -23,6 +23,7 @@ from clients.platform.models import (
     RemoveMember,
     ReplaceMember,
 )
+from clients.platform.models.codes import ErrorCode as E
 
 from . import engine, slurm
 from .context import Ctx, Handler, Result
@@ -76,7 +77,7 @@ def _require_open(inst: AppInstance, store: Store, kind: OperationKind, member_i
         if not member_op or op.kind in INSTANCE_OPS or touches:
             raise ApiError(
                 409,
-                "operation_in_progress",
+                E.OPERATION_IN_PROGRESS,
                 f"operation '{op.operation_id}' ({op.kind.value}) is still running; poll it and retry "
                 "when it is terminal",
                 {"operation_id": op.operation_id, "kind": op.kind.value},
@@ -85,7 +86,7 @@ def _require_open(inst: AppInstance, store: Store, kind: OperationKind, member_i
     if inst.status not in allowed:
         raise ApiError(
             409,
-            "instance_not_ready",
+            E.INSTANCE_NOT_READY,
             f"cannot start {kind.value} while the instance is {inst.status.value}",
             {"instance_id": inst.instance_id, "status": inst.status.value, "allowed": sorted(allowed)},
         )
@@ -98,7 +99,7 @@ def _binding(store: Store, inst_name: str, key: str, node_id: str | None, seq: i
     if node is None or node.status is not NodeStatus.ACTIVE:
         raise ApiError(
             422,
-            "node_not_available",
+            E.NODE_NOT_AVAILABLE,
             f"node '{node_id}' is not an active enrolled node",
             {"node_id": node_id, "status": node.status.value if node else None},
         )
@@ -109,7 +110,7 @@ def _binding(store: Store, inst_name: str, key: str, node_id: str | None, seq: i
     if holder:
         raise ApiError(
             409,
-            "node_already_bound",
+            E.NODE_ALREADY_BOUND,
             f"node '{node_id}' already hosts member '{holder.member_id}'",
             {"node_id": node_id, "member_id": holder.member_id},
         )
@@ -187,13 +188,13 @@ def create_instance(ctx: Ctx) -> Result:
     if clash:
         raise ApiError(
             409,
-            "instance_name_conflict",
+            E.INSTANCE_NAME_CONFLICT,
             f"the project already has a live instance '{req.name}'",
             {"instance_id": clash.instance_id, "name": req.name},
         )
     placements = [n for c in req.components for n in c.node_ids]
     if len(set(placements)) != len(placements):
-        raise ApiError(422, "duplicate_placement", "a node_id appears twice in components[].node_ids")
+        raise ApiError(422, E.DUPLICATE_PLACEMENT, "a node_id appears twice in components[].node_ids")
     now = store.clock.now()
     inst = AppInstance(
         instance_id=new_id("instance"),
@@ -248,7 +249,7 @@ def decommission_instance(ctx: Ctx) -> Result:
     if inst.status is InstanceStatus.DECOMMISSIONED:
         raise ApiError(
             409,
-            "instance_decommissioned",
+            E.INSTANCE_DECOMMISSIONED,
             "the instance is already decommissioned",
             {"instance_id": inst.instance_id},
         )
@@ -296,7 +297,7 @@ def member_operation(ctx: Ctx) -> Result:
         if member.status not in MEMBER_OP_FROM[type(req)]:
             raise ApiError(
                 409,
-                "illegal_member_transition",
+                E.ILLEGAL_MEMBER_TRANSITION,
                 f"cannot {req.operation} a member that is {member.status.value}",
                 {"member_id": member.member_id, "status": member.status.value},
             )

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from clients.platform.catalogue import Endpoint
 from clients.platform.models import Role
+from clients.platform.models.codes import ErrorCode as E
 
 from .errors import ApiError
 from .state import Principal, Store
@@ -15,10 +16,10 @@ def authenticate(store: Store, endpoint: Endpoint, authorization: str | None) ->
         return None  # enrollment: the body's token is the credential
     scheme, _, token = (authorization or "").partition(" ")
     if scheme.lower() != "bearer" or not token.strip():
-        raise ApiError(401, "unauthenticated", "send 'Authorization: Bearer <token>'")
+        raise ApiError(401, E.UNAUTHENTICATED, "send 'Authorization: Bearer <token>'")
     principal = store.principal_for(token.strip())
     if principal is None:
-        raise ApiError(401, "unauthenticated", "the bearer token is not valid")
+        raise ApiError(401, E.UNAUTHENTICATED, "the bearer token is not valid")
     return principal
 
 
@@ -28,7 +29,7 @@ def authorize(store: Store, endpoint: Endpoint, principal: Principal | None, par
     if principal.role not in endpoint.roles:
         raise ApiError(
             403,
-            "role_not_permitted",
+            E.ROLE_NOT_PERMITTED,
             f"role {principal.role.value} may not {endpoint.operation_id}",
             {"role": principal.role.value, "allowed_roles": sorted(r.value for r in endpoint.roles)},
         )
@@ -39,14 +40,14 @@ def authorize(store: Store, endpoint: Endpoint, principal: Principal | None, par
         if project is None or project.tenant_id != principal.tenant_id:
             raise ApiError(
                 403,
-                "tenant_boundary",
+                E.TENANT_BOUNDARY,
                 "the project is not in your tenant",
                 {"project_id": params["project_id"]},
             )
     elif project is None or project.project_id != principal.project_id:
         raise ApiError(
             403,
-            "project_boundary",
+            E.PROJECT_BOUNDARY,
             "your credentials are scoped to another project",
             {"project_id": params["project_id"]},
         )

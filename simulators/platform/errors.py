@@ -4,9 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from clients.platform.models.codes import ErrorCode
+
 
 class ApiError(Exception):
-    def __init__(self, status: int, code: str, message: str, details: dict[str, Any] | None = None) -> None:
+    """`code` is an ErrorCode on every contract route; plain strings only on the /_sim/ admin view."""
+
+    def __init__(self, status: int, code: ErrorCode | str, message: str, details: dict[str, Any] | None = None) -> None:
         super().__init__(f"{status} {code}: {message}")
         self.status = status
         self.code = code
@@ -17,7 +21,7 @@ class ApiError(Exception):
 def not_found(kind: str, ident: str) -> ApiError:
     return ApiError(
         404,
-        f"{kind}_not_found",
+        ErrorCode(f"{kind}_not_found"),  # ValueError for a kind without a catalogued code
         f"no {kind.replace('_', ' ')} '{ident}' in your scope",
         {f"{kind}_id": ident},
     )

@@ -24,6 +24,8 @@ from clients.platform.models import (
     AuditOutcome,
     ErrorEnvelope,
 )
+from clients.platform.models.codes import ErrorCode
+from clients.platform.models.codes import ErrorCode as E
 from clients.platform.models.common import IDEMPOTENCY_KEY_PATTERN
 
 from . import apps, engine, nodes, sites
@@ -74,7 +76,7 @@ def _query(endpoint: Endpoint, request: web.Request) -> dict[str, str]:
             allowed = sorted(v.value for v in q.enum) if q.enum else q.pattern
             raise ApiError(
                 422,
-                "invalid_query_parameter",
+                E.INVALID_QUERY_PARAMETER,
                 f"query parameter '{q.name}' must match {allowed}",
                 {"parameter": q.name},
             )
@@ -88,14 +90,14 @@ def _body(endpoint: Endpoint, request: web.Request, raw: bytes) -> Any:
     if request.content_type != "application/json":
         raise ApiError(
             415,
-            "unsupported_media_type",
+            E.UNSUPPORTED_MEDIA_TYPE,
             "send the body as application/json",
             {"content_type": request.content_type},
         )
     try:
         data = json.loads(raw)
     except ValueError:
-        raise ApiError(400, "malformed_json", "the body is not a JSON document") from None
+        raise ApiError(400, E.MALFORMED_JSON, "the body is not a JSON document") from None
     check_body(endpoint.operation_id, data)
     try:
         return _ADAPTERS[endpoint.operation_id].validate_python(data)
@@ -105,7 +107,7 @@ def _body(endpoint: Endpoint, request: web.Request, raw: bytes) -> Any:
             {"loc": ".".join(str(p) for p in e["loc"]) or "body", "rule": e["type"], "msg": e["msg"]} for e in errors
         ]
         raise ApiError(
-            422, "validation_failed", "; ".join(f"{d['loc']}: {d['msg']}" for d in details[:5]), {"errors": details}
+            422, E.VALIDATION_FAILED, "; ".join(f"{d['loc']}: {d['msg']}" for d in details[:5]), {"errors": details}
         ) from None
 
 
@@ -135,13 +137,13 @@ def _process(store: Store, endpoint: Endpoint, request: web.Request, raw: bytes,
             if key is None and endpoint.idempotency_required:
                 raise ApiError(
                     400,
-                    "idempotency_key_required",
+                    E.IDEMPOTENCY_KEY_REQUIRED,
                     f"send an {IDEMPOTENCY_HEADER} header with every mutation; reuse it when retrying the same request",
                 )
             if key is not None and not IDEMPOTENCY_KEY_RE.fullmatch(key):
                 raise ApiError(
                     400,
-                    "idempotency_key_invalid",
+                    E.IDEMPOTENCY_KEY_INVALID,
                     f"{IDEMPOTENCY_HEADER} must match {IDEMPOTENCY_KEY_PATTERN}",
                 )
         query = _query(endpoint, request)
@@ -153,7 +155,7 @@ def _process(store: Store, endpoint: Endpoint, request: web.Request, raw: bytes,
                 if record.fingerprint != fingerprint:
                     raise ApiError(
                         422,
-                        "idempotency_key_reused",
+                        E.IDEMPOTENCY_KEY_REUSED,
                         "this idempotency key was used for a different request; use a new key for a new request",
                         {"idempotency_key": key},
                     )
@@ -205,21 +207,22 @@ def make_handler(store: Store, endpoint: Endpoint) -> Callable[[web.Request], Aw
         corr = supplied if supplied and REQUEST_ID_RE.fullmatch(supplied) else new_id("corr")
         try:
             if supplied is not None and supplied != corr:
-                raise ApiError(400, "invalid_request_id", f"{REQUEST_ID_HEADER} must match {REQUEST_ID_RE.pattern}")
+                raise ApiError(400, E.INVALID_REQUEST_ID, f"{REQUEST_ID_HEADER} must match {REQUEST_ID_RE.pattern}")
             delay = store.faults.latency_for(request.path)
             if delay:
                 await asyncio.sleep(delay)
             burst = store.faults.burst_for(request.method, request.path, FaultPhase.BEFORE)
             if burst:
-                raise ApiError(burst, "injected_fault", "simulated platform fault; retry if safe")
+                raise ApiError(burst, E.INJECTED_FAULT, "simulated platform fault; retry if safe")
             raw = await request.read()
             response = _process(store, endpoint, request, raw, corr)
         except ApiError as err:
+            ErrorCode(err.code)  # contract routes only use catalogued codes (else: 500 internal_error)
             return error_response(err, corr)
         if 200 <= response.status < 300:
             burst = store.faults.burst_for(request.method, request.path, FaultPhase.AFTER)
             if burst:  # the change happened; the caller only sees a failure
-                return error_response(ApiError(burst, "injected_fault", "simulated fault after commit"), corr)
+                return error_response(ApiError(burst, E.INJECTED_FAULT, "simulated fault after commit"), corr)
         return response
 
     return handle
@@ -238,14 +241,14 @@ async def envelope_middleware(
         if exc.status < 400:
             raise
         corr = new_id("corr")
-        code = {404: "route_not_found", 405: "method_not_allowed", 413: "body_too_large"}.get(exc.status, "http_error")
+        code = {404: E.ROUTE_NOT_FOUND, 405: E.METHOD_NOT_ALLOWED, 413: E.BODY_TOO_LARGE}.get(exc.status, E.HTTP_ERROR)
         response = error_response(ApiError(exc.status, code, exc.reason), corr)
         if "Allow" in exc.headers:  # RFC 9110: a 405 lists the methods that are allowed
             response.headers["Allow"] = exc.headers["Allow"]
         return response
     except Exception:  # a simulator bug: still the envelope, and the traceback on stderr
         traceback.print_exc()
-        return error_response(ApiError(500, "internal_error", "simulator bug; see its stderr"), new_id("corr"))
+        return error_response(ApiError(500, E.INTERNAL_ERROR, "simulator bug; see its stderr"), new_id("corr"))
 
 
 def build_app(store: Store, extra_routes: Callable[[web.Application], None] | None = None) -> web.Application:

@@ -18,6 +18,7 @@ from clients.platform.models import (
     NodeStatus,
     NodeTransitionRequest,
 )
+from clients.platform.models.codes import ErrorCode as E
 
 from .context import Ctx, Handler, Result
 from .errors import ApiError, not_found
@@ -84,7 +85,7 @@ def mint_token(ctx: Ctx) -> Result:
     if profile is None or profile.site_id != site_id:
         raise ApiError(
             422,
-            "profile_not_in_site",
+            E.PROFILE_NOT_IN_SITE,
             f"profile '{req.profile_id}' is not a profile of site "
             f"'{site_id}'; list the site's profiles and pass one of them",
             {"profile_id": req.profile_id, "site_id": site_id},
@@ -115,7 +116,7 @@ def mint_token(ctx: Ctx) -> Result:
     elif node.status not in MINTABLE_FROM:
         raise ApiError(
             409,
-            "node_not_mintable",
+            E.NODE_NOT_MINTABLE,
             f"node '{node.node_id}' is {node.status.value}; tokens can be "
             f"minted only when it is one of {sorted(s.value for s in MINTABLE_FROM)}",
             {"node_id": node.node_id, "status": node.status.value},
@@ -147,32 +148,32 @@ def enroll(ctx: Ctx) -> Result:
     assert isinstance(req, EnrollmentRequest)
     rec = store.enrollment_tokens.get(digest(req.enrollment_token.get_secret_value()))
     if rec is None:
-        raise ApiError(401, "enrollment_token_invalid", "the enrollment token is not known; mint a new one")
+        raise ApiError(401, E.ENROLLMENT_TOKEN_INVALID, "the enrollment token is not known; mint a new one")
     if rec.node_id != req.node_id:
         raise ApiError(
             403,
-            "enrollment_token_node_mismatch",
+            E.ENROLLMENT_TOKEN_NODE_MISMATCH,
             f"the token is bound to another node, not '{req.node_id}'",
             {"node_id": req.node_id},
         )
     if rec.revoked:
         raise ApiError(
             401,
-            "enrollment_token_revoked",
+            E.ENROLLMENT_TOKEN_REVOKED,
             "a newer token was minted for this node; use that one",
             {"token_id": rec.token_id},
         )
     if rec.used_at_s is not None:
         raise ApiError(
             409,
-            "enrollment_token_used",
+            E.ENROLLMENT_TOKEN_USED,
             "the token was already used; tokens are single-use",
             {"token_id": rec.token_id},
         )
     if store.clock.seconds() >= rec.expires_at_s:
         raise ApiError(
             401,
-            "enrollment_token_expired",
+            E.ENROLLMENT_TOKEN_EXPIRED,
             "the token's TTL has passed; mint a new one",
             {"token_id": rec.token_id, "expired_at": store.clock.at(rec.expires_at_s).isoformat()},
         )
@@ -180,7 +181,7 @@ def enroll(ctx: Ctx) -> Result:
     if (node.hostname, node.system_id) != (req.hostname, req.system_id):
         raise ApiError(
             403,
-            "enrollment_identity_mismatch",
+            E.ENROLLMENT_IDENTITY_MISMATCH,
             "hostname/system_id differ from the node record",
             {
                 "node_id": node.node_id,
@@ -191,7 +192,7 @@ def enroll(ctx: Ctx) -> Result:
     if node.status is not S.BOOTSTRAP_ISSUED:
         raise ApiError(
             409,
-            "node_not_awaiting_enrollment",
+            E.NODE_NOT_AWAITING_ENROLLMENT,
             f"node is {node.status.value}",
             {"node_id": node.node_id, "status": node.status.value},
         )
@@ -224,7 +225,7 @@ def transition_node(ctx: Ctx) -> Result:
         allowed = sorted(a.value for (s, a) in NODE_TRANSITIONS if s is node.status)
         raise ApiError(
             409,
-            "illegal_node_transition",
+            E.ILLEGAL_NODE_TRANSITION,
             f"cannot {req.action.value} a node that is {node.status.value}; allowed now: {allowed or 'none'}",
             {"node_id": node.node_id, "status": node.status.value, "action": req.action.value},
         )

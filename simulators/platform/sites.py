@@ -13,6 +13,7 @@ from clients.platform.models import (
     SiteProfileList,
     SiteProfileUpdate,
 )
+from clients.platform.models.codes import ErrorCode as E
 
 from .context import Ctx, Handler, Result
 from .errors import ApiError, not_found
@@ -45,7 +46,7 @@ def create_site(ctx: Ctx) -> Result:
     if clash:
         raise ApiError(
             409,
-            "site_name_conflict",
+            E.SITE_NAME_CONFLICT,
             f"a site named '{req.name}' exists; read or update it instead",
             {"site_id": clash.site_id, "name": req.name},
         )
@@ -71,7 +72,7 @@ def delete_site(ctx: Ctx) -> Result:
     site = _site(ctx)
     profiles = [p.profile_id for p in ctx.store.profiles.values() if p.site_id == site.site_id]
     if profiles:
-        raise ApiError(409, "site_in_use", "delete the site's profiles first", {"profile_ids": profiles})
+        raise ApiError(409, E.SITE_IN_USE, "delete the site's profiles first", {"profile_ids": profiles})
     del ctx.store.sites[site.site_id]
     return Result(204, None, target=site.site_id)
 
@@ -89,7 +90,7 @@ def create_profile(ctx: Ctx) -> Result:
     if clash:
         raise ApiError(
             409,
-            "profile_name_conflict",
+            E.PROFILE_NAME_CONFLICT,
             f"site '{site.name}' already has a profile '{req.name}'",
             {"profile_id": clash.profile_id, "name": req.name},
         )
@@ -129,7 +130,7 @@ def delete_profile(ctx: Ctx) -> Result:
         if n.profile_id == profile.profile_id and n.status is not NodeStatus.DELETED
     ]
     if users:
-        raise ApiError(409, "profile_in_use", "remove the nodes bound to this profile first", {"node_ids": users})
+        raise ApiError(409, E.PROFILE_IN_USE, "remove the nodes bound to this profile first", {"node_ids": users})
     del ctx.store.profiles[profile.profile_id]
     return Result(204, None, target=profile.profile_id)
 

@@ -19,6 +19,7 @@ from clients.platform.models import (
     RemoveMember,
     ReplaceMember,
 )
+from clients.platform.models.codes import ErrorCode as E
 
 from .errors import ApiError
 
@@ -59,7 +60,7 @@ def _rule(app_type: AppType, key: str) -> ComponentRule:
     if rule is None:
         raise ApiError(
             422,
-            "unknown_component_key",
+            E.UNKNOWN_COMPONENT_KEY,
             f"'{key}' is not a component of {app_type.value}; use one of {sorted(SLURM_COMPONENTS)}",
             {"component_key": key},
         )
@@ -72,20 +73,20 @@ def validate_components(app_type: AppType, components: Iterable[ComponentSpec]) 
         rule = _rule(app_type, comp.component_key)
         where = {"path": f"components[{index}]", "component_key": comp.component_key}
         if comp.component_key in seen:
-            raise ApiError(422, "duplicate_component_key", "each component_key may appear once", where)
+            raise ApiError(422, E.DUPLICATE_COMPONENT_KEY, "each component_key may appear once", where)
         seen.add(comp.component_key)
         if not rule.minimum <= comp.count <= rule.maximum:
             raise ApiError(
                 422,
-                "component_cardinality",
+                E.COMPONENT_CARDINALITY,
                 f"{comp.component_key} needs between {rule.minimum} and {rule.maximum} members, got {comp.count}",
                 where,
             )
         if len(comp.node_ids) > comp.count:
-            raise ApiError(422, "too_many_placements", "more node_ids than members", where)
+            raise ApiError(422, E.TOO_MANY_PLACEMENTS, "more node_ids than members", where)
     missing = [k for k, r in SLURM_COMPONENTS.items() if r.minimum > 0 and k not in seen]
     if missing:
-        raise ApiError(422, "component_missing", f"a slurm instance needs {missing}", {"missing": missing})
+        raise ApiError(422, E.COMPONENT_MISSING, f"a slurm instance needs {missing}", {"missing": missing})
 
 
 def check_member_operation(app_type: AppType, req: MemberRequest, key: str, live_count: int) -> None:
@@ -94,21 +95,21 @@ def check_member_operation(app_type: AppType, req: MemberRequest, key: str, live
     if isinstance(req, AddMember) and live_count + 1 > rule.maximum:
         raise ApiError(
             409,
-            "component_cardinality",
+            E.COMPONENT_CARDINALITY,
             f"{key} already has {live_count} of at most {rule.maximum} members; replace instead",
             {"component_key": key},
         )
     if isinstance(req, DrainMember) and not rule.drainable:
         raise ApiError(
             422,
-            "operation_not_supported",
+            E.OPERATION_NOT_SUPPORTED,
             f"a {key} cannot be drained; replace it instead",
             {"component_key": key, "operation": "drain"},
         )
     if isinstance(req, RemoveMember) and live_count - 1 < rule.minimum:
         raise ApiError(
             409,
-            "component_cardinality",
+            E.COMPONENT_CARDINALITY,
             f"removing would leave {key} below its minimum of {rule.minimum}; replace instead",
             {"component_key": key},
         )

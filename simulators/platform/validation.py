@@ -11,6 +11,7 @@ import yaml
 from jsonschema import Draft202012Validator
 
 from clients.platform.contract import CONTRACT_PATH
+from clients.platform.models.codes import ErrorCode as E
 
 from .errors import ApiError
 
@@ -44,7 +45,7 @@ def check_body(operation_id: str, data: Any) -> None:
         ]
         raise ApiError(
             422,
-            "validation_failed",
+            E.VALIDATION_FAILED,
             f"{len(errors)} contract violation(s): "
             + "; ".join(f"{d['loc']} fails '{d['rule']}'" for d in details[:5]),
             {"errors": details},

@@ -24,6 +24,7 @@ from .apps import (
     RemoveMember,
     ReplaceMember,
 )
+from .codes import ErrorCode
 from .common import (
     CORRELATION_HEADER,
     IDEMPOTENCY_HEADER,
@@ -81,6 +82,7 @@ __all__ = [
     "EnrollmentResult",
     "EnrollmentTokenGrant",
     "EnrollmentTokenRequest",
+    "ErrorCode",
     "ErrorEnvelope",
     "FabricMode",
     "InstanceStatus",
