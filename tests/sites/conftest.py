@@ -7,6 +7,10 @@ from collections.abc import Iterator
 
 import pytest
 
+# Real MAAS and platform simulators and the engine factory (function-scoped fixtures from their owners).
+from simulators.maas.testing import maas_sim, maas_sim_factory  # noqa: F401
+from simulators.platform.testing import platform_sim, platform_sim_factory  # noqa: F401
+from tools.engine.testing import engine_factory  # noqa: F401
 from tools.openbao import OpenBaoDevServer
 from tools.s3_server import FAKE_ACCESS_KEY_ID, FAKE_SECRET_ACCESS_KEY, MotoS3Server
 
@@ -27,8 +31,3 @@ def openbao() -> Iterator[OpenBaoDevServer]:
 def moto_s3() -> Iterator[MotoS3Server]:
     with MotoS3Server() as server:
         yield server
-
-
-# Real MAAS and platform simulators (function-scoped fixtures from their owners).
-from simulators.maas.testing import maas_sim, maas_sim_factory  # noqa: E402,F401
-from simulators.platform.testing import platform_sim, platform_sim_factory  # noqa: E402,F401

@@ -11,7 +11,6 @@ from typing import Any
 import pytest
 import yaml
 
-from tools.engine.testing import engine_factory  # noqa: F401
 from tools.localstack import LocalStack
 
 PROJECT = Path(__file__).parent / "engine_project"
