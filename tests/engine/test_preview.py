@@ -18,7 +18,7 @@ SCHEMA = json.loads((Path(__file__).parent / "preview_schema.json").read_text())
 PASSWORD = "preview-secret-value-91c2"
 
 
-def cli_preview(stack: FixtureStack, declared: list[dict]) -> subprocess.CompletedProcess[str]:
+def cli_preview(stack: FixtureStack, declared: list[dict], *flags: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PULUMI_CONFIG_PASSPHRASE": TEST_PASSPHRASE}
     return subprocess.run(
         [
@@ -37,6 +37,7 @@ def cli_preview(stack: FixtureStack, declared: list[dict]) -> subprocess.Complet
             f"backend={stack.backend_path}",
             "--config",
             f"spec={json.dumps(declared)}",
+            *flags,
         ],
         capture_output=True,
         text=True,
@@ -60,30 +61,36 @@ def test_preview_json_shape_and_ops(stack: FixtureStack) -> None:
     state_before = stack.state_path.read_bytes()
     backend_before = stack.backend_path.read_bytes()
 
-    proc = cli_preview(
-        stack,
-        [
-            widget("same", size=1),
-            widget("upd", size=2),
-            widget("rep", zone="z2"),
-            widget("new", size=1, password=PASSWORD, secret=["password"]),
-        ],
-    )
+    declared = [
+        widget("same", size=1),
+        widget("upd", size=2),
+        widget("rep", zone="z2"),
+        widget("new", size=1, password=PASSWORD, secret=["password"]),
+    ]
+    proc = cli_preview(stack, declared)
     assert proc.returncode == 0, proc.stderr
     digest = json.loads(proc.stdout)  # stdout is the document and nothing else
     jsonschema.validate(digest, SCHEMA)
 
-    ops = {(s["urn"].rsplit("::", 1)[1], s["op"]) for s in digest["steps"]}
-    assert {
-        ("same", "same"),
-        ("upd", "update"),
-        ("rep", "replace"),
-        ("rep", "create-replacement"),
-        ("rep", "delete-replaced"),
-        ("new", "create"),
+    # As the CLI: sames (but the root stack) and the halves of a replacement are hidden by default ...
+    ops = sorted((s["urn"].rsplit("::", 1)[1], s["op"]) for s in digest["steps"])
+    assert ops == [
+        ("engine-fixture-test", "same"),
         ("gone", "delete"),
-    } <= ops
+        ("new", "create"),
+        ("rep", "replace"),
+        ("upd", "update"),
+    ]
+    # ... and counted once in the summary (the stack and `same` are the two sames).
     assert digest["changeSummary"] == {"same": 2, "update": 1, "replace": 1, "create": 1, "delete": 1}
+    full = json.loads(cli_preview(stack, declared, "--show-sames", "--show-replacement-steps").stdout)
+    jsonschema.validate(full, SCHEMA)
+    assert [s["op"] for s in full["steps"] if s["urn"].endswith("::rep")] == [
+        "create-replacement",
+        "replace",
+        "delete-replaced",
+    ]
+    assert any(s["op"] == "same" and s["urn"].endswith("::same") for s in full["steps"])
 
     upd = next(s for s in digest["steps"] if s["urn"].endswith("::upd"))
     assert upd["diffReasons"] == ["size"]

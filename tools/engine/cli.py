@@ -51,6 +51,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--target", "-t", action="append", default=[], metavar="URN")
     p.add_argument("--json", "-j", action="store_true", help="machine-readable output on stdout")
+    p.add_argument("--show-sames", action="store_true", help="preview --json: include unchanged resources")
+    p.add_argument(
+        "--show-replacement-steps",
+        action="store_true",
+        help="preview --json: include the create-replacement/delete-replaced halves of replacements",
+    )
     p.add_argument("--result-file", help=argparse.SUPPRESS)
     return p
 
@@ -101,7 +107,7 @@ def main(argv: list[str] | None = None) -> int:
         Path(args.result_file).write_text(result.model_dump_json())
     if args.json:
         doc = (
-            result.preview_digest()
+            result.preview_digest(args.show_sames, args.show_replacement_steps)
             if result.operation is Operation.PREVIEW
             else result.model_dump(mode="json", exclude={"log"}, exclude_none=True)
         )

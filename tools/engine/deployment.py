@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tools.engine.model import (
+    ROOT_STACK_TYPE,
     Diagnostic,
     Operation,
     PendingOperation,
@@ -34,7 +35,7 @@ from tools.engine.values import (
     strip_secrets,
 )
 
-STACK_TYPE = "pulumi:pulumi:Stack"
+STACK_TYPE = ROOT_STACK_TYPE
 DYNAMIC_PREFIX = "pulumi-python:dynamic"
 _SYMBOL = {
     StepOp.SAME: " ",

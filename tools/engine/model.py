@@ -11,6 +11,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+ROOT_STACK_TYPE = "pulumi:pulumi:Stack"
+
 
 class Operation(StrEnum):
     PREVIEW = "preview"
@@ -141,9 +143,19 @@ class EngineResult(BaseModel):
     exitCode: int = 0
     log: str = ""  # captured stdout/stderr of the engine process (Python API only)
 
-    def preview_digest(self) -> dict[str, Any]:
-        """Exactly the ``pulumi preview --json`` document."""
-        digest: dict[str, Any] = {"steps": [s.digest() for s in self.steps]}
+    def preview_digest(self, show_sames: bool = False, show_replacement_steps: bool = False) -> dict[str, Any]:
+        """Exactly the ``pulumi preview --json`` document. Like the CLI, ``same``/``read`` steps (except the
+        root stack's) appear only with ``--show-sames``, and the ``create-replacement``/``delete-replaced``
+        halves of a replacement only with ``--show-replacement-steps``; ``changeSummary`` counts all."""
+
+        def shown(step: Step) -> bool:
+            if step.op in (StepOp.SAME, StepOp.READ):
+                return show_sames or step.urn.split("::")[2] == ROOT_STACK_TYPE
+            if step.op in (StepOp.CREATE_REPLACEMENT, StepOp.DELETE_REPLACED):
+                return show_replacement_steps
+            return True
+
+        digest: dict[str, Any] = {"steps": [s.digest() for s in self.steps if shown(s)]}
         if self.diagnostics:
             digest["diagnostics"] = [d.digest() for d in self.diagnostics]
         digest["changeSummary"] = self.changeSummary

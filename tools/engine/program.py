@@ -39,7 +39,7 @@ _SEVERITY = {
 
 
 class _EngineLog:
-    """Receives ``pulumi.log.*`` from the program; warnings and errors become diagnostics."""
+    """Receives ``pulumi.log.*`` from the program: info, warning and error messages become diagnostics."""
 
     def __init__(self, deployment: Deployment) -> None:
         self.deployment = deployment
@@ -48,9 +48,7 @@ class _EngineLog:
         severity = _SEVERITY.get(request.severity, Severity.INFO)
         if severity is Severity.DEBUG:
             return
-        if severity is Severity.INFO:
-            self.deployment.emit(f"{request.message}\n")
-            return
+        # Info messages are diagnostics too (the CLI's preview JSON lists them); only debug is dropped.
         self.deployment.diag(request.message, severity, request.urn or None)
 
 
