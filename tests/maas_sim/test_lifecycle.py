@@ -8,6 +8,7 @@ import base64
 import time
 from concurrent.futures import ThreadPoolExecutor
 
+import pytest
 from maas.client.enum import NodeStatus as LibStatus
 from maas.client.enum import PowerState
 
@@ -156,3 +157,26 @@ def test_create_with_json_power_parameters_commissions_by_default(maas_sim, clie
     assert machine.get_power_parameters() == {"power_address": "10.9.9.9", "power_user": "u", "power_pass": "p"}
     assert sorted(i.mac_address for i in machine.interfaces) == ["aa:00:00:00:00:31", "aa:00:00:00:00:32"]
     maas_sim.admin.wait_for_status("json-001", NodeStatus.READY)
+
+
+def test_python_libmaas_quirks_reproduce(maas_sim, client) -> None:
+    """DESIGN.md 3.2: MAAS answers `null` to power_off on a manual machine (python-libmaas 0.6.8
+    then fails), and reports partition tables as "GPT" (which 0.6.8's enum rejects)."""
+    data = session(client).Machines.create(architecture="amd64", mac_addresses=["aa:00:00:00:00:41"],
+                                           power_type="manual", hostname="manual-001")
+    maas_sim.admin.wait_for_status("manual-001", NodeStatus.READY)
+    machine = client.machines.get(system_id=data["system_id"])
+    machine.deploy(**WAIT)
+    assert session(client).Machine.power_off(system_id=machine.system_id) is None
+    try:
+        machine.power_off()
+    except (TypeError, AttributeError):
+        pass
+    else:
+        raise AssertionError("python-libmaas 0.6.8 is expected to fail on MAAS's null power_off reply")
+    machine = client.machines.get(system_id=data["system_id"])  # the failed call left it unusable
+    assert machine.query_power_state() == PowerState.UNKNOWN
+    disk = client.machines.list(hostnames=["gpu-a-001"])[0].boot_disk
+    assert disk._data["partition_table_type"] == "GPT"
+    with pytest.raises(ValueError):
+        _ = disk.partition_table_type  # python-libmaas 0.6.8 only knows lowercase values
