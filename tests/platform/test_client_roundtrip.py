@@ -25,6 +25,11 @@ def test_committed_contract_matches_the_models() -> None:
     assert CONTRACT_PATH.read_text() == render(), "run `python -m clients.platform.contract --write`"
 
 
+def test_the_docs_describe_every_endpoint() -> None:
+    docs = (CONTRACT_PATH.parents[1] / "docs" / "platform-api.md").read_text()
+    assert [e.operation_id for e in ENDPOINTS if f"`{e.operation_id}`" not in docs] == []
+
+
 def test_client_has_one_method_per_endpoint() -> None:
     assert set(CLIENT_METHODS) == {e.operation_id for e in ENDPOINTS}
 
