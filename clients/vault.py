@@ -21,9 +21,8 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping
 from enum import StrEnum
-from typing import Any
+from typing import Any, Protocol
 
 import hvac
 import requests
@@ -108,7 +107,11 @@ class VaultCredentials(BaseModel):
     secret_id: SecretStr | None = None
 
 
-def credentials_from_config(config: Mapping[str, Any] | None = None) -> VaultCredentials:
+class _Getter(Protocol):
+    def get(self, key: str) -> Any: ...
+
+
+def credentials_from_config(config: _Getter | None = None) -> VaultCredentials:
     """Credentials from a provider's configure() config (namespaced keys), else the process environment."""
     config = config or {}
 

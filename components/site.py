@@ -132,9 +132,13 @@ class SiteOutputs:
         site = self._sites.get(self._machine_site.get(hostname, ""))
         if site is None or site.roce is None:
             return pulumi.Output.from_input([])
-        return site.roce.table.apply(lambda t, h=hostname: [
-            {"interface": r["interface"], "subnet": r["subnet"], "address": r["address"], "mtu": r["mtu"]}
-            for r in (t or {}).get(h, [])])
+        return site.roce.table.apply(lambda t: _links(t, hostname))
+
+
+def _links(table: dict[str, list[dict[str, Any]]] | None, hostname: str) -> list[dict[str, Any]]:
+    # The machine lifecycle's RoceLink fields only (it forbids extras such as mac and rail).
+    return [{"interface": r["interface"], "subnet": r["subnet"], "address": r["address"], "mtu": int(r["mtu"])}
+            for r in (table or {}).get(hostname, [])]
 
 
 def build_sites(env: Environment, settings: StackSettings, handles: dict[str, Any]) -> dict[str, Any]:

@@ -143,8 +143,8 @@ def bundle_scripts(data: bytes, folder: str, default_type: str) -> list[Script]:
             body = tar.extractfile(member).read()  # type: ignore[union-attr]
             meta = dict(_META.findall(body.decode(errors="replace")))
             name = meta.get("name") or member.name.rsplit("/", 1)[-1].removesuffix(".sh")
-            out.append(Script(name=name, script_type=meta.get("script_type", default_type),
-                              title=meta.get("title", name), description=meta.get("description", ""), body=body))
+            out.append(Script(name=name, script_type=meta.get("script_type") or default_type,
+                              title=meta.get("title") or name, description=meta.get("description") or "", body=body))
     return out
 
 
