@@ -13,6 +13,7 @@ doesn't list) and `AdminClient`, its Python client for tests, benchmarks and the
     GET  /_sim/machines/{key}/events       event history
     GET  /_sim/machines/{key}/user_data    the deployed user_data (base64)
     GET  /_sim/state                       JSON dump (user_data only as digest)
+    PUT  /_sim/time_scale                  {"time_scale": 0.01}: phases started from now on
 """
 
 from __future__ import annotations
@@ -90,6 +91,13 @@ def _route(core: SimCore, method: str, rel: str, payload: Any) -> tuple[int, Any
                      "user_data": None if data is None else base64.b64encode(data).decode()}
     if (method, rel) == ("GET", "state"):
         return 200, core.dump()
+    if rel == "time_scale":
+        if method == "PUT":
+            value = payload.get("time_scale") if isinstance(payload, dict) else None
+            if not isinstance(value, int | float) or value < 0:
+                return 400, {"error": "time_scale must be a number >= 0, e.g. {\"time_scale\": 0.01}"}
+            core.lifecycle.time_scale = float(value)
+        return 200, {"time_scale": core.lifecycle.time_scale}
     return 404, {"error": f"no admin endpoint {method} {PREFIX}{rel}"}
 
 
@@ -158,6 +166,10 @@ class AdminClient:
 
     def dump_state(self) -> dict[str, Any]:
         return dict(self._call("GET", "state"))
+
+    def set_time_scale(self, time_scale: float) -> None:
+        """Applies to phases that start after the call."""
+        self._call("PUT", "time_scale", {"time_scale": time_scale})
 
     def status(self, key: str) -> NodeStatus:
         for m in self.machines():

@@ -127,6 +127,8 @@ class Lifecycle:
         self.stats.status_changed(m.zone, old, new)
         level = "ERROR" if new in FAILED_STATUS.values() or new == S.BROKEN else "INFO"
         m.event("STATUS", f"{old.label} -> {new.label}: {note}", level)
+        log.log(logging.WARNING if level == "ERROR" else logging.INFO, "%s (%s) [%s]: %s -> %s: %s",
+                m.hostname, m.system_id, m.zone, old.label, new.label, note)
 
     def _arm(self, m: Machine, seconds: float, end: Callable[[Machine], None] | None = None) -> None:
         token = m.phase_token

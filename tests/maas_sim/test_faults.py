@@ -150,3 +150,20 @@ def test_fault_keyed_by_system_id_beats_global(maas_sim, client) -> None:
     data = session(client).Machine.deploy(system_id=_machine(client, "gpu-a-002").system_id)
     assert data["status_name"] == "Deploying"
     assert maas_sim.admin.wait_for_status("gpu-a-002", NodeStatus.FAILED_DEPLOYMENT) == NodeStatus.FAILED_DEPLOYMENT
+
+
+def test_time_scale_changes_at_run_time(maas_sim, client) -> None:
+    import httpx
+
+    maas_sim.admin.set_time_scale(1.0)  # a real-time deploy (15 min) would now outlast the test
+    machine = _machine(client, "gpu-a-001")
+    machine.deploy()
+    with maas_sim.core.store.lock:
+        due = maas_sim.core.store.machines[machine.system_id].phase_due
+    assert due is not None and due - time.monotonic() > 800  # the 900 s deploy, unscaled
+    machine.abort()
+    maas_sim.admin.set_time_scale(1e-4)
+    machine.deploy(**WAIT)
+    assert machine.status_name == "Deployed"
+    bad = httpx.put(f"{maas_sim.root_url}/_sim/time_scale", json={"time_scale": -1})
+    assert bad.status_code == 400
