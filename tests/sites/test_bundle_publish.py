@@ -139,3 +139,17 @@ def test_provider_lifecycle_create_read_diff_update_delete(
     p.delete(created.id, updated)
     assert p.read(created.id, updated).id == ""
     p.delete(created.id, updated)  # idempotent
+
+
+def test_unreachable_vault_publishes_nothing(openbao: OpenBaoDevServer, moto_s3: MotoS3Server, bucket: str) -> None:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        dead = f"http://127.0.0.1:{s.getsockname()[1]}"
+    p = props(openbao, moto_s3, bucket, vault={"address": dead, "kv_mount": "gpuaas", "auth_method": "token"})
+    with pytest.raises(VaultError) as err:
+        provider(openbao).create(provider(openbao).check({}, p).inputs)
+    assert err.value.kind is VaultErrorKind.UNREACHABLE and dead in str(err.value)
+    assert openbao.root_token not in str(err.value)
+    assert moto_s3.client().list_objects_v2(Bucket=bucket).get("KeyCount") == 0

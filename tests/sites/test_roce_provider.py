@@ -59,6 +59,7 @@ def test_create_links_every_rail_statically_and_outputs_the_table(world: dict[st
     assert row["interface"] == "ens1f0np0" and row["subnet"] == "172.16.0.0/24" and row["mtu"] == 9000
     assert len(row["mac"]) == 17
     assert res.outs["link_status"] == {"gpu-a-001": "linked", "gpu-a-002": "linked"}
+    assert p.read(res.id, res.outs).outs == res.outs  # the table lives in state
     held = holdings(maas)
     assert all(held[(h, r["interface"])] == r["address"] for h, rows in table.items() for r in rows)
     # the checked (preview) table equals the applied one, except the MACs learned from MAAS
