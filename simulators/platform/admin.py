@@ -38,6 +38,7 @@ class TenantIn(_Body):
 class ProjectIn(_Body):
     tenant_id: str
     name: str = "project"
+    project_id: str | None = None
 
 
 class PrincipalIn(_Body):
@@ -120,7 +121,7 @@ def add_routes(store: Store, admin_token: str) -> Callable[[web.Application], No
         r.add_post(f"{PREFIX}/tenants", guarded(lambda _, b: {"tenant_id": store.create_tenant(b.name)}, TenantIn))
         r.add_post(
             f"{PREFIX}/projects",
-            guarded(lambda _, b: vars(store.create_project(b.tenant_id, b.name)), ProjectIn),
+            guarded(lambda _, b: vars(store.create_project(b.tenant_id, b.name, b.project_id)), ProjectIn),
         )
         r.add_post(f"{PREFIX}/principals", guarded(principal, PrincipalIn))
         r.add_get(f"{PREFIX}/audit", guarded(lambda _, __: [e.model_dump(mode="json") for e in store.audit]))

@@ -8,6 +8,7 @@ principals) lives in small dataclasses beside them.
 from __future__ import annotations
 
 import hashlib
+import re
 import secrets
 import threading
 from dataclasses import dataclass, field
@@ -24,6 +25,7 @@ from clients.platform.models import (
     Role,
     SiteProfile,
 )
+from clients.platform.models.common import ID_PATTERN
 
 from .clock import SimClock
 from .faults import FaultPlan, FaultState
@@ -116,9 +118,17 @@ class Store:
             return tenant_id
 
     def create_project(self, tenant_id: str, name: str, project_id: str | None = None) -> Project:
+        """`project_id`: a caller-chosen id (environments name their projects); else one is minted."""
         with self.lock:
             if tenant_id not in self.tenants:
                 raise KeyError(f"unknown tenant {tenant_id}")
+            if project_id is not None:
+                if not re.fullmatch(ID_PATTERN, project_id):
+                    raise ValueError(
+                        f"project_id {project_id!r} must match {ID_PATTERN} (e.g. project-0123456789abcdef)"
+                    )
+                if project_id in self.projects:
+                    raise ValueError(f"project_id {project_id!r} exists already")
             project = Project(project_id or new_id("project"), tenant_id, name)
             self.projects[project.project_id] = project
             return project

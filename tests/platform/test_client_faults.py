@@ -116,6 +116,16 @@ def test_sim_admin_http_view(platform_sim: RunningSim, client_for: ClientFor) ->
     assert HTTP.delete(f"{base}/faults", headers=auth).json()["error_bursts"] == []
     HTTP.post(f"{base}/clock/advance", headers=auth, json={"seconds": 60})
     assert api.get_operation(project, op.operation_id).status is m.OperationStatus.SUCCEEDED
+    fixed = "project-00000000000000aa"
+    assert (
+        HTTP.post(f"{base}/projects", headers=auth, json={"tenant_id": tenant, "project_id": fixed}).json()[
+            "project_id"
+        ]
+        == fixed
+    )
+    for project_id in (fixed, "research"):  # taken; not the contract's id pattern
+        resp = HTTP.post(f"{base}/projects", headers=auth, json={"tenant_id": tenant, "project_id": project_id})
+        assert resp.status_code == 422 and resp.json()["code"] == "sim_bad_request"
     bad = HTTP.post(f"{base}/principals", headers=auth, json={"role": "service_account", "project_id": "nope"})
     assert bad.status_code == 422 and set(bad.json()) == {"code", "message", "correlation_id", "details"}
 
