@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import tempfile
 import warnings
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +23,7 @@ from tools.engine.api import Engine
 from tools.engine.crypto import TEST_PASSPHRASE
 
 DYNAMIC = "pulumi-python:dynamic/gpuaas:"
+UNKNOWN = "04da6b54-80e4-46f7-96ec-b56ff0331ba9"  # how the engine (and the CLI) spell an unknown value
 MACHINE_KINDS = ("MaasMachine", "MachinePool")
 STAND_IN_PROGRAM = REPO / "tests" / "policy" / "program"
 
@@ -33,6 +35,11 @@ class PreviewFailed(RuntimeError):
 
 
 def _preview_resources(project_dir: Path, stack: str) -> list[Resource]:
+    return list(_preview_cached(project_dir, stack))
+
+
+@lru_cache(maxsize=8)
+def _preview_cached(project_dir: Path, stack: str) -> tuple[Resource, ...]:
     with tempfile.TemporaryDirectory(prefix="policy-preview-") as tmp:
         result = Engine(project_dir, stack, Path(tmp) / "state.json", passphrase=TEST_PASSPHRASE).preview(timeout=300)
     if not result.ok:
@@ -41,7 +48,7 @@ def _preview_resources(project_dir: Path, stack: str) -> list[Resource]:
             f"preview of {stack} in {project_dir} failed:\n" + "\n".join(errors)[:3000] + "\n" + result.log[-2000:],
             (errors or ["no error diagnostic"])[0][:300],
         )
-    out = []
+    out: list[Resource] = []
     for step in result.steps:
         state = step.newState or {}
         if state.get("custom") and str(state.get("type", "")).startswith(DYNAMIC):
@@ -54,7 +61,7 @@ def _preview_resources(project_dir: Path, stack: str) -> list[Resource]:
                     parent=str(state.get("parent") or ""),
                 )
             )
-    return out
+    return tuple(out)
 
 
 def _kind(r: Resource) -> str:
@@ -73,9 +80,23 @@ def declared_resources(stack: str) -> tuple[list[Resource], str]:
         # pack's. Say so loudly and judge what the machines component declares.
         warnings.warn(f"policy tests fall back to the stand-in program: {exc.first_error}", stacklevel=2)
         own = []
-    if any(_kind(r) in MACHINE_KINDS for r in own):
+    machines = [r for r in own if _kind(r) in MACHINE_KINDS]
+    if machines and not any(_has_unknown(r.inputs) for r in machines):
         return own, "project"
-    return own + [r for r in _preview_resources(STAND_IN_PROGRAM, stack) if _kind(r) in MACHINE_KINDS], "stand-in"
+    # A first preview of a stack knows no bundle digest or platform id yet, so the machines' inputs
+    # are unknown and CrossGuard can't judge them; the stand-in program declares the same machines
+    # with those values known.
+    rest = [r for r in own if _kind(r) not in MACHINE_KINDS]
+    stand_in = [r for r in _preview_resources(STAND_IN_PROGRAM, stack) if _kind(r) in MACHINE_KINDS]
+    return rest + stand_in, "project + stand-in machines" if own else "stand-in"
+
+
+def _has_unknown(value: Any) -> bool:
+    if isinstance(value, dict):
+        return any(_has_unknown(v) for k, v in value.items() if not k.startswith("__"))
+    if isinstance(value, list):
+        return any(_has_unknown(v) for v in value)
+    return value == UNKNOWN
 
 
 def _urn(env: Environment, kind: str, name: str) -> str:
@@ -87,6 +108,7 @@ def environment_resources(env: Environment) -> list[Resource]:
     for site in env.sites:
         for p in site.profiles:
             inputs: dict[str, Any] = {
+                "tier": env.tier.value,
                 "site": {
                     "name": site.name,
                     "maas_url": site.maas_url,
@@ -142,3 +164,8 @@ def stack_resources(stack: str) -> tuple[list[Resource], str]:
     have = {_kind(r) for r in declared}
     interim = [r for r in environment_resources(load_environment(stack)) if _kind(r) not in have]
     return declared + interim, source
+
+
+def project_resources(stack: str) -> list[Resource]:
+    """What the project's own program declares for the stack at preview (unknowns as the CLI sends them)."""
+    return _preview_resources(REPO, stack)
