@@ -127,3 +127,11 @@ def declare_machines(env: Environment, settings: StackSettings, sites: SiteOutpu
         res = MachinePool(f"pool-{pool.name}", props, pulumi.ResourceOptions(parent=parent, protect=protect))
         outputs[f"pool:{pool.name}"] = res.machines_state
     return outputs
+
+
+def build_machines(env: Environment, settings: StackSettings, handles: dict[str, Any]) -> dict[str, Any]:
+    """The "machines" builder of components/stack.py (after "sites")."""
+    if not env.machines:
+        return {}
+    sites: SiteOutputs = handles["sites"]["_site_outputs"]
+    return {"machines": declare_machines(env, settings, sites)}

@@ -12,6 +12,7 @@ from typing import Any
 from environments import Environment
 
 from .settings import StackSettings
+from .machines import build_machines
 from .site import build_sites
 
 # A builder declares resources for one area and returns (output name -> value) and the
@@ -20,6 +21,7 @@ Builder = Callable[[Environment, StackSettings, dict[str, Any]], dict[str, Any]]
 
 BUILDERS: list[tuple[str, Builder]] = []
 BUILDERS.append(("sites", build_sites))  # sites, profiles, bundles, RoCE (components/site.py)
+BUILDERS.append(("machines", build_machines))  # MaasMachine / MachinePool (components/machines.py)
 
 
 def declare_environment(env: Environment, settings: StackSettings) -> dict[str, Any]:

@@ -66,7 +66,8 @@ class MaasMachineProvider(ResourceProvider):
         self._credentials = credentials_from_config(req.config)
         self._time_scale = time_scale_from(req.config)
 
-    def _run(self, inputs: MachineInputs, *, goal: str, system_id: str | None = None) -> tuple[dict[str, Any], Any]:
+    def _run(self, inputs: MachineInputs, *, goal: str, system_id: str | None = None,
+             node_id: str | None = None) -> tuple[dict[str, Any], Any]:
         ctx, maas, platform = build_context(inputs.connection, inputs.policy, getattr(self, "_credentials", None),
                                             getattr(self, "_time_scale", 1.0))
         try:
@@ -75,7 +76,8 @@ class MaasMachineProvider(ResourceProvider):
                 known = {inputs.machine.hostname: system_id} if system_id else {}
                 results = sched.onboard([inputs.machine], known)
             else:
-                results = sched.teardown([(inputs.machine, system_id, inputs.machine.teardown_mode)])
+                results = sched.teardown([(inputs.machine, system_id, inputs.machine.teardown_mode)],
+                                         {inputs.machine.hostname: node_id} if node_id else None)
         finally:
             platform.close()
         return machine_state(inputs.machine, results[0], inputs.connection), results
@@ -126,7 +128,7 @@ class MaasMachineProvider(ResourceProvider):
     def delete(self, id_: str, props: dict[str, Any]) -> None:
         state = plain(props)
         inputs = MachineInputs.model_validate({k: state[k] for k in ("machine", "connection", "policy")})
-        _, results = self._run(inputs, goal="released", system_id=id_)
+        _, results = self._run(inputs, goal="released", system_id=id_, node_id=state.get("node_id"))
         if any_failed(results):
             raise Exception(failure_report(results))
 

@@ -69,7 +69,7 @@ class MachinePoolProvider(ResourceProvider):
             results: list[MachineResult] = []
             if leaving:
                 results += sched.teardown([(s, old_machines.get(s.hostname, {}).get("system_id"), s.teardown_mode)
-                                           for s in leaving])
+                                           for s in leaving], _node_ids(old_machines))
             todo = [m for m in inputs.machines if m.hostname not in plan["stay"]]
             known = {h: m["system_id"] for h, m in old_machines.items() if m.get("system_id")}
             results += sched.onboard(todo, known)
@@ -146,7 +146,7 @@ class MachinePoolProvider(ResourceProvider):
         try:
             machines = _old_machines(state)
             results = Scheduler(ctx).teardown([(m, machines.get(m.hostname, {}).get("system_id"), m.teardown_mode)
-                                               for m in inputs.machines])
+                                               for m in inputs.machines], _node_ids(machines))
         finally:
             platform.close()
         if any_failed(results):
@@ -156,6 +156,10 @@ class MachinePoolProvider(ResourceProvider):
 def _old_machines(state: dict[str, Any]) -> dict[str, dict[str, Any]]:
     machines = state.get("machines_state")
     return dict(machines) if isinstance(machines, dict) else {}
+
+
+def _node_ids(machines: dict[str, dict[str, Any]]) -> dict[str, str]:
+    return {h: m["node_id"] for h, m in machines.items() if m.get("node_id")}
 
 
 def _counts(machines: dict[str, dict[str, Any]]) -> dict[str, int]:

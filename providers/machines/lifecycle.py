@@ -132,11 +132,11 @@ TEARDOWN_TABLE: dict[MaasStatus, Stage] = {
     MaasStatus.RELEASING: Stage.AWAIT_RELEASE,
     MaasStatus.DISK_ERASING: Stage.AWAIT_RELEASE,
     MaasStatus.READY: Stage.POWER_OFF,
-    MaasStatus.NEW: Stage.RELEASED,
+    MaasStatus.NEW: Stage.FORGET_NODE,
     MaasStatus.COMMISSIONING: Stage.AWAIT_COMMISSION,
     MaasStatus.TESTING: Stage.AWAIT_COMMISSION,
-    MaasStatus.FAILED_COMMISSIONING: Stage.RELEASED,
-    MaasStatus.FAILED_TESTING: Stage.RELEASED,
+    MaasStatus.FAILED_COMMISSIONING: Stage.FORGET_NODE,
+    MaasStatus.FAILED_TESTING: Stage.FORGET_NODE,
 }
 
 # Stages that occupy one of the profile's batch_max_parallel slots (MAAS does heavy work).
@@ -152,7 +152,12 @@ WAIT_DEADLINE: dict[Stage, str] = {
     Stage.AWAIT_DEPLOY: "deploy_s",
     Stage.AWAIT_RELEASE: "release_s",
     Stage.AWAIT_ENROLL: "enroll_s",
+    Stage.AWAIT_FORGET: "enroll_s",
 }
+
+# Waiting stages whose progress is read from the platform, not from MAAS (never polled in MAAS,
+# so a detached machine's MAAS record is never touched).
+PLATFORM_WAITS = frozenset({Stage.AWAIT_FORGET})
 
 
 def stage_for(m: Tracked) -> Stage:
@@ -347,7 +352,7 @@ def handle_power_off(ctx: Context, m: Tracked) -> Step:
             if e.status is not None and e.status < 500:
                 return Step.fail(f"{_ident(m)}: power off failed: {e}")
             raise
-    return Step.done(MachineOutcome.RELEASED, Stage.RELEASED)
+    return Step.advance(Stage.FORGET_NODE)
 
 
 def handle_await_enroll(ctx: Context, m: Tracked) -> Step:
@@ -367,9 +372,31 @@ def handle_await_enroll(ctx: Context, m: Tracked) -> Step:
     return Step.wait(Stage.AWAIT_ENROLL)
 
 
+def handle_forget_node(ctx: Context, m: Tracked) -> Step:
+    node_id = m.node_id or (m.view.owner_data.get(OWNER_NODE_ID) if m.view else None)
+    if node_id is None:
+        return _torn_down(m)
+    m.node_id = node_id
+    ctx.enrollment.remove_node(node_id)
+    return Step.wait(Stage.AWAIT_FORGET)
+
+
+def handle_await_forget(ctx: Context, m: Tracked) -> Step:
+    assert m.node_id
+    if ctx.enrollment.node_status(m.node_id) in ("deleted", "unknown"):
+        return _torn_down(m)
+    return Step.wait(Stage.AWAIT_FORGET)
+
+
+def _torn_down(m: Tracked) -> Step:
+    if m.teardown is TeardownMode.DETACH:
+        return Step.done(MachineOutcome.DETACHED, Stage.DETACHED)
+    return Step.done(MachineOutcome.RELEASED, Stage.RELEASED)
+
+
 def handle_terminal(ctx: Context, m: Tracked) -> Step:
     if m.stage is Stage.RELEASED:
-        return Step.done(MachineOutcome.RELEASED, Stage.RELEASED)
+        return Step.advance(Stage.FORGET_NODE)  # nothing (left) to release in MAAS
     assert m.view is not None
     return Step.fail(f"{_ident(m)}: MAAS status {m.view.status.label} needs an operator: {_event(ctx, m)}")
 
@@ -387,6 +414,8 @@ HANDLERS: dict[Stage, Callable[[Context, Tracked], Step]] = {
     Stage.AWAIT_ENROLL: handle_await_enroll,
     Stage.RELEASE: handle_release,
     Stage.POWER_OFF: handle_power_off,
+    Stage.FORGET_NODE: handle_forget_node,
+    Stage.AWAIT_FORGET: handle_await_forget,
     Stage.RELEASED: handle_terminal,
     Stage.FAILED: handle_terminal,
 }

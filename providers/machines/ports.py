@@ -108,5 +108,8 @@ class EnrollmentToken(_View):
 class Enrollment(Protocol):
     def mint_token(self, *, site: str, hostname: str, system_id: str, ttl_seconds: int) -> EnrollmentToken: ...
     def node_status(self, node_id: str) -> str:
-        """The platform's node status (bootstrap_issued, enrolling, active, ...)."""
+        """The platform's node status (bootstrap_issued, enrolling, active, ...; "unknown" if none)."""
+        ...
+    def remove_node(self, node_id: str) -> None:
+        """Ask the platform to remove the node record (idempotent)."""
         ...

@@ -47,6 +47,13 @@ class PlatformEnrollment:
                 return "unknown"
             raise _port_error(e, None) from None
 
+    def remove_node(self, node_id: str) -> None:
+        try:
+            self._client.remove_node(node_id)
+        except PlatformApiError as e:
+            if e.status != 404:
+                raise _port_error(e, None) from None
+
 
 def _port_error(e: PlatformApiError, system_id: str | None) -> EnrollmentError:
     return EnrollmentError(f"platform API: {e}", status=e.status, system_id=system_id)

@@ -21,6 +21,8 @@ from environments.model import TeardownMode
 
 from .lifecycle import (
     HANDLERS,
+    OWNER_NODE_ID,
+    PLATFORM_WAITS,
     SLOT_STAGES,
     WAIT_DEADLINE,
     Context,
@@ -71,20 +73,29 @@ class Scheduler:
         adopted = self._resolve(tracked, known or {}, create_missing=True)
         return self._run(tracked, adopted)
 
-    def teardown(self, items: Iterable[tuple[MachineSpec, str | None, TeardownMode]]) -> list[MachineResult]:
-        """Release (per teardown mode) machines; never delete them from MAAS."""
+    def teardown(self, items: Iterable[tuple[MachineSpec, str | None, TeardownMode]],
+                 node_ids: dict[str, str] | None = None) -> list[MachineResult]:
+        """Release machines per their teardown mode and remove their platform node records.
+        Never deletes a machine from MAAS; `detach` does not touch MAAS at all."""
+        node_ids = node_ids or {}
         tracked: list[Tracked] = []
-        results: list[MachineResult] = []
+        detached: list[Tracked] = []
         for spec, system_id, mode in items:
-            m = Tracked(spec=spec, goal=Goal.RELEASED, teardown=mode, system_id=system_id)
+            m = Tracked(spec=spec, goal=Goal.RELEASED, teardown=mode, system_id=system_id,
+                        node_id=node_ids.get(spec.hostname))
             if mode is TeardownMode.DETACH:
-                m.outcome, m.stage = MachineOutcome.DETACHED, Stage.DETACHED
+                m.stage = Stage.FORGET_NODE
                 m.notes.append("detached: MAAS was not touched")
-                results.append(self._result(m, adopted=False))
+                detached.append(m)
             else:
                 tracked.append(m)
         self._resolve(tracked, {t.spec.hostname: t.system_id for t in tracked if t.system_id}, create_missing=False)
-        return results + self._run(tracked, set())
+        for t in tracked:
+            if t.view is not None and t.node_id is None:
+                t.node_id = t.view.owner_data.get(OWNER_NODE_ID)  # MAAS clears owner data on release
+            if t.outcome is MachineOutcome.RELEASED:  # not in MAAS any more: only the node record is left
+                t.outcome, t.stage = None, Stage.FORGET_NODE
+        return self._run(detached + tracked, set())
 
     # ---------------------------------------------------------------------------------------
     def _resolve(self, tracked: list[Tracked], known: dict[str, str], create_missing: bool) -> set[str]:
@@ -149,13 +160,19 @@ class Scheduler:
         self._tracked = tracked
         active = [t for t in tracked if t.outcome is None]
         for t in active:
-            t.stage = stage_for(t)
+            if t.view is not None and t.stage is not Stage.FORGET_NODE:
+                t.stage = stage_for(t)
             t.stage_times[t.stage.value] = ctx.clock()
         while active:
             now = ctx.clock()
             # One bulk read refreshes every waiting machine: polls are shared, not per machine.
             if any(t.waiting and t.next_poll <= now for t in active):
-                self._poll([t for t in active if t.waiting])
+                for t in active:
+                    if t.waiting and t.stage in PLATFORM_WAITS and t.next_poll <= now:
+                        t.waiting = False  # the handler asks the platform, not MAAS
+                maas_waits = [t for t in active if t.waiting and t.stage not in PLATFORM_WAITS]
+                if maas_waits:
+                    self._poll(maas_waits)
             self._advance_all([t for t in active if not t.waiting])
             for t in active:
                 if t.outcome is None and t.waiting and ctx.clock() > t.deadline:

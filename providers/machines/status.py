@@ -80,6 +80,8 @@ class Stage(StrEnum):
     # teardown
     RELEASE = "release"
     POWER_OFF = "power_off"
+    FORGET_NODE = "forget_node"  # remove the platform's node record (GPUaaS-only cleanup, seed 001)
+    AWAIT_FORGET = "await_forget"
     RELEASED = "released"
     DETACHED = "detached"
     FAILED = "failed"

@@ -1,0 +1,311 @@
+"""HostConvergence: ansible-runner converged the host roles of one environment's hosts.
+
+One resource per environment (not per host): one ansible run converges every host in parallel
+(forks), the Slurm controller and workers must agree on one slurm.conf and munge key, and the
+dynamic-provider server has only 4 worker threads — one per host would hold three of them.
+Per-host results are still reported (`hosts` output: ok/changed/failed/unreachable per host).
+
+Layers (STYLE.md): `plan()` is pure (environment -> validated inventory + content hash, refusing
+a role-rule violation before ansible runs), `converge()` is the effectful step (secrets from Vault,
+then clients.ansible), `HostConvergenceProvider` is the thin Pulumi adapter.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import ipaddress
+import json
+import sys
+from collections.abc import Callable, Mapping
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+import pulumi
+from pulumi.dynamic import CheckFailure, CheckResult, CreateResult, DiffResult, ResourceProvider, UpdateResult
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
+
+from clients.ansible import ANSIBLE_DIR, SITE_PLAYBOOK, PlaybookRun, RunResult, TaskEvent, TaskStatus, run_playbook
+from environments import Environment, EnvironmentInvalid, Finding, Level, validate_environment
+from providers.common import VaultInputs, config_get, has_unknown, plain, vault_reader
+
+SecretReader = Callable[[str], SecretStr]
+"""Vault reference (`path#key`) -> value. Injected in tests; `clients.vault` otherwise."""
+
+
+class ArtifactSource(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    url: str = Field(min_length=1)
+    sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
+
+
+class HostConvergenceSpec(BaseModel):
+    """The resource's inputs. Secrets are Vault references only, never values."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    environment: str
+    """Environment name (environments/<name>.yaml) or a path to an environment document."""
+    address_overrides: dict[str, ipaddress.IPv4Address] = {}
+    """hostname -> address to reach it at instead of the model's (the lab; never the real 100.x)."""
+    artifacts: dict[str, ArtifactSource] = {}
+    apt_source: str = ""
+    secret_refs: dict[str, str] = {}
+    """extra var name -> Vault reference, e.g. gpuaas_munge_key_b64 -> dev/slurm/munge#key_b64."""
+    extra_vars: dict[str, Any] = {}
+    vault: VaultInputs | None = None
+    preview_check: bool = False
+    """Run `--check --diff` during diff (preview) and print what would change."""
+    timeout_s: int = 3600
+
+    @field_validator("secret_refs")
+    @classmethod
+    def _refs_are_references(cls, v: dict[str, str]) -> dict[str, str]:
+        for name, ref in v.items():
+            if "#" not in ref:
+                raise ValueError(f"secret_refs.{name}: expected a Vault reference '<path>#<key>'")
+        return v
+
+
+class HostOutcome(StrEnum):
+    OK = "ok"
+    CHANGED = "changed"
+    FAILED = "failed"
+    UNREACHABLE = "unreachable"
+
+
+class HostReport(BaseModel):
+    ok: int
+    changed: int
+    failed: int
+    unreachable: int
+    skipped: int
+    outcome: HostOutcome
+
+
+class ConvergenceResult(BaseModel):
+    error: str | None = None
+    content_hash: str
+    check: bool
+    hosts: dict[str, HostReport]
+    changes: list[TaskEvent]
+    duration_s: float
+
+
+class Plan(BaseModel):
+    model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True)
+    environment: Environment
+    inventory: dict[str, Any]
+    extravars: dict[str, Any]
+    ssh_key_ref: str
+    content_hash: str
+
+
+class RoleRulesViolated(Exception):
+    """The environment breaks the model's rules: nothing was run."""
+
+    def __init__(self, findings: list[Finding]) -> None:
+        self.findings = findings
+        super().__init__("environment refused before ansible ran:\n" + "\n".join(
+            f"  {f.code.value} {f.file}: {f.path}: {f.message}; fix: {f.hint}" for f in findings))
+
+
+class ConvergenceFailed(Exception):
+    def __init__(self, result: ConvergenceResult, failures: list[TaskEvent]) -> None:
+        self.result = result
+        bad = {h: r.outcome.value for h, r in result.hosts.items() if r.outcome in (HostOutcome.FAILED,
+                                                                                   HostOutcome.UNREACHABLE)}
+        lines = [f"  {e.host}: {e.status.value} in '{e.task}': {e.message}" for e in failures[:10]]
+        if result.error:
+            lines.append(f"  ansible: {result.error}")
+        super().__init__(f"host convergence failed on {', '.join(f'{h} ({o})' for h, o in sorted(bad.items()))}"
+                         + ("\n" + "\n".join(lines) if lines else ""))
+
+
+# --- planning (pure) -----------------------------------------------------------------------------
+
+def load_validated(environment: str) -> Environment:
+    """The model's own validation (role rules included); never re-implemented here."""
+    env, found = validate_environment(environment)
+    errors = [f for f in found if f.level is Level.ERROR]
+    if env is None or errors:
+        raise RoleRulesViolated(errors or found)
+    return env
+
+
+def build_inventory(env: Environment, overrides: Mapping[str, ipaddress.IPv4Address]) -> dict[str, Any]:
+    """Groups = logical roles, plus `role_<name>` per Ansible role; hostnames as in the model."""
+    unknown = sorted(set(overrides) - {h.hostname for h in env.hosts})
+    if unknown:
+        raise ValueError(f"address_overrides names hosts not in environment {env.name}: {', '.join(unknown)}")
+    hosts: dict[str, Any] = {}
+    children: dict[str, Any] = {}
+    for h in env.hosts:
+        hosts[h.hostname] = {
+            "ansible_host": str(overrides.get(h.hostname, h.address)),
+            "ansible_user": h.ssh_user,
+            "gpuaas_logical_role": h.logical_role.value,
+            "gpuaas_roles": [r.value for r in h.roles],
+            "gpuaas_runner_tags": [t.value for t in h.runner_tags],
+        }
+        for group in [h.logical_role.value, *(f"role_{r.value}" for r in h.roles)]:
+            children.setdefault(group, {"hosts": {}})["hosts"][h.hostname] = {}
+    return {"all": {"hosts": hosts, "children": dict(sorted(children.items()))}}
+
+
+def _tree_digest(root: Path) -> str:
+    h = hashlib.sha256()
+    for p in sorted(root.rglob("*")):
+        if p.is_file() and "__pycache__" not in p.parts:
+            h.update(str(p.relative_to(root)).encode() + b"\0" + p.read_bytes() + b"\0")
+    return h.hexdigest()
+
+
+def content_hash(inventory: Mapping[str, Any], extravars: Mapping[str, Any], secret_refs: Mapping[str, str]) -> str:
+    """Roles + playbook + ansible.cfg + inventory + vars. Secrets enter by reference (rotate = new ref)."""
+    doc = {"ansible": _tree_digest(ANSIBLE_DIR), "inventory": inventory, "vars": extravars,
+           "secret_refs": dict(sorted(secret_refs.items()))}
+    return hashlib.sha256(json.dumps(doc, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def plan(spec: HostConvergenceSpec) -> Plan:
+    env = load_validated(spec.environment)
+    if not env.hosts:
+        raise ValueError(f"environment {env.name} declares no hosts")
+    keys = {h.ssh_key_path for h in env.hosts}
+    if len(keys) != 1:
+        raise ValueError(f"environment {env.name}: hosts use different ssh_key_path values; one run uses one key")
+    inventory = build_inventory(env, spec.address_overrides)
+    extravars = {"gpuaas_environment": env.name, "gpuaas_apt_source": spec.apt_source,
+                 "gpuaas_artifacts": {k: a.model_dump() for k, a in sorted(spec.artifacts.items())},
+                 **spec.extra_vars}
+    return Plan(environment=env, inventory=inventory, extravars=extravars, ssh_key_ref=keys.pop(),
+                content_hash=content_hash(inventory, extravars, spec.secret_refs))
+
+
+# --- converging (effectful) ----------------------------------------------------------------------
+
+def print_progress(e: TaskEvent) -> None:
+    """Provider stdout/stderr reach the Pulumi CLI (DESIGN 3.1): one line per host and task."""
+    if e.status is not TaskStatus.SKIPPED:
+        print(f"[host-convergence] {e.host}: {e.status.value}: {e.task}", file=sys.stderr, flush=True)
+
+
+def _report(result: RunResult, hostnames: list[str]) -> dict[str, HostReport]:
+    out = {}
+    for h in hostnames:
+        s = result.hosts.get(h)
+        if s is None:  # never reached a stats line: the run died before this host reported
+            out[h] = HostReport(ok=0, changed=0, failed=1, unreachable=0, skipped=0, outcome=HostOutcome.FAILED)
+            continue
+        outcome = (HostOutcome.UNREACHABLE if s.unreachable else HostOutcome.FAILED if s.failed
+                   else HostOutcome.CHANGED if s.changed else HostOutcome.OK)
+        out[h] = HostReport(ok=s.ok, changed=s.changed, failed=s.failed, unreachable=s.unreachable,
+                            skipped=s.skipped, outcome=outcome)
+    return out
+
+
+def converge(spec: HostConvergenceSpec, read_secret: SecretReader, *, check: bool = False,
+             on_event: Callable[[TaskEvent], None] | None = print_progress) -> ConvergenceResult:
+    """Validate, fetch secrets, run the site playbook. Raises ConvergenceFailed naming the hosts."""
+    p = plan(spec)  # raises RoleRulesViolated before anything touches a host
+    secrets = {name: read_secret(ref).get_secret_value() for name, ref in sorted(spec.secret_refs.items())}
+    run = PlaybookRun(playbook=SITE_PLAYBOOK, inventory=p.inventory, extravars={**p.extravars, **secrets},
+                      ssh_private_key=read_secret(p.ssh_key_ref), check=check, diff=check,
+                      timeout_s=spec.timeout_s)
+    result = run_playbook(run, on_event)
+    hosts = _report(result, [h.hostname for h in p.environment.hosts])
+    out = ConvergenceResult(content_hash=p.content_hash, check=check, hosts=hosts, changes=result.changes,
+                            duration_s=result.duration_s, error=result.error)
+    if result.status != "successful" or any(r.outcome in (HostOutcome.FAILED, HostOutcome.UNREACHABLE)
+                                             for r in hosts.values()):
+        raise ConvergenceFailed(out, result.failures)
+    return out
+
+
+# --- Pulumi adapter ------------------------------------------------------------------------------
+
+def _outputs(spec: HostConvergenceSpec, result: ConvergenceResult) -> dict[str, Any]:
+    return {**spec.model_dump(mode="json"), "content_hash": result.content_hash,
+            "hosts": {h: r.model_dump(mode="json") for h, r in result.hosts.items()},
+            "changed_total": sum(r.changed for r in result.hosts.values()), "duration_s": result.duration_s}
+
+
+def _spec(props: Mapping[str, Any]) -> HostConvergenceSpec:
+    return HostConvergenceSpec.model_validate(
+        {k: v for k, v in plain(props).items() if k in HostConvergenceSpec.model_fields})
+
+
+class HostConvergenceProvider(ResourceProvider):
+    """Thin adapter. Nothing on self but the configure()d Vault credentials config (DESIGN 3.1)."""
+
+    def configure(self, req: Any) -> None:
+        self._config = dict(getattr(req, "config", {}) or {})
+
+    def _reader(self, spec: HostConvergenceSpec) -> SecretReader:
+        from clients.vault import credentials_from_config
+
+        if spec.vault is None:
+            raise ValueError("HostConvergence needs the environment's vault settings (input 'vault')")
+        reader = vault_reader(spec.vault, credentials_from_config(getattr(self, "_config", {})))
+        return reader.read
+
+    def check(self, olds: dict[str, Any], news: dict[str, Any]) -> CheckResult:
+        if has_unknown(news):
+            return CheckResult(news, [])
+        try:
+            spec = _spec(news)
+            p = plan(spec)
+        except ValidationError as e:
+            return CheckResult(news, [CheckFailure(str(err["loc"][0]), err["msg"]) for err in e.errors()])
+        except RoleRulesViolated as e:
+            return CheckResult(news, [CheckFailure("environment", str(e))])
+        except (ValueError, EnvironmentInvalid) as e:
+            return CheckResult(news, [CheckFailure("environment", str(e))])
+        return CheckResult({**news, "content_hash": p.content_hash}, [])
+
+    def diff(self, id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:  # noqa: A002
+        keys = [k for k in ("content_hash", "environment", "address_overrides", "secret_refs")
+                if plain(olds.get(k)) != plain(news.get(k))]
+        if not keys or has_unknown(news):
+            return DiffResult(changes=bool(keys), replaces=[], delete_before_replace=False)
+        spec = _spec(news)
+        if spec.preview_check:
+            result = self._check_run(spec)
+            changed_hosts = sorted(h for h, r in result.hosts.items() if r.changed)
+            for c in result.changes:
+                print(f"[host-convergence preview] {c.host}: would change: {c.task}"
+                      + (f"\n{c.diff}" if c.diff else ""), file=sys.stderr, flush=True)
+            print(f"[host-convergence preview] hosts that would change: {', '.join(changed_hosts) or 'none'}",
+                  file=sys.stderr, flush=True)
+        return DiffResult(changes=True, replaces=[], delete_before_replace=False)
+
+    def _check_run(self, spec: HostConvergenceSpec) -> ConvergenceResult:
+        try:
+            return converge(spec, self._reader(spec), check=True, on_event=None)
+        except ConvergenceFailed as e:
+            return e.result  # a preview reports; the real run is the one that fails
+
+    def create(self, props: dict[str, Any]) -> CreateResult:
+        spec = _spec(props)
+        result = converge(spec, self._reader(spec))
+        return CreateResult(id_=f"hostconvergence-{load_validated(spec.environment).name}",
+                            outs=_outputs(spec, result))
+
+    def update(self, id: str, olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:  # noqa: A002
+        spec = _spec(news)
+        return UpdateResult(outs=_outputs(spec, converge(spec, self._reader(spec))))
+
+    def delete(self, id: str, props: dict[str, Any]) -> None:  # noqa: A002
+        # Hosts are not un-configured: rebuilding a host is reimaging it (MaasMachine), not an ansible run.
+        return None
+
+
+class HostConvergence(pulumi.dynamic.Resource, module="gpuaas", name="HostConvergence"):
+    content_hash: pulumi.Output[str]
+    hosts: pulumi.Output[dict[str, Any]]
+    changed_total: pulumi.Output[int]
+
+    def __init__(self, name: str, spec: HostConvergenceSpec, opts: pulumi.ResourceOptions | None = None) -> None:
+        props = {**spec.model_dump(mode="json"), "content_hash": None, "hosts": None, "changed_total": None,
+                 "duration_s": None}
+        super().__init__(HostConvergenceProvider(), name, props, opts)
