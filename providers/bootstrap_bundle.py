@@ -19,6 +19,7 @@ import gzip
 import hashlib
 import io
 import json
+import re
 import tarfile
 from pathlib import Path
 from typing import Any
@@ -99,9 +100,16 @@ class TemplateError(Exception):
 
 
 # --- pure core ------------------------------------------------------------------------------------
-def _undefined_name(exc: jinja2.UndefinedError) -> str:
-    # jinja2 says "'x' is undefined" or "'dict object' has no attribute 'y'"
-    return str(exc.message or exc)
+def _undefined_name(exc: jinja2.UndefinedError, source_line: str) -> str:
+    """The undefined variable as written in the template (`values.mirror_url`), when it can be found."""
+    msg = str(exc.message or exc)
+    if m := re.match(r"^'([^']+)' is undefined$", msg):
+        return m.group(1)
+    if m := re.search(r"has no attribute '([^']+)'$", msg):
+        attr = m.group(1)
+        used = re.search(rf"([A-Za-z_][\w.]*)\.{re.escape(attr)}\b", source_line)
+        return f"{used.group(1)}.{attr}" if used else attr
+    return msg
 
 
 def _template_line(exc: BaseException, filename: str) -> int | None:
@@ -131,10 +139,9 @@ def render_bundle(spec: BundleSpec, root: Path = TEMPLATES_ROOT) -> dict[str, by
             text = env.get_template(rel).render(ctx)
         except jinja2.UndefinedError as e:
             line = _template_line(e, str(path))
-            # jinja2 names the missing attribute but not the expression: show the template line too.
-            src = path.read_text().splitlines()[line - 1].strip()[:120] if line else ""
-            at = f" at line {line} ({src!r})" if line else ""
-            raise TemplateError(shown, f"undefined variable{at}: {_undefined_name(e)}; define it in the "
+            src = path.read_text().splitlines()[line - 1].strip() if line else ""
+            at = f" at line {line}" if line else ""
+            raise TemplateError(shown, f"undefined variable {_undefined_name(e, src)!r}{at}; define it in the "
                                 f"bundle's values or fix the template") from None
         except jinja2.TemplateSyntaxError as e:
             raise TemplateError(shown, f"syntax error (line {e.lineno}): {e.message}") from None
