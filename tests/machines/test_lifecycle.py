@@ -75,7 +75,8 @@ def test_teardown_releases_powers_off_and_never_deletes(world_factory: Callable[
     up = {r.hostname: r for r in Scheduler(w.context()).onboard(specs)}
     modes = {"local-gpu-1": TeardownMode.REIMAGE, "local-gpu-2": TeardownMode.FULL_DECOMMISSION,
              "local-gpu-3": TeardownMode.DETACH, "local-gpu-4": TeardownMode.FULL_DECOMMISSION}
-    down = _by_host(Scheduler(w.context()).teardown([(s, up[s.hostname].system_id, modes[s.hostname]) for s in specs]))
+    down = _by_host(Scheduler(w.context()).teardown([(s, up[s.hostname].system_id, modes[s.hostname]) for s in specs],
+                                                    {h: r.node_id for h, r in up.items()}))
     views = {v.hostname: v for v in w.client().read_many([r.system_id for r in up.values()])}
     assert len(views) == 4, "destroy never deletes a machine from MAAS"
     assert down["local-gpu-3"].outcome is MachineOutcome.DETACHED and views["local-gpu-3"].status.label == "Deployed"
