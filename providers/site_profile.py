@@ -256,6 +256,20 @@ def _get(d: dict[str, Any], dotted: str) -> Any:
     return d
 
 
+def _drift(olds: dict[str, Any]) -> list[str]:
+    """What a refresh found changed outside the stack: the platform's policy, MAAS's scripts."""
+    out = []
+    if "scripts_registered" in olds and plain(olds.get("scripts")) != plain(olds["scripts_registered"]):
+        out.append("scripts")
+    try:
+        desired = SiteProfileSpec.model_validate(plain(olds)).policy().model_dump(mode="json")
+    except (ValidationError, KeyError):
+        return out
+    if olds.get("effective_policy") is not None and plain(olds["effective_policy"]) != desired:
+        out.append("effective_policy")
+    return out
+
+
 class SiteProfileProvider(ResourceProvider):
     serialize_as_secret_always = False  # pickled by reference; holds nothing secret
 
@@ -285,29 +299,34 @@ class SiteProfileProvider(ResourceProvider):
 
     def diff(self, id_: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
         keys = ("tier", "site", "profile", "bundles", "vault", "platform", "store")
-        changed = [k for k in keys if plain(olds.get(k)) != plain(news.get(k))]
+        changed = [k for k in keys if plain(olds.get(k)) != plain(news.get(k))] + _drift(olds)
         replaces = [k for k in REPLACE_KEYS if plain(_get(olds, k)) != plain(_get(news, k))]
         return DiffResult(changes=bool(changed), replaces=replaces, delete_before_replace=True)
 
     def _outs(self, props: dict[str, Any], r: ProfileResult) -> dict[str, Any]:
-        return {**plain(props), **r.model_dump(mode="json")}
+        return {**plain(props), **r.model_dump(mode="json"), "scripts_registered": r.scripts}
 
     def create(self, props: dict[str, Any]) -> CreateResult:
         r = self._rec(props).apply()
         return CreateResult(f"{r.site_id}/{r.profile_id}", self._outs(props, r))
 
     def update(self, id_: str, olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
-        r = self._rec(news).apply(previous_scripts=list(olds.get("scripts") or {}))
+        r = self._rec(news).apply(previous_scripts=list(olds.get("scripts_registered") or olds.get("scripts") or {}))
         return UpdateResult(self._outs(news, r))
 
     def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
+        """Refresh: the policy as the platform has it, the scripts as MAAS has them (drift -> diff)."""
         rec = self._rec(props)
         vault = vault_reader(rec.spec.vault, getattr(self, "_credentials", None))
         with rec._platform(vault) as api:
             prof = next((p for p in api.list_profiles(props["site_id"]) if p.profile_id == props["profile_id"]), None)
         if prof is None:
             return ReadResult("", {})
-        return ReadResult(id_, {**props, "effective_policy": prof.policy.model_dump(mode="json")})
+        present = rec._maas(vault).scripts()
+        wanted = props.get("scripts_registered") or props.get("scripts") or {}
+        actual = {n: (present[n].sha256 if n in present else "missing") for n in wanted}
+        return ReadResult(id_, {**props, "effective_policy": prof.policy.model_dump(mode="json"), "scripts": actual,
+                                "scripts_registered": wanted})
 
     def delete(self, id_: str, props: dict[str, Any]) -> None:
         self._rec(props).remove(props["site_id"], props["profile_id"], list(props.get("scripts") or {}))

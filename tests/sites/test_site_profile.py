@@ -167,3 +167,24 @@ def test_delete_unregisters_profile_and_scripts(world: dict[str, Any]) -> None:
     maas = MaasSiteClient(world["maas"].url, world["maas"].api_key, tls_verify=False)
     assert not set(res.outs["scripts"]) & set(maas.scripts())
     assert p.read(res.id, res.outs).id == ""
+
+
+def test_refresh_detects_drift_and_update_repairs_it(world: dict[str, Any]) -> None:
+    p, props = world["provider"], world["props"]
+    res = p.create(props)
+    assert not p.diff(res.id, p.read(res.id, res.outs).outs, props).changes  # refreshed, no drift
+    # by hand: a script deleted in MAAS, a policy field changed in the platform
+    maas = MaasSiteClient(world["maas"].url, world["maas"].api_key, tls_verify=False)
+    gone = res.outs["commissioning_scripts"][0]
+    maas.delete_script(gone)
+    with PlatformClient(world["platform"].url, world["admin"]) as api:
+        prof = api.get_profile(res.outs["site_id"], res.outs["profile_id"])
+        api.update_profile(res.outs["site_id"], res.outs["profile_id"],
+                           prof.policy.model_copy(update={"batch_max_parallel": 40}))
+    refreshed = p.read(res.id, res.outs).outs
+    assert refreshed["scripts"][gone] == "missing" and refreshed["effective_policy"]["batch_max_parallel"] == 40
+    d = p.diff(res.id, refreshed, props)
+    assert d.changes and not d.replaces
+    repaired = p.update(res.id, refreshed, props).outs
+    assert repaired["effective_policy"]["batch_max_parallel"] == 2 and gone in maas.scripts()
+    assert not p.diff(res.id, p.read(res.id, repaired).outs, props).changes
