@@ -15,6 +15,7 @@ from tools.preview_note.changes import (
     ACTION_ORDER,
     Action,
     Change,
+    FieldChange,
     field_changes,
     group_changes,
     kind_of,
@@ -62,7 +63,36 @@ _SUMMARY_WORD = {
     Action.DRIFT: "drifted",
 }
 ENVIRONMENT_CONFIG_KEY = "gpuaas-infra:environment"
-MAX_CREATE_FIELDS = 12  # a create lists its inputs; past this a reviewer stops reading
+MAX_CREATE_FIELDS = 8  # a create lists what identifies it; past this a reviewer stops reading
+# What identifies a new resource of each kind (paths into its inputs, in reading order). Kinds not
+# listed, or whose inputs have none of these, show their top-level scalar inputs.
+CREATE_FIELDS: dict[str, tuple[str, ...]] = {
+    "SiteProfile": (
+        "tier",
+        "site.name",
+        "profile.name",
+        "profile.fabric_mode",
+        "site.tls_verify",
+        "site.customer_handoff",
+        "profile.release_erase_mode",
+        "profile.batch_max_parallel",
+    ),
+    "BootstrapBundle": ("name", "site", "template_set", "digest"),
+    "RoceAssignment": ("site",),
+    "MaasMachine": (
+        "machine.hostname",
+        "machine.site",
+        "machine.profile",
+        "machine.sku",
+        "machine.teardown_mode",
+        "machine.deploy.distro_series",
+        "machine.deploy.hwe_kernel",
+        "machine.deploy.bundle_digest",
+    ),
+    "MachinePool": ("pool", "connection.maas.site", "policy.batch_max_parallel", "policy.release_erase_mode"),
+    "AppInstance": ("project_id", "app", "version"),
+    "HostConvergence": ("environment",),
+}
 MAX_MESSAGE_LINES = 30
 MAX_NAMED_LEAVES = 12  # past this, leaving machines are shown as hostname ranges without system ids
 COLLAPSE_OVER = 25  # a kind with more changed resources than this is folded into <details>
@@ -177,7 +207,7 @@ def _resource_lines(change: Change, steps: list, environment: str) -> list[str]:
         out += [f"  - members: {line}" for line in members.removals + members.lines]
     rows = field_changes(change, steps, OWN_VIEW_FIELDS.get(change.kind, frozenset()))
     creating = change.action in (Action.CREATE, Action.IMPORT)
-    shown = rows[:MAX_CREATE_FIELDS] if creating else rows
+    shown = _create_rows(change.kind, rows) if creating else rows
     for f in shown:
         mark = " (forces replace)" if f.forces_replace else ""
         if creating:
@@ -187,10 +217,19 @@ def _resource_lines(change: Change, steps: list, environment: str) -> list[str]:
         else:
             out.append(f"  - `{f.path}`: {show(f.before, f.path)} → {show(f.after, f.path)}{mark}")
     if len(shown) < len(rows):
-        out.append(f"  - ... and {len(rows) - len(shown)} more input(s)")
+        more = "input(s)" if not creating else "input(s) (see the preview artifact)"
+        out.append(f"  - ... and {len(rows) - len(shown)} more {more}")
     if change.action is Action.DELETE and change.old is not None and change.old.id:
         out.append(f"  - id: {show(change.old.id)}")
     return out
+
+
+def _create_rows(kind: str, rows: list[FieldChange]) -> list[FieldChange]:
+    by_path = {f.path: f for f in rows}
+    picked = [by_path[p] for p in CREATE_FIELDS.get(kind, ()) if p in by_path]
+    # Then the top-level scalars (a resource's own settings), until the budget is spent.
+    picked += [f for f in rows if "." not in f.path and "[" not in f.path and f not in picked]
+    return picked[:MAX_CREATE_FIELDS]
 
 
 def _diagnostics(diags: list[Diagnostic], names: dict[str, str]) -> list[str]:
