@@ -61,9 +61,10 @@ class DiffKind(StrEnum):
 
 
 class ResourceState(BaseModel):
-    """One resource as recorded in the state file (values keep their secret wrappers)."""
+    """One resource as recorded in the state file (values keep their secret wrappers). Frozen: a change
+    is a new object (``model_copy``), which is what lets the state writer cache each one's encoding."""
 
-    model_config = ConfigDict(extra="ignore")
+    model_config = ConfigDict(extra="ignore", frozen=True)
 
     urn: str
     custom: bool

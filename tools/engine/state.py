@@ -57,11 +57,20 @@ def _walk(value: Any, on_secret: Any) -> Any:
     return value
 
 
-def encrypt_tree(value: Any, crypter: Crypter) -> Any:
+def encrypt_tree(value: Any, crypter: Crypter, cache: dict[str, str] | None = None) -> Any:
+    """Ciphertext form of ``value``. With ``cache``, an unchanged secret keeps its ciphertext across saves
+    (as Pulumi's caching crypter does), so a save costs one encryption per new secret, not per secret."""
+
     def enc(secret: dict[str, Any]) -> dict[str, Any]:
         if "ciphertext" in secret:
             return secret
-        return {SIG_KEY: SECRET_SIG, "ciphertext": crypter.encrypt(secret.get("value"))}
+        if cache is None:
+            return {SIG_KEY: SECRET_SIG, "ciphertext": crypter.encrypt(secret.get("value"))}
+        key = json.dumps(secret.get("value"), sort_keys=True)
+        token = cache.get(key)
+        if token is None:
+            token = cache[key] = crypter.encrypt(secret.get("value"))
+        return {SIG_KEY: SECRET_SIG, "ciphertext": token}
 
     return _walk(value, enc)
 
@@ -125,6 +134,17 @@ def read_state(path: str | os.PathLike[str], passphrase: str | None = None) -> S
     return _validate(path, _decrypted(raw, _crypter_for(path, doc, passphrase)))
 
 
+def _render(header: dict[str, Any], lists: dict[str, list[str]], outputs: dict[str, Any]) -> str:
+    """JSON with one top-level key, and one resource or pending operation, per line: readable and
+    grep-able, yet encoded by the C encoder (``indent=`` would force the slow pure-Python one)."""
+    lines = [f"{json.dumps(key)}: {json.dumps(value)}" for key, value in header.items()]
+    for key, items in lists.items():
+        body = "[\n  " + ",\n  ".join(items) + "\n]" if items else "[]"
+        lines.append(f"{json.dumps(key)}: {body}")
+    lines.append(f'"outputs": {json.dumps(outputs)}')
+    return "{\n" + ",\n".join(lines) + "\n}\n"
+
+
 class StateStore:
     """Owns one state file for one run: loads it once, then rewrites it atomically on every change."""
 
@@ -133,6 +153,8 @@ class StateStore:
         self.project = project
         self.stack = stack
         self._lock = threading.Lock()
+        self._ciphertexts: dict[str, str] = {}
+        self._encoded_cache: dict[int, tuple[ResourceState, str]] = {}
         if self.path.exists():
             raw = _load_raw(self.path)
             doc = _validate(self.path, raw)
@@ -157,19 +179,33 @@ class StateStore:
                 "wait for it to finish or stop it"
             ) from None
 
+    def _encoded(self, res: ResourceState) -> str:
+        """One resource as encrypted JSON, cached per (immutable) resource object: a save re-encodes only
+        the resources that changed since the last one."""
+        hit = self._encoded_cache.get(id(res))
+        if hit is not None and hit[0] is res:
+            return hit[1]
+        text = json.dumps(encrypt_tree(res.model_dump(mode="json"), self.crypter, self._ciphertexts))
+        self._encoded_cache[id(res)] = (res, text)
+        return text
+
     def save(self, resources: list[ResourceState], pending: list[PendingOperation], outputs: dict[str, Any]) -> None:
-        doc = StateDocument(
+        ordered = topo_order(resources)
+        header = StateDocument(
             project=self.project,
             stack=self.stack,
             secrets=SecretsConfig(salt=base64.b64encode(self.crypter.salt).decode(), verifier=self.crypter.verifier()),
-            resources=topo_order(resources),
-            pending_operations=pending,
-            outputs=outputs,
+        ).model_dump(mode="json", exclude={"resources", "pending_operations", "outputs"})
+        rendered = [self._encoded(r) for r in ordered]
+        self._encoded_cache = {id(r): self._encoded_cache[id(r)] for r in ordered}
+        pending_json = [
+            json.dumps(encrypt_tree(p.model_dump(mode="json"), self.crypter, self._ciphertexts)) for p in pending
+        ]
+        text = _render(
+            header,
+            {"resources": rendered, "pending_operations": pending_json},
+            encrypt_tree(outputs, self.crypter, self._ciphertexts),
         )
-        data = doc.model_dump(mode="json")
-        for key in ("resources", "pending_operations", "outputs"):
-            data[key] = encrypt_tree(data[key], self.crypter)
-        text = json.dumps(data, indent=2, sort_keys=False) + "\n"
         with self._lock:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             fd, tmp = tempfile.mkstemp(prefix=".state-", dir=self.path.parent)
