@@ -165,3 +165,11 @@ def test_host_ranges_fold_consecutive_numbers() -> None:
     assert by_reason([("b-2", "tags"), ("a-1", "deploy"), ("a-2", "deploy"), ("a-3", "deploy")]) == (
         "`a-1`–`a-3` (deploy); `b-2` (tags)"
     )
+
+
+def test_assets_and_archives_are_one_value() -> None:
+    asset = {SECRET_SIG_KEY: "c44067f5952c0a294b673a41bacd8c17", "text": "#!/bin/sh\necho hi\n"}
+    archive = {SECRET_SIG_KEY: "0def7320c3a5731c473e5ecbe6d01bc7", "path": "bundle.tar.gz"}
+    assert flatten({"script": asset, "bundle": archive}) == {"bundle": archive, "script": asset}
+    assert show(asset).startswith("[asset ") and "bytes, sha256:" in show(asset)
+    assert show(archive).startswith("[archive ")

@@ -16,6 +16,7 @@ UNKNOWN_SENTINEL = "04da6b54-80e4-46f7-96ec-b56ff0331ba9"
 # apitype.SecretV1 signature key/value, for documents serialized with an encrypter.
 SECRET_SIG_KEY = "4dabf18193072939515e22adb298388d"
 SECRET_SIG = "1b47061264138c4ac30d75fd1eb44270"
+ARCHIVE_SIG = "0def7320c3a5731c473e5ecbe6d01bc7"
 SECRET_TEXT = "[secret]"
 UNKNOWN_TEXT = "(known after apply)"
 REDACTED_TEXT = "[redacted: looks like a secret]"
@@ -33,6 +34,11 @@ def is_secret(value: Any) -> bool:
     if value == SECRET_TEXT:
         return True
     return isinstance(value, dict) and value.get(SECRET_SIG_KEY) == SECRET_SIG
+
+
+def is_special(value: Any) -> bool:
+    """An asset, archive or secret in the engine's signature-keyed encoding: one value, not a map."""
+    return isinstance(value, dict) and SECRET_SIG_KEY in value
 
 
 def is_unknown(value: Any) -> bool:
@@ -65,7 +71,7 @@ def digest_of(value: Any) -> str:
 def flatten(value: Any, prefix: str = "") -> dict[str, Any]:
     """Nested inputs as `a.b[0].c` -> leaf. Secrets, unknowns and scalar lists stay leaves."""
     out: dict[str, Any] = {}
-    if isinstance(value, dict) and not is_secret(value) and (value or not prefix):
+    if isinstance(value, dict) and not is_special(value) and (value or not prefix):
         for key in sorted(value):
             if key.startswith("__"):  # __provider and friends: engine plumbing, not user inputs
                 continue
@@ -92,6 +98,9 @@ def show(value: Any, path: str = "") -> str:
         return SECRET_TEXT
     if is_unknown(value):
         return UNKNOWN_TEXT
+    if is_special(value):  # asset or archive: its content, digested
+        kind = "archive" if value.get(SECRET_SIG_KEY) == ARCHIVE_SIG else "asset"
+        return f"[{kind} " + digest_of({k: v for k, v in value.items() if k != SECRET_SIG_KEY})[1:]
     if looks_secret(path, value):
         return REDACTED_TEXT
     value = normalize(value)
