@@ -64,6 +64,8 @@ def _mapping(loader: _UniqueKeyLoader, node: yaml.MappingNode, deep: bool = Fals
 
 
 _UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _mapping)
+# GitLab's `!reference [job, key]` tag: kept as its list (GitLab expands it server-side).
+_UniqueKeyLoader.add_constructor("!reference", lambda loader, node: loader.construct_sequence(node))
 
 
 def load_schema() -> dict[str, Any]:

@@ -250,8 +250,10 @@ def job_findings(name: str, job: dict[str, Any], jobs: dict[str, dict[str, Any]]
 
 
 def _script_text(job: dict[str, Any]) -> str:
-    script = job.get("script") or []
-    return "\n".join(script) if isinstance(script, list) else str(script)
+    def lines(value: Any) -> list[str]:  # nested lists come from `!reference` tags
+        return [x for v in value for x in lines(v)] if isinstance(value, list) else [str(value)]
+
+    return "\n".join(lines(job.get("script") or []))
 
 
 def pipeline_findings(jobs: dict[str, dict[str, Any]]) -> list[Finding]:
