@@ -202,7 +202,7 @@ class MaasClient:
         self._call("BlockDevice", "set_boot_disk", read=False, system_id=system_id, id=block_device_id)
 
     def set_storage_layout(self, system_id: str, layout: str, boot_device_id: int, root_size_gb: int | None) -> None:
-        params: dict[str, Any] = {"system_id": system_id, "storage_layout": layout, "boot_device": boot_device_id}
+        params: dict[str, Any] = {"system_id": system_id, "storage_layout": layout, "root_device": boot_device_id}
         if root_size_gb:
             params["root_size"] = f"{root_size_gb}G"
         self._call("Machine", "set_storage_layout", read=False, **params)

@@ -105,9 +105,22 @@ class MaasMachineProvider(ResourceProvider):
     def update(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
         inputs = MachineInputs.model_validate(plain({k: news[k] for k in ("machine", "connection", "policy")}))
         outs, results = self._run(inputs, goal="deployed", system_id=_id)
+        self._apply_in_place(inputs, plain(olds).get("machine", {}), _id)
         if any_failed(results):
             raise Exception(failure_report(results))
         return UpdateResult({**plain(news), **outs})
+
+    def _apply_in_place(self, inputs: MachineInputs, old_machine: dict[str, Any], system_id: str) -> None:
+        """Hostname and tags change on the machine as it is (no redeploy)."""
+        m = inputs.machine
+        if old_machine.get("hostname") == m.hostname and sorted(old_machine.get("tags", [])) == sorted(m.tags):
+            return
+        _, maas, platform = build_context(inputs.connection, inputs.policy, getattr(self, "_credentials", None), 1.0)
+        platform.close()
+        if old_machine.get("hostname") != m.hostname:
+            maas.set_hostname(system_id, m.hostname)
+        if sorted(old_machine.get("tags", [])) != sorted(m.tags):
+            maas.set_tags(system_id, list(m.tags))
 
     def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
         state = plain(props)
