@@ -235,12 +235,15 @@ class MaasClient:
     def abort(self, system_id: str) -> None:
         self._call("Machine", "abort", read=False, system_id=system_id)
 
-    def set_tags(self, system_id: str, tags: list[str]) -> None:
+    def set_tags(self, system_id: str, tags: list[str], remove: list[str] | None = None) -> None:
         existing = {t["name"] for t in self._call("Tags", "read", read=True)}
         for tag in tags:
             if tag not in existing:
                 self._call("Tags", "create", read=False, name=tag)
             self._call("Tag", "update_nodes", read=False, name=tag, add=[system_id])
+        for tag in remove or ():
+            if tag in existing and tag not in tags:
+                self._call("Tag", "update_nodes", read=False, name=tag, remove=[system_id])
 
 
 # ------------------------------------------------------------------------------------------------

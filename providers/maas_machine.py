@@ -120,7 +120,7 @@ class MaasMachineProvider(ResourceProvider):
         if old_machine.get("hostname") != m.hostname:
             maas.set_hostname(system_id, m.hostname)
         if sorted(old_machine.get("tags", [])) != sorted(m.tags):
-            maas.set_tags(system_id, list(m.tags))
+            maas.set_tags(system_id, list(m.tags), remove=list(old_machine.get("tags", [])))
 
     def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
         state = plain(props)

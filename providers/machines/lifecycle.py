@@ -215,6 +215,8 @@ def handle_pxe_preflight(ctx: Context, m: Tracked) -> Step:
         if problem:
             return Step.fail(f"{_ident(m)}: PXE preflight failed: {problem}")
     m.detail = d
+    if m.spec.tags:  # tags the environment declares travel with the machine (applied before deploy)
+        ctx.ops.set_tags(m.system_id, list(m.spec.tags))
     return Step.advance(Stage.PREPARE_STORAGE)
 
 

@@ -129,3 +129,16 @@ def test_stage_is_recorded(world_factory: Callable[..., World]) -> None:
     r = Scheduler(w.context()).onboard([w.specs["local-gpu-1"]])[0]
     assert r.stage is Stage.READY
     assert {"await_commission", "await_deploy"} <= set(r.stage_seconds)
+
+
+def test_in_place_tags_and_hostname_through_the_client(world_factory: Callable[..., World]) -> None:
+    w = world_factory()
+    r = Scheduler(w.context()).onboard([w.specs["local-gpu-1"]])[0]
+    maas = w.client()
+    maas.set_tags(r.system_id, ["gpu", "rack-a"], remove=["lab"])
+    maas.set_hostname(r.system_id, "local-gpu-1b")
+    view = maas.read_many([r.system_id])[0]
+    assert view.hostname == "local-gpu-1b" and view.status.label == "Deployed"
+    tagged = {t for t in ("gpu", "rack-a", "lab")
+              if r.system_id in [m["system_id"] for m in maas._call("Tag", "machines", read=True, name=t)]}
+    assert tagged == {"gpu", "rack-a"}
