@@ -153,3 +153,21 @@ def test_unreachable_vault_publishes_nothing(openbao: OpenBaoDevServer, moto_s3:
     assert err.value.kind is VaultErrorKind.UNREACHABLE and dead in str(err.value)
     assert openbao.root_token not in str(err.value)
     assert moto_s3.client().list_objects_v2(Bucket=bucket).get("KeyCount") == 0
+
+
+def test_configure_reads_namespaced_stack_config_and_provider_pickles_small(
+    openbao: OpenBaoDevServer, moto_s3: MotoS3Server, bucket: str
+) -> None:
+    import dill
+    from pulumi.dynamic import ConfigureRequest
+    from pulumi.dynamic.config import Config
+
+    from providers.roce_assignment import RoceAssignmentProvider
+    from providers.site_profile import SiteProfileProvider
+
+    p = BootstrapBundleProvider()
+    p.configure(ConfigureRequest(Config({"gpuaas-infra:vault_token": openbao.root_token}, "gpuaas-infra")))
+    assert p.create(p.check({}, props(openbao, moto_s3, bucket)).inputs).outs["digest"]
+    # Pickled by reference (state stays small and readable); nothing on the instance before configure().
+    for cls in (BootstrapBundleProvider, SiteProfileProvider, RoceAssignmentProvider):
+        assert len(dill.dumps(cls(), recurse=True)) < 200 and cls.serialize_as_secret_always is False
