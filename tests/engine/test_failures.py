@@ -139,3 +139,25 @@ def test_secret_plaintexts_are_redacted_from_messages_and_output(stack: FixtureS
     assert result.errors() == ["RuntimeError: login refused for password [secret]"]
     assert "[provider] using password [secret]" in result.log
     assert password not in result.log and password not in result.model_dump_json()
+
+
+def test_interrupt_finishes_running_steps_and_starts_no_new_ones(stack: FixtureStack) -> None:
+    declared = [
+        widget("old", size=1),
+        widget("slow", size=1, delay=1.5),
+        widget("next", size=1, opts={"depends_on": ["slow"]}),
+    ]
+    assert_ok(stack.up(declared[:1]))
+    handle = stack.engine(declared[1:]).start_up()  # `old` is no longer declared: a delete is due
+    deadline = time.monotonic() + 30
+    while ("create", "slow", "start") not in {tuple(e[:3]) for e in stack.timed_events()}:
+        assert time.monotonic() < deadline, handle.log()
+        time.sleep(0.05)
+    handle.interrupt()  # SIGINT to the engine only, like Ctrl-C
+    result = handle.wait(timeout=30)
+    assert result.exitCode == 1
+    assert stack.resource("slow") is not None and "slow" in stack.objects_by_name()  # finished, recorded
+    assert stack.resource("next") is None and "next" not in stack.objects_by_name()  # never started
+    assert any("interrupted" in e for e in result.errors())
+    assert "old" in stack.objects_by_name()  # no deletes after an interrupted program
+    assert stack.state().pending_operations == []

@@ -45,6 +45,14 @@ class EngineHandle:
         except ProcessLookupError:
             pass
 
+    def interrupt(self, sig: int = signal.SIGINT) -> None:
+        """Ask the engine (only) to stop like Ctrl-C: steps in progress finish and are saved, no new one
+        starts, deletes are skipped. The provider server is left alone so running calls can complete."""
+        try:
+            os.kill(self.popen.pid, sig)
+        except ProcessLookupError:
+            pass
+
     def wait(self, timeout: float | None = None) -> EngineResult:
         code = self.popen.wait(timeout=timeout)
         log = self.log()

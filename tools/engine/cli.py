@@ -6,10 +6,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import sys
 from pathlib import Path
 
 from tools.engine.config import ConfigError, parse_overrides
+from tools.engine.deployment import Deployment
 from tools.engine.model import EngineResult, Operation, StepOp
 from tools.engine.runner import EXIT_USAGE, RunOptions, run_operation
 from tools.engine.values import UNKNOWN
@@ -102,7 +104,20 @@ def main(argv: list[str] | None = None) -> int:
         config_overrides=overrides,
         targets=args.target,
     )
-    result = run_operation(opts, emit)
+
+    def on_deployment(dep: Deployment) -> None:
+        def interrupt(signum: int, _frame: object) -> None:
+            if dep.cancelled.is_set():  # a second signal: stop now, as the CLI does
+                os._exit(128 + signum)
+            dep.cancelled.set()
+            emit(
+                f"interrupted ({signal.Signals(signum).name}): finishing the steps in progress; signal again to abort\n"
+            )
+
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(signum, interrupt)
+
+    result = run_operation(opts, emit, on_deployment)
     if args.result_file:
         Path(args.result_file).write_text(result.model_dump_json())
     if args.json:

@@ -129,6 +129,8 @@ class Deployment:
         self.pending: dict[int, PendingOperation] = {}
         self.registered: set[str] = set()
         self.failed: set[str] = set()
+        # Set by SIGINT/SIGTERM (see cli): steps already running finish and are recorded; no new step starts.
+        self.cancelled = threading.Event()
         self.steps: list[Step] = []
         self.diagnostics: list[Diagnostic] = []
         self.stack_outputs: Props = dict(initial.outputs)
@@ -188,6 +190,10 @@ class Deployment:
     def end(self, token: int) -> None:
         with self.lock:
             self.pending.pop(token, None)
+
+    def check_cancelled(self) -> None:
+        if self.cancelled.is_set():
+            raise StepFailed("not started: the run was interrupted (steps already running were completed)")
 
     def targeted(self, urn: str) -> bool:
         return not self.targets or urn in self.targets

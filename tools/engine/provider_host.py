@@ -94,6 +94,9 @@ class ProviderHost:
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             preexec_fn=_die_with_parent,
+            # Its own process group: a terminal's Ctrl-C must reach only the engine, which lets running
+            # provider calls finish. It still dies with the engine (PR_SET_PDEATHSIG above).
+            start_new_session=True,
         )
         self._config = dict(config)
         # The server boots while the program is imported; the first provider call waits for it.

@@ -92,6 +92,7 @@ class Registrar:
             dep.registered.add(goal.urn)
         dep.redact.add(goal.inputs)
         try:
+            dep.check_cancelled()
             return self._register_custom(goal) if goal.custom else self._register_component(goal)
         except StepFailed as exn:
             message, details = str(exn), ""

@@ -41,7 +41,11 @@ def _summary(dep: Deployment) -> dict[str, int]:
     return counts
 
 
-def run_operation(opts: RunOptions, emit: Callable[[str], None]) -> EngineResult:
+def run_operation(
+    opts: RunOptions, emit: Callable[[str], None], on_deployment: Callable[[Deployment], None] | None = None
+) -> EngineResult:
+    """Run one operation. ``on_deployment`` receives the deployment once it exists (the CLI uses it to
+    wire SIGINT/SIGTERM to ``deployment.cancelled``)."""
     passphrase = opts.passphrase or os.environ.get("PULUMI_CONFIG_PASSPHRASE")
     warnings: list[str] = []
     if not passphrase:
@@ -68,11 +72,13 @@ def run_operation(opts: RunOptions, emit: Callable[[str], None]) -> EngineResult
     dep = Deployment(opts.operation, store, host, cfg.project.name, opts.stack, opts.targets, emit)
     for message in warnings:
         dep.diag(message, Severity.WARNING)
+    if on_deployment is not None:
+        on_deployment(dep)
     summary: dict[str, int] | None = None
     try:
         host.start(cfg.values)
         if opts.operation in (Operation.PREVIEW, Operation.UP):
-            if run_program(cfg, dep):
+            if run_program(cfg, dep) and not dep.cancelled.is_set():
                 finish_up(dep)
             else:
                 dep.diag("deletes were skipped because the program did not finish", Severity.WARNING)

@@ -21,6 +21,7 @@ _WORKERS = 16
 
 def _try_delete(dep: Deployment, res: ResourceState, op: StepOp) -> bool:
     try:
+        dep.check_cancelled()
         dep.delete_one(res, op)
         return True
     except StepFailed as exn:

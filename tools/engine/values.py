@@ -8,6 +8,7 @@ server receives byte-for-byte what the real engine would send.
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 from google.protobuf import json_format, struct_pb2
@@ -123,12 +124,14 @@ class Redactor:
     """Replaces every known secret plaintext in text bound for the user (diagnostics, provider output)."""
 
     def __init__(self) -> None:
-        self._secrets: set[str] = set()
+        self._secrets: frozenset[str] = frozenset()
+        self._lock = threading.Lock()
 
     def add(self, value: Any) -> None:
         found = secret_strings(value)
         if found - self._secrets:
-            self._secrets = self._secrets | found  # copy-on-write: readers on other threads see a whole set
+            with self._lock:  # copy-on-write: readers on other threads always see a whole set
+                self._secrets = self._secrets | found
 
     def __call__(self, text: str) -> str:
         for secret in sorted(self._secrets, key=len, reverse=True):
