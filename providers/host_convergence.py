@@ -27,7 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, f
 
 from clients.ansible import ANSIBLE_DIR, SITE_PLAYBOOK, PlaybookRun, RunResult, TaskEvent, TaskStatus, run_playbook
 from environments import Environment, EnvironmentInvalid, Finding, Level, validate_environment
-from providers.common import VaultInputs, config_get, has_unknown, plain, vault_reader
+from providers.common import VaultInputs, has_unknown, plain, vault_reader
 
 SecretReader = Callable[[str], SecretStr]
 """Vault reference (`path#key`) -> value. Injected in tests; `clients.vault` otherwise."""

@@ -232,6 +232,9 @@ class Lab:
              f"--hostname={hostname}", f"--bind={docker}:/var/lib/docker",
              # The container runtime programs iptables in the host's own netns (not the machine's).
              "--capability=CAP_NET_ADMIN",
+             # Lab hosts are disposable: on SIGTERM kill PID 1 (the kernel then ends the whole PID
+             # namespace) instead of an orderly poweroff that takes ~20 s with the roles' services.
+             "--kill-signal=SIGKILL",
              f"--network-namespace-path=/run/netns/{self._run.network.host_netns[hostname]}"],
             stdin=subprocess.DEVNULL, stdout=console, stderr=subprocess.STDOUT, start_new_session=True)
 
@@ -258,7 +261,7 @@ class Lab:
         """Idempotent teardown: containers, mounts, namespaces, web server, run directory."""
         for p in self._procs.values():
             if p.poll() is None:
-                p.send_signal(signal.SIGTERM)  # nspawn asks the container's systemd to power off
+                p.send_signal(signal.SIGTERM)  # nspawn passes --kill-signal to the container's PID 1
         deadline = time.monotonic() + STOP_DEADLINE_S
         for p in self._procs.values():
             try:

@@ -192,8 +192,9 @@ def _build_deb(package: str, files: dict[str, tuple[str, int]], out: Path) -> No
             f"Depends: python3\nDescription: LAB STAND-IN for {package} (not the real package)\n"
         )
         # --root-owner-group + a fixed mtime keep the .deb byte-identical between builds.
+        env = {"SOURCE_DATE_EPOCH": "1700000000", "PATH": "/usr/bin:/bin"}
         subprocess.run(["dpkg-deb", "--root-owner-group", "-Zxz", "--build", str(root), str(out)],
-                       check=True, capture_output=True, env={"SOURCE_DATE_EPOCH": "1700000000", "PATH": "/usr/bin:/bin"})
+                       check=True, capture_output=True, env=env)
 
 
 def build_standins(out_dir: Path) -> dict[str, Artifact]:

@@ -1,0 +1,224 @@
+"""The one module that runs Ansible (ansible-runner), and nothing else.
+
+    result = run_playbook(PlaybookRun(playbook=..., inventory={...}, extravars={...},
+                                      ssh_private_key=SecretStr(pem), check=True, diff=True),
+                          on_event=print_progress)
+    result.hosts["dev-gpu-1"].changed, result.changes, result.failures
+
+Every run gets its own private data directory (mode 0700, under a fresh temp dir) holding the
+inventory, the extra vars (which may carry secrets) and the SSH key; it is removed when the run
+ends, whatever happened. Secrets never come back in the result: tasks that carry them use
+`no_log`, whose events ansible censors (no result, no diff), and failure messages of such tasks
+are censored the same way.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import os
+import shutil
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Mapping
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+import ansible_runner
+from pydantic import BaseModel, ConfigDict, Field, SecretStr
+
+ANSIBLE_DIR = Path(__file__).resolve().parents[1] / "ansible"
+SITE_PLAYBOOK = ANSIBLE_DIR / "playbooks" / "site.yml"
+_MAX_DIFF_CHARS = 4000
+
+
+class RunStatus(StrEnum):
+    SUCCESSFUL = "successful"
+    FAILED = "failed"
+    TIMEOUT = "timeout"
+    CANCELED = "canceled"
+
+
+class TaskStatus(StrEnum):
+    OK = "ok"
+    CHANGED = "changed"
+    FAILED = "failed"
+    UNREACHABLE = "unreachable"
+    SKIPPED = "skipped"
+
+
+class PlaybookRun(BaseModel):
+    """One ansible-playbook invocation."""
+
+    model_config = ConfigDict(frozen=True)
+    playbook: Path = SITE_PLAYBOOK
+    inventory: dict[str, Any]
+    extravars: dict[str, Any] = {}
+    ssh_private_key: SecretStr
+    known_hosts: str | None = None
+    """Pinned host keys; None = accept-new into a per-run file (trust on first use, see docs)."""
+    check: bool = False
+    diff: bool = False
+    limit: str | None = None
+    forks: int = 10
+    timeout_s: int = 3600
+
+
+class HostStats(BaseModel):
+    ok: int = 0
+    changed: int = 0
+    failed: int = 0
+    unreachable: int = 0
+    skipped: int = 0
+    rescued: int = 0
+    ignored: int = 0
+
+
+class TaskEvent(BaseModel):
+    """One per-host task result: what the progress stream and previews show."""
+
+    model_config = ConfigDict(frozen=True)
+    host: str
+    task: str
+    role: str | None = None
+    action: str | None = None
+    status: TaskStatus
+    diff: str | None = None
+    message: str | None = None
+
+
+class RunResult(BaseModel):
+    status: RunStatus
+    rc: int
+    hosts: dict[str, HostStats]
+    changes: list[TaskEvent] = Field(default_factory=list)
+    failures: list[TaskEvent] = Field(default_factory=list)
+    duration_s: float
+    check: bool
+    error: str | None = None
+    """The tail of ansible's output when the run failed before any host reported (bad inventory...)."""
+
+
+_STATUS_OF_EVENT = {
+    "runner_on_ok": TaskStatus.OK,
+    "runner_on_failed": TaskStatus.FAILED,
+    "runner_on_unreachable": TaskStatus.UNREACHABLE,
+    "runner_on_skipped": TaskStatus.SKIPPED,
+    "runner_item_on_failed": None,  # the task-level event follows; items only add noise
+}
+_STATS_KEYS = {"ok": "ok", "changed": "changed", "failures": "failed", "dark": "unreachable",
+               "skipped": "skipped", "rescued": "rescued", "ignored": "ignored"}
+
+
+def _render_diff(diff: Any) -> str | None:
+    """ansible's diff payloads (before/after or 'prepared') as unified-diff text."""
+    parts = diff if isinstance(diff, list) else [diff]
+    out: list[str] = []
+    for d in parts:
+        if not isinstance(d, Mapping):
+            continue
+        if d.get("prepared"):
+            out.append(str(d["prepared"]))
+            continue
+        before, after = d.get("before", ""), d.get("after", "")
+        if isinstance(before, Mapping) or isinstance(after, Mapping):
+            before, after = json.dumps(before, indent=1, sort_keys=True), json.dumps(after, indent=1, sort_keys=True)
+        if before == after:
+            continue
+        out.extend(difflib.unified_diff(str(before).splitlines(), str(after).splitlines(),
+                                        str(d.get("before_header", "before")), str(d.get("after_header", "after")),
+                                        lineterm=""))
+    text = "\n".join(out).strip()
+    return text[:_MAX_DIFF_CHARS] or None
+
+
+def task_event(event: Mapping[str, Any]) -> TaskEvent | None:
+    """A runner event as a TaskEvent, or None for events that are not per-host task results."""
+    kind = event.get("event", "")
+    status = _STATUS_OF_EVENT.get(kind)
+    data = event.get("event_data") or {}
+    if status is None or "host" not in data:
+        return None
+    res = data.get("res") or {}
+    censored = "censored" in res  # no_log: ansible already dropped the result and the diff
+    if status is TaskStatus.OK and res.get("changed"):
+        status = TaskStatus.CHANGED
+    message = None
+    if status in (TaskStatus.FAILED, TaskStatus.UNREACHABLE):
+        message = str(res.get("censored") if censored else res.get("msg") or res.get("stderr") or "")[:1000]
+    return TaskEvent(host=data["host"], task=data.get("task", ""), role=data.get("role"),
+                     action=data.get("task_action"), status=status, message=message,
+                     diff=None if censored else _render_diff(res.get("diff")))
+
+
+def _write_private(path: Path, text: str) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(text)
+
+
+def run_playbook(req: PlaybookRun, on_event: Callable[[TaskEvent], None] | None = None) -> RunResult:
+    """Run the playbook; per-host stats, the changes (with diffs) and the failures."""
+    top = Path(tempfile.mkdtemp(prefix="gpuaas-ansible-"))  # mkdtemp: mode 0700
+    pdd = top / "pdd"
+    t0 = time.monotonic()
+    changes: list[TaskEvent] = []
+    failures: list[TaskEvent] = []
+    stats: dict[str, HostStats] = {}
+    try:
+        pdd.mkdir(mode=0o700)
+        (pdd / "ssh").mkdir(mode=0o700)
+        key = pdd / "ssh" / "id"
+        _write_private(key, req.ssh_private_key.get_secret_value().rstrip("\n") + "\n")
+        known_hosts = pdd / "ssh" / "known_hosts"
+        _write_private(known_hosts, req.known_hosts or "")
+        strict = "yes" if req.known_hosts else "accept-new"
+
+        def handle(event: dict[str, Any]) -> bool:
+            if event.get("event") == "playbook_on_stats":
+                data = event.get("event_data") or {}
+                for src, dst in _STATS_KEYS.items():
+                    for host, n in (data.get(src) or {}).items():
+                        setattr(stats.setdefault(host, HostStats()), dst, int(n))
+            te = task_event(event)
+            if te is not None:
+                if te.status is TaskStatus.CHANGED:
+                    changes.append(te)
+                elif te.status in (TaskStatus.FAILED, TaskStatus.UNREACHABLE):
+                    failures.append(te)
+                if on_event is not None:
+                    on_event(te)
+            return False  # nothing kept on disk beyond what the run needs
+
+        cmdline = [f"--private-key={key}", f"--forks={req.forks}"]
+        if req.check:
+            cmdline.append("--check")
+        if req.diff:
+            cmdline.append("--diff")
+        if req.limit:
+            cmdline.append(f"--limit={req.limit}")
+        runner = ansible_runner.run(
+            private_data_dir=str(pdd), playbook=str(req.playbook), inventory=req.inventory,
+            extravars=req.extravars, cmdline=" ".join(cmdline), quiet=True, timeout=req.timeout_s,
+            event_handler=handle,
+            envvars={
+                "ANSIBLE_CONFIG": str(ANSIBLE_DIR / "ansible.cfg"),
+                "ANSIBLE_SSH_ARGS": f"-o ControlMaster=auto -o ControlPersist=60s -o ControlPath={top}/cp-%C "
+                                    f"-o UserKnownHostsFile={known_hosts} -o StrictHostKeyChecking={strict} "
+                                    "-o ServerAliveInterval=5",
+                "ANSIBLE_NOCOLOR": "1",
+                # ansible-runner looks ansible-playbook up on PATH; the venv is not always on it.
+                "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '/usr/bin:/bin')}",
+            },
+        )
+        status = RunStatus(runner.status) if runner.status in RunStatus.__members__.values() else RunStatus.FAILED
+        error = None
+        if status is not RunStatus.SUCCESSFUL and not stats:
+            error = "\n".join(runner.stdout.read().splitlines()[-15:]) if runner.stdout else runner.status
+        return RunResult(status=status, rc=int(runner.rc if runner.rc is not None else -1), hosts=stats,
+                         changes=changes, failures=failures, duration_s=round(time.monotonic() - t0, 2),
+                         check=req.check, error=error)
+    finally:
+        shutil.rmtree(top, ignore_errors=True)  # inventory, extra vars, key, artifacts: all of it

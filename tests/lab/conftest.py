@@ -1,0 +1,108 @@
+"""The lab tier: the dev environment's three hosts as systemd-nspawn machines (tools/lab).
+
+Fixtures (session-scoped: one lab per test session, torn down even when tests fail):
+  `lab`        -> tools.lab.LabInfo (addresses in the lab's own /24, SSH key, apt source, artifacts)
+  `lab_vault`  -> a real OpenBao dev server holding the lab's SSH key, munge key, runner token
+  `lab_secrets`-> the secret values themselves (for "never in output" assertions only)
+  `lab_spec`   -> providers.host_convergence.HostConvergenceSpec for the dev environment on the lab
+When the machine cannot run the lab (not root, packages missing), every lab test is skipped with
+the reason, and the terminal summary says so in a banner: never silently.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import secrets
+import time
+from collections.abc import Iterator
+
+import pytest
+from pydantic import SecretStr
+
+from clients.vault import VaultCredentials, VaultReader, VaultSettings
+from environments.model import VaultAuthMethod
+from providers.common import VaultInputs
+from providers.host_convergence import HostConvergenceSpec, SecretReader
+from tools.lab import Lab, LabInfo, preflight
+from tools.openbao import OpenBaoDevServer
+
+DEV_HOSTS = ["dev-control-1", "dev-lab-1", "dev-gpu-1"]
+SSH_KEY_REF = "dev/ssh/lab-admin#private_key"  # the dev environment's ssh_key_path
+SECRET_REFS = {
+    "gpuaas_munge_key": "dev/slurm/munge#key",
+    "gpuaas_runner_token": "dev/ci/runner#token",
+    "gpuaas_gitlab_root_password": "dev/gitlab/root#password",
+}
+_REPORT: dict[str, object] = {}
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    if "skipped" in _REPORT:
+        terminalreporter.write_sep("!", f"LAB TIER SKIPPED: {_REPORT['skipped']}", red=True, bold=True)
+    elif "started" in _REPORT:
+        wall = float(_REPORT.get("finished", time.monotonic())) - float(_REPORT["started"])  # type: ignore[arg-type]
+        parts = ", ".join(f"{k} {v}s" for k, v in _REPORT.get("phases", {}).items())  # type: ignore[union-attr]
+        terminalreporter.write_sep("=", f"lab tier wall time: {wall:.1f}s ({parts})", bold=True)
+
+
+@pytest.fixture(scope="session")
+def lab() -> Iterator[LabInfo]:
+    reason = preflight()
+    if reason:
+        _REPORT["skipped"] = reason
+        pytest.skip(f"lab tier cannot run on this machine: {reason}")
+    _REPORT["started"] = time.monotonic()
+    _REPORT["phases"] = {}
+    with Lab(DEV_HOSTS) as info:
+        _REPORT["phases"]["image+boot"] = round(time.monotonic() - float(_REPORT["started"]), 1)  # type: ignore[index]
+        yield info
+    _REPORT["finished"] = time.monotonic()
+
+
+def record_phase(name: str, seconds: float) -> None:
+    """Lab tests report their phases (converge, second run ...) into the summary line."""
+    _REPORT.setdefault("phases", {})[name] = round(seconds, 1)  # type: ignore[index]
+
+
+@pytest.fixture(scope="session")
+def lab_secrets(lab: LabInfo) -> dict[str, str]:
+    return {
+        SSH_KEY_REF: lab.ssh_key_file.read_text(),
+        SECRET_REFS["gpuaas_munge_key"]: base64.b64encode(os.urandom(1024)).decode(),
+        SECRET_REFS["gpuaas_runner_token"]: "glrt-" + secrets.token_urlsafe(20),
+        SECRET_REFS["gpuaas_gitlab_root_password"]: secrets.token_urlsafe(24),
+    }
+
+
+@pytest.fixture(scope="session")
+def lab_vault(lab_secrets: dict[str, str]) -> Iterator[OpenBaoDevServer]:
+    with OpenBaoDevServer() as bao:
+        bao.ensure_kv_mount("gpuaas")
+        by_path: dict[str, dict[str, str]] = {}
+        for ref, value in lab_secrets.items():
+            path, key = ref.split("#")
+            by_path.setdefault(path, {})[key] = value
+        for path, data in by_path.items():
+            bao.put_secret("gpuaas", path, data)
+        yield bao
+
+
+@pytest.fixture(scope="session")
+def lab_reader(lab_vault: OpenBaoDevServer) -> SecretReader:
+    """clients.vault against the real OpenBao server: what the provider uses in production."""
+    reader = VaultReader(VaultSettings(address=lab_vault.address, kv_mount="gpuaas"),
+                         VaultCredentials(token=SecretStr(lab_vault.root_token)))
+    return reader.read
+
+
+@pytest.fixture(scope="session")
+def lab_spec(lab: LabInfo, lab_vault: OpenBaoDevServer) -> HostConvergenceSpec:
+    return HostConvergenceSpec(
+        environment="dev",
+        address_overrides=lab.hosts,
+        artifacts={k: a.model_dump() for k, a in lab.artifacts.items()},
+        apt_source=lab.apt_source,
+        secret_refs=SECRET_REFS,
+        vault=VaultInputs(address=lab_vault.address, kv_mount="gpuaas", auth_method=VaultAuthMethod.TOKEN),
+    )

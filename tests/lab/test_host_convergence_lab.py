@@ -1,0 +1,181 @@
+"""The dev stack's HostConvergence on the real three-host lab, in lifecycle order:
+preview on fresh hosts -> converge -> second run changes nothing -> each host runs exactly its
+roles' services -> an unreachable host fails the run, named. Real SSH, real apt, real Vault.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import urllib.request
+from typing import Any
+
+import pytest
+
+from providers.host_convergence import (
+    ConvergenceFailed,
+    ConvergenceResult,
+    HostConvergenceProvider,
+    HostConvergenceSpec,
+    HostOutcome,
+    SecretReader,
+    converge,
+)
+from tools.lab import LabInfo
+
+from .conftest import DEV_HOSTS, record_phase
+
+pytestmark = [pytest.mark.lab, pytest.mark.slow]
+
+# Services each host must (and must not) run, by the roles the dev environment gives it.
+EXPECTED_ACTIVE = {
+    "dev-control-1": {"docker", "prometheus-node-exporter", "prometheus", "k3s", "gitlab-runsvdir",
+                      "docker-registry", "gitlab-runner"},
+    "dev-lab-1": {"docker", "prometheus-node-exporter", "munge", "slurmctld", "gitlab-runner"},
+    "dev-gpu-1": {"docker", "prometheus-node-exporter", "munge", "slurmd", "gpuaas-node-agent"},
+}
+ALL_MANAGED = set().union(*EXPECTED_ACTIVE.values())
+_state: dict[str, Any] = {}
+
+
+def _assert_no_secret(text: str, secrets: dict[str, str]) -> None:
+    for ref, value in secrets.items():
+        for line in value.strip().splitlines()[1:2] or [value]:  # a key's body line, or the whole value
+            assert line not in text, f"secret {ref} leaked"
+
+
+def test_preview_on_fresh_hosts_lists_changes_and_changes_nothing(
+    lab: LabInfo, lab_spec: HostConvergenceSpec, lab_reader: SecretReader, capfd: pytest.CaptureFixture[str],
+    lab_secrets: dict[str, str],
+) -> None:
+    t0 = time.monotonic()
+    result = converge(lab_spec, lab_reader, check=True)
+    record_phase("preview", time.monotonic() - t0)
+    assert set(result.hosts) == set(DEV_HOSTS)
+    assert all(r.outcome is HostOutcome.CHANGED for r in result.hosts.values()), result.hosts
+    would = {(c.host, c.task) for c in result.changes}
+    for h in DEV_HOSTS:
+        assert (h, "Install the node exporter (Debian package)") in would
+        assert (h, "Set journald retention") in would
+    assert ("dev-lab-1", "Install the Slurm controller (Debian packages)") in would
+    assert ("dev-gpu-1", "Install the node agent service wrapper") in would
+    assert ("dev-control-1", "Fetch k3s and verify its checksum") in would
+    journald = next(c for c in result.changes if c.task == "Set journald retention")
+    assert journald.diff and "+MaxRetentionSec=30day" in journald.diff
+    # check mode touched nothing
+    for h in DEV_HOSTS:
+        assert lab.ssh(h, "test -e /etc/gpuaas/host-role").returncode == 1
+    out = capfd.readouterr()
+    _assert_no_secret(out.out + out.err + result.model_dump_json(), lab_secrets)
+
+
+def test_converges_all_three_hosts(
+    lab_spec: HostConvergenceSpec, lab_reader: SecretReader, capfd: pytest.CaptureFixture[str],
+    lab_secrets: dict[str, str],
+) -> None:
+    t0 = time.monotonic()
+    result = converge(lab_spec, lab_reader)
+    record_phase("converge", time.monotonic() - t0)
+    _state["first"] = result
+    assert {h: r.outcome for h, r in result.hosts.items()} == {h: HostOutcome.CHANGED for h in DEV_HOSTS}
+    assert all(r.failed == 0 and r.unreachable == 0 for r in result.hosts.values())
+    out = capfd.readouterr()
+    assert "[host-convergence] dev-gpu-1: changed: Install the Slurm worker daemon (Debian package)" in out.err
+    _assert_no_secret(out.out + out.err + result.model_dump_json(), lab_secrets)
+
+
+def test_second_run_through_the_provider_changes_nothing(
+    lab_spec: HostConvergenceSpec, lab_vault: Any, lab_secrets: dict[str, str],
+) -> None:
+    """The Pulumi adapter itself: check (hash), create (ansible via clients.vault), outputs."""
+    if "first" not in _state:
+        pytest.skip("needs the converge test to have run")
+    provider = HostConvergenceProvider()
+    provider.configure(type("Req", (), {"config": {"gpuaas-infra:vault_token": lab_vault.root_token}})())
+    props = json.loads(lab_spec.model_dump_json())
+    checked = provider.check({}, props)
+    assert checked.failures == []
+    t0 = time.monotonic()
+    created = provider.create(checked.inputs)
+    record_phase("second run", time.monotonic() - t0)
+    outs = created.outs or {}
+    assert outs["changed_total"] == 0
+    assert {h: r["changed"] for h, r in outs["hosts"].items()} == dict.fromkeys(DEV_HOSTS, 0)
+    assert {h: r["outcome"] for h, r in outs["hosts"].items()} == dict.fromkeys(DEV_HOSTS, "ok")
+    assert outs["content_hash"] == checked.inputs["content_hash"] == _state["first"].content_hash
+    _assert_no_secret(json.dumps(outs), lab_secrets)
+    # unchanged inputs -> no diff -> no run
+    assert provider.diff(created.id, outs, checked.inputs).changes is False
+
+
+def _active(lab: LabInfo, host: str) -> set[str]:
+    out = lab.ssh(host, "systemctl is-active " + " ".join(sorted(ALL_MANAGED)) + "; true").stdout.split()
+    return {svc for svc, state in zip(sorted(ALL_MANAGED), out, strict=True) if state == "active"}
+
+
+def test_each_host_runs_exactly_its_roles_services(lab: LabInfo) -> None:
+    if "first" not in _state:
+        pytest.skip("needs the converge test to have run")
+    assert {h: _active(lab, h) for h in DEV_HOSTS} == EXPECTED_ACTIVE
+    for h in DEV_HOSTS:
+        marker = lab.ssh(h, "cat /etc/gpuaas/host-role /etc/ansible/facts.d/gpuaas.fact").stdout
+        logical = {"dev-control-1": "platform_control", "dev-lab-1": "app_control", "dev-gpu-1": "worker_compute"}
+        assert marker.splitlines()[0] == logical[h]
+        assert lab.ssh(h, "test -d /opt/gpuaas -a -d /var/lib/gpuaas -a -d /var/log/gpuaas -a -d /etc/gpuaas"
+                          " -a -f /etc/systemd/journald.conf.d/gpuaas.conf").returncode == 0
+    ns = lab.ssh("dev-control-1", "for n in gpuaas-core gpuaas-infra gpuaas-observability;"
+                                  " do k3s kubectl get namespace $n; done")
+    assert ns.returncode == 0 and ns.stdout.count("Active") == 3
+    tags = lab.ssh("dev-control-1", "cat /etc/gpuaas/runner-tags").stdout.split()
+    tags += lab.ssh("dev-lab-1", "cat /etc/gpuaas/runner-tags").stdout.split()
+    assert sorted(tags) == sorted(["platform-control", "sim", "app-control", "worker-compute"])
+    assert lab.ssh("dev-gpu-1", "test -e /etc/gitlab-runner/config.toml").returncode == 1  # no CI on the GPU host
+
+
+def _poll(fn: Any, deadline_s: float = 60) -> Any:
+    end = time.monotonic() + deadline_s
+    while True:
+        value = fn()
+        if value or time.monotonic() > end:
+            return value
+        time.sleep(0.5)  # poll interval
+
+
+def test_slurm_controller_and_worker_see_each_other(lab: LabInfo) -> None:
+    if "first" not in _state:
+        pytest.skip("needs the converge test to have run")
+    def idle() -> str:
+        out = lab.ssh("dev-lab-1", "sinfo --noheader --Node --format='%N %t'").stdout
+        return out if "dev-gpu-1 idle" in out else ""
+    assert _poll(idle), lab.ssh("dev-lab-1", "sinfo; tail -5 /var/log/slurm/slurmctld.log").stdout
+    job = lab.ssh("dev-lab-1", "srun -N1 -w dev-gpu-1 hostname", timeout=60)
+    assert job.stdout.strip() == "dev-gpu-1", job.stderr
+
+
+def test_observability_agent_answers_on_every_host(lab: LabInfo) -> None:
+    if "first" not in _state:
+        pytest.skip("needs the converge test to have run")
+    for h, addr in lab.hosts.items():
+        with urllib.request.urlopen(f"http://{addr}:9100/metrics", timeout=10) as r:
+            assert b"node_exporter_build_info" in r.read(), h
+    prom = f"http://{lab.hosts['dev-control-1']}:9090/api/v1/query?query=up"
+
+    def all_up() -> dict[str, str]:
+        with urllib.request.urlopen(prom, timeout=10) as r:
+            res = json.load(r)["data"]["result"]
+        ups = {x["metric"]["host"]: x["value"][1] for x in res}
+        return ups if ups == dict.fromkeys(DEV_HOSTS, "1") else {}
+    assert _poll(all_up), "central Prometheus does not see every host's agent up"
+
+
+def test_unreachable_host_fails_the_run_naming_it(
+    lab: LabInfo, lab_spec: HostConvergenceSpec, lab_reader: SecretReader,
+) -> None:
+    dead = str(lab.subnet.network_address + 250)  # inside the lab /24, no host there
+    spec = lab_spec.model_copy(update={"address_overrides": {**lab.hosts, "dev-gpu-1": dead}})
+    with pytest.raises(ConvergenceFailed) as exc:
+        converge(spec, lab_reader, check=True, on_event=None)
+    result: ConvergenceResult = exc.value.result
+    assert result.hosts["dev-gpu-1"].outcome is HostOutcome.UNREACHABLE
+    assert "dev-gpu-1 (unreachable)" in str(exc.value)
+    assert "dev-control-1 (" not in str(exc.value) and "dev-lab-1 (" not in str(exc.value)
