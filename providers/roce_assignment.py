@@ -46,6 +46,7 @@ from providers.machines.status import MaasStatus
 SOURCE = "roce_pools"
 Key = tuple[str, str]  # (hostname, interface)
 # MAAS refuses link_subnet outside these statuses (409).
+MISSING = "missing"  # link_status prefix after a refresh found links gone
 NETWORK_EDITABLE = frozenset({MaasStatus.NEW, MaasStatus.READY, MaasStatus.ALLOCATED, MaasStatus.BROKEN,
                               MaasStatus.FAILED_TESTING})
 
@@ -212,7 +213,7 @@ class RoceReconciler:
     def __init__(self, spec: RoceSpec, credentials: VaultCredentials | None) -> None:
         self.spec, self._credentials = spec, credentials
 
-    def _maas(self) -> MaasSiteClient:
+    def maas(self) -> MaasSiteClient:
         key = vault_reader(self.spec.vault, self._credentials).read(self.spec.maas.api_key_path)
         return MaasSiteClient(self.spec.maas.url, key.get_secret_value(), tls_verify=self.spec.maas.tls_verify)
 
@@ -221,7 +222,7 @@ class RoceReconciler:
         if refused := self.spec.refusals():
             raise ValueError("; ".join(refused))
         with _site_lock(self.spec.site):
-            maas = self._maas()
+            maas = self.maas()
             ours = {m.hostname for m in self.spec.machines}
             cidrs = {str(p.subnet) for p in self.spec.pools}
             holdings = maas.static_holdings(cidrs)
@@ -283,7 +284,7 @@ class RoceReconciler:
 
     def release(self, old_table: Mapping[str, Any]) -> None:
         with _site_lock(self.spec.site):
-            maas = self._maas()
+            maas = self.maas()
             for host in sorted(old_table):
                 self._unlink_machine(maas, host, old_table)
 
@@ -326,6 +327,8 @@ class RoceAssignmentProvider(ResourceProvider):
     def diff(self, id_: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
         keys = ("pools", "machines", "table", "maas")
         changed = [k for k in keys if _comparable(k, olds.get(k)) != _comparable(k, news.get(k))]
+        if any(str(v).startswith(MISSING) for v in (olds.get("link_status") or {}).values()):
+            changed.append("link_status")  # a refresh found links removed by hand: update re-links them
         return DiffResult(changes=bool(changed), replaces=["site"] if olds.get("site") != news.get("site") else [],
                           delete_before_replace=True)
 
@@ -338,7 +341,18 @@ class RoceAssignmentProvider(ResourceProvider):
         return UpdateResult({**plain(news), "table": table, "link_status": status})
 
     def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
-        return ReadResult(id_, props)  # the table lives in state; MAAS links are re-verified at update
+        """The table lives in state; refresh checks that linked machines still have their links."""
+        status = dict(props.get("link_status") or {})
+        rec = self._rec(props)
+        linked = sorted(h for h, st in status.items() if st == "linked" or str(st).startswith(MISSING))
+        machines = rec.maas().machine_nics(linked) if linked else {}
+        for host in linked:
+            m = machines.get(host)
+            have = {(n.name, ip) for n in (m.nics.values() if m else ()) for _l, _m, _c, ip in n.links}
+            lost = [r["interface"] for r in (props.get("table") or {}).get(host, ())
+                    if (r["interface"], r["address"]) not in have]
+            status[host] = f"{MISSING} {len(lost)} link(s): {', '.join(lost)}" if lost else "linked"
+        return ReadResult(id_, {**props, "link_status": status})
 
     def delete(self, id_: str, props: dict[str, Any]) -> None:
         self._rec(props).release(props.get("table") or {})

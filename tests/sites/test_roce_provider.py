@@ -138,3 +138,21 @@ def test_delete_unlinks_everything(world: dict[str, Any]) -> None:
     assert holdings(world["maas"])
     p.delete(res.id, res.outs)
     assert holdings(world["maas"]) == {}
+
+
+def test_refresh_finds_a_link_removed_by_hand_and_update_restores_it(world: dict[str, Any]) -> None:
+    p, props, maas = world["p"], world["props"], world["maas"]
+    res = p.create(p.check({}, props).inputs)
+    assert not p.diff(res.id, p.read(res.id, res.outs).outs, p.check(res.outs, props).inputs).changes
+    m = maas.machine_nics(["gpu-a-001"])["gpu-a-001"]
+    nic = m.nics["ens3f0np0"]
+    maas.unlink(m.system_id, nic.id, nic.links[0][0])
+    refreshed = p.read(res.id, res.outs).outs
+    assert refreshed["link_status"]["gpu-a-001"] == "missing 1 link(s): ens3f0np0"
+    assert refreshed["link_status"]["gpu-a-002"] == "linked"
+    d = p.diff(res.id, refreshed, p.check(refreshed, props).inputs)
+    assert d.changes and not d.replaces
+    repaired = p.update(res.id, refreshed, p.check(refreshed, props).inputs).outs
+    assert repaired["table"] == res.outs["table"]
+    assert holdings(maas)[("gpu-a-001", "ens3f0np0")] == "172.16.2.10"
+    assert p.read(res.id, repaired).outs["link_status"]["gpu-a-001"] == "linked"
