@@ -173,7 +173,12 @@ class Scheduler:
                 maas_waits = [t for t in active if t.waiting and t.stage not in PLATFORM_WAITS]
                 if maas_waits:
                     self._poll(maas_waits)
-            self._advance_all([t for t in active if not t.waiting])
+            ready = [t for t in active if not t.waiting]
+            while ready:
+                self._advance_all(ready)
+                # Machines delayed for a slot that another machine just freed go now, not a tick later.
+                ready = [t for t in active if t.outcome is None and not t.waiting and t.stage in SLOT_STAGES
+                         and not t.holds_slot] if self._free_slots() else []
             for t in active:
                 if t.outcome is None and t.waiting and ctx.clock() > t.deadline:
                     t.reason = (f"{t.spec.hostname} (system_id {t.system_id}, MAAS status "
@@ -256,6 +261,10 @@ class Scheduler:
                     self._start_wait(t, step.stage)
                 return
             self._enter(t, step.stage)
+
+    def _free_slots(self) -> int:
+        with self._lock:
+            return self.ctx.policy.batch_max_parallel - sum(1 for x in self._tracked if x.holds_slot)
 
     def _take_slot(self, t: Tracked) -> bool:
         with self._lock:  # count and take atomically: machines advance on several threads

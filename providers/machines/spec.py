@@ -81,7 +81,7 @@ class Deadlines(_Spec):
     release_s: float = 45 * 60
     enroll_s: float = 30 * 60
     poll_initial_s: float = 5.0
-    poll_max_s: float = 30.0
+    poll_max_s: float = 15.0
 
     def scaled(self, factor: float) -> Deadlines:
         return Deadlines(**{k: v * factor for k, v in self.model_dump().items()})
