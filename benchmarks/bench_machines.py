@@ -50,8 +50,17 @@ def bench_environment(tmp: Path) -> Path:
     doc["sites"][0]["profiles"][0]["batch_max_parallel"] = P
     doc["machine_pools"] = [{"name": "bench", "site": "local", "profile": "h200-lab"}]
     doc["machines"] = [
-        {"hostname": f"bench-{i:03d}", "ipmi_address": f"172.16.20.{20 + i}", "pxe_mac": f"b0:7b:25:20:01:{i:02x}",
-         "sku": "h200", "site": "local", "profile": "h200-lab", "pool": "bench"} for i in range(N)]
+        {
+            "hostname": f"bench-{i:03d}",
+            "ipmi_address": f"172.16.20.{20 + i}",
+            "pxe_mac": f"b0:7b:25:20:01:{i:02x}",
+            "sku": "h200",
+            "site": "local",
+            "profile": "h200-lab",
+            "pool": "bench",
+        }
+        for i in range(N)
+    ]
     doc["hosts"] = [h for h in doc["hosts"] if not h.get("machine")]
     doc["app_instances"] = []
     path = tmp / "local.yaml"
@@ -64,8 +73,15 @@ def specs(env: Any) -> list[dict[str, Any]]:
     pools = env.roce_pools_of("local")
     for i, m in enumerate(env.machines):
         sku = env.sku(m.sku)
-        links = [{"interface": sku.fabric_interfaces[p.rail], "subnet": str(p.subnet),
-                  "address": str(p.range.start + i), "mtu": p.mtu} for p in pools]
+        links = [
+            {
+                "interface": sku.fabric_interfaces[p.rail],
+                "subnet": str(p.subnet),
+                "address": str(p.range.start + i),
+                "mtu": p.mtu,
+            }
+            for p in pools
+        ]
         bundle = {"ref": f"gpuaas-local-bundles/bundles/local/bench/{'a' * 64}.tar.gz", "digest": "a" * 64}
         out.append(_machine_spec(env, m, bundle, links))
     return out
@@ -74,20 +90,33 @@ def specs(env: Any) -> list[dict[str, Any]]:
 def register(world: LocalStack, env: Any) -> tuple[str, str]:
     assert world.platform is not None and world.maas is not None
     admin = PlatformClient(world.platform.url, world.platform_admin_token)
-    site = admin.create_site(site_models.MaasSiteCreate(
-        name="local", maas_url=world.maas.url, credential_ref=site_models.VaultCredentialRef(path="local/maas/local")))
-    profile = admin.create_profile(site.site_id, site_models.SiteProfileCreate(
-        name="h200-lab", policy=site_models.SiteProfilePolicy()))
+    site = admin.create_site(
+        site_models.MaasSiteCreate(
+            name="local",
+            maas_url=world.maas.url,
+            credential_ref=site_models.VaultCredentialRef(path="local/maas/local"),
+        )
+    )
+    profile = admin.create_profile(
+        site.site_id, site_models.SiteProfileCreate(name="h200-lab", policy=site_models.SiteProfilePolicy())
+    )
     return site.site_id, profile.profile_id
 
 
 def connection(world: LocalStack, env: Any, ids: tuple[str, str]) -> dict[str, Any]:
     assert world.maas and world.platform and world.vault
-    return {"maas": {"site": "local", "maas_url": world.maas.url, "api_key_path": env.sites[0].maas_api_key_path,
-                     "tls_verify": False},
-            "platform": {"url": world.platform.url, "token_path": env.platform.admin_token_path},
-            "vault": {"address": world.vault.address, "kv_mount": env.vault.kv_mount, "auth_method": "token"},
-            "platform_site_id": ids[0], "platform_profile_id": ids[1]}
+    return {
+        "maas": {
+            "site": "local",
+            "maas_url": world.maas.url,
+            "api_key_path": env.sites[0].maas_api_key_path,
+            "tls_verify": False,
+        },
+        "platform": {"url": world.platform.url, "token_path": env.platform.admin_token_path},
+        "vault": {"address": world.vault.address, "kv_mount": env.vault.kv_mount, "auth_method": "token"},
+        "platform_site_id": ids[0],
+        "platform_profile_id": ids[1],
+    }
 
 
 def per_machine_time(world: LocalStack, env: Any, ids: tuple[str, str], spec: dict[str, Any]) -> float:
@@ -96,9 +125,14 @@ def per_machine_time(world: LocalStack, env: Any, ids: tuple[str, str], spec: di
     from clients.maas import MaasClient
 
     platform = PlatformClient(world.platform.url, world.platform_admin_token)
-    ctx = Context(ops=MaasClient(world.maas.url, world.maas.api_key), policy=LifecyclePolicy(batch_max_parallel=P),
-                  enrollment=PlatformEnrollment(platform, *ids), deadlines=Deadlines().scaled(MAAS_SCALE),
-                  platform_url=world.platform.url, log=lambda _m: None)
+    ctx = Context(
+        ops=MaasClient(world.maas.url, world.maas.api_key),
+        policy=LifecyclePolicy(batch_max_parallel=P),
+        enrollment=PlatformEnrollment(platform, *ids),
+        deadlines=Deadlines().scaled(MAAS_SCALE),
+        platform_url=world.platform.url,
+        log=lambda _m: None,
+    )
     started = time.monotonic()
     result = Scheduler(ctx).onboard([MachineSpec.model_validate(spec)])[0]
     took = time.monotonic() - started
@@ -118,13 +152,18 @@ def run_mode(mode: str, env_path: Path, count: int | None = None) -> dict[str, A
             out["t_machine"] = per_machine_time(world, env, ids, all_specs[0])
             return out
         chosen = all_specs[: count or N]
-        config = {"fleet:mode": mode if mode != "empty" else "pool", "fleet:specs": json.dumps(chosen if mode != "empty" else []),
-                  "fleet:connection": json.dumps(connection(world, env, ids)), "fleet:policy": json.dumps(policy),
-                  "gpuaas-infra:vault_token": world.vault.root_token if world.vault else "",
-                  "gpuaas-infra:machine_time_scale": repr(MAAS_SCALE)}
+        config = {
+            "fleet:mode": mode if mode != "empty" else "pool",
+            "fleet:specs": json.dumps(chosen if mode != "empty" else []),
+            "fleet:connection": json.dumps(connection(world, env, ids)),
+            "fleet:policy": json.dumps(policy),
+            "gpuaas-infra:vault_token": world.vault.root_token if world.vault else "",
+            "gpuaas-infra:machine_time_scale": repr(MAAS_SCALE),
+        }
         with tempfile.TemporaryDirectory() as tmp:
-            engine = Engine(PROJECT, "bench", Path(tmp) / "state.json", config_overrides=config,
-                            env={"PYTHONPATH": str(REPO)})
+            engine = Engine(
+                PROJECT, "bench", Path(tmp) / "state.json", config_overrides=config, env={"PYTHONPATH": str(REPO)}
+            )
             world.maas.admin.reset_stats()
             started = time.monotonic()
             result = engine.up(timeout=1800)
@@ -166,12 +205,18 @@ def main() -> int:
     for name, r in (("one MachinePool", pool), (f"{N} MaasMachine", machines)):
         eff = ideal / r["wall"]
         eff_net = ideal / max(r["wall"] - empty, 1e-9)
-        print(f"  {name:22} {r['wall']:8.2f} {eff:6.2f} {eff_net:8.2f} {r['requests'] / N:12.1f} "
-              f"{r['peak']:5d} {r['deployed']:9d}")
-    print(f"  pool vs machines: {machines['wall'] / pool['wall']:.1f}x faster, "
-          f"{machines['requests'] / max(pool['requests'], 1):.1f}x fewer MAAS requests")
-    print(f"  unfiltered power-address lookups: pool {pool['unfiltered_power_lookups']}, "
-          f"machines {machines['unfiltered_power_lookups']} (one per run/resource, only for new machines)")
+        print(
+            f"  {name:22} {r['wall']:8.2f} {eff:6.2f} {eff_net:8.2f} {r['requests'] / N:12.1f} "
+            f"{r['peak']:5d} {r['deployed']:9d}"
+        )
+    print(
+        f"  pool vs machines: {machines['wall'] / pool['wall']:.1f}x faster, "
+        f"{machines['requests'] / max(pool['requests'], 1):.1f}x fewer MAAS requests"
+    )
+    print(
+        f"  unfiltered power-address lookups: pool {pool['unfiltered_power_lookups']}, "
+        f"machines {machines['unfiltered_power_lookups']} (one per run/resource, only for new machines)"
+    )
     prod = preview_prod()
     print(f"  preview of the prod stack through the engine: {prod:.2f} s")
     ok = ideal / pool["wall"] >= 0.85 and pool["requests"] / N <= 30 and pool["peak"] <= P

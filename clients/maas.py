@@ -74,8 +74,9 @@ class MaasClient:
             except (TimeoutError, aiohttp.ClientError, OSError) as e:
                 raise MaasError(f"MAAS at {self.url} is unreachable: {e}") from None
             except CallError as e:
-                raise MaasError(f"MAAS at {self.url} refused the describe request: HTTP {e.status}",
-                                status=e.status) from None
+                raise MaasError(
+                    f"MAAS at {self.url} refused the describe request: HTTP {e.status}", status=e.status
+                ) from None
             self.requests += 1
             with _sessions_lock:
                 _sessions[key] = session
@@ -92,13 +93,15 @@ class MaasClient:
                 return fn(**params)
             except CallError as e:
                 body = (e.content or b"").decode("utf-8", "replace").strip()[:500]
-                err = MaasError(f"MAAS {handler}.{action} -> HTTP {e.status}: {body}", status=e.status,
-                                system_id=system_id)
+                err = MaasError(
+                    f"MAAS {handler}.{action} -> HTTP {e.status}: {body}", status=e.status, system_id=system_id
+                )
                 if not (read and e.status >= 500) or attempt == attempts - 1:
                     raise err from None
             except (TimeoutError, aiohttp.ClientError, OSError) as e:
-                err = MaasError(f"MAAS {handler}.{action}: connection failed: {type(e).__name__}: {e}",
-                                system_id=system_id)
+                err = MaasError(
+                    f"MAAS {handler}.{action}: connection failed: {type(e).__name__}: {e}", system_id=system_id
+                )
                 if not read or attempt == attempts - 1:
                     raise err from None
             time.sleep(READ_BACKOFF_S * (2**attempt))
@@ -113,8 +116,11 @@ class MaasClient:
     def _view(raw: dict[str, Any]) -> MachineView:
         boot = raw.get("boot_interface") or {}
         return MachineView(
-            system_id=raw["system_id"], hostname=raw.get("hostname", ""), status=MaasStatus(int(raw["status"])),
-            status_message=raw.get("status_message") or "", power_state=raw.get("power_state") or "unknown",
+            system_id=raw["system_id"],
+            hostname=raw.get("hostname", ""),
+            status=MaasStatus(int(raw["status"])),
+            status_message=raw.get("status_message") or "",
+            power_state=raw.get("power_state") or "unknown",
             pxe_mac=(boot.get("mac_address") or raw.get("pxe_mac", {}) or None) if boot else None,
             owner_data={k: str(v) for k, v in (raw.get("owner_data") or {}).items()},
             enable_hw_sync=bool(raw.get("enable_hw_sync", False)),
@@ -143,14 +149,21 @@ class MaasClient:
             return {}
         wanted = set(addresses)
         params = self._call("Machines", "power_parameters", read=True)
-        return {p.get("power_address"): sid for sid, p in (params or {}).items()
-                if isinstance(p, dict) and p.get("power_address") in wanted}
+        return {
+            p.get("power_address"): sid
+            for sid, p in (params or {}).items()
+            if isinstance(p, dict) and p.get("power_address") in wanted
+        }
 
     def detail(self, system_id: str) -> MachineDetail:
         raw = self._call("Machine", "read", read=True, system_id=system_id)
         interfaces = tuple(
-            InterfaceView(id=i["id"], name=i["name"], mac_address=(i.get("mac_address") or "").lower(),
-                          links=tuple(i.get("links") or ()))
+            InterfaceView(
+                id=i["id"],
+                name=i["name"],
+                mac_address=(i.get("mac_address") or "").lower(),
+                links=tuple(i.get("links") or ()),
+            )
             for i in raw.get("interface_set") or ()
         )
         disks = tuple(
@@ -159,8 +172,13 @@ class MaasClient:
         )
         boot = raw.get("boot_interface") or {}
         boot_disk = raw.get("boot_disk") or {}
-        return MachineDetail(machine=self._view(raw), boot_interface_mac=(boot.get("mac_address") or "").lower() or None,
-                             interfaces=interfaces, block_devices=disks, boot_disk_id=boot_disk.get("id"))
+        return MachineDetail(
+            machine=self._view(raw),
+            boot_interface_mac=(boot.get("mac_address") or "").lower() or None,
+            interfaces=interfaces,
+            block_devices=disks,
+            boot_disk_id=boot_disk.get("id"),
+        )
 
     def last_event(self, system_id: str) -> str:
         """The newest MAAS event for the machine (what explains a failure)."""
@@ -173,10 +191,24 @@ class MaasClient:
         return self.detail(system_id).machine.status_message
 
     # -- mutations (never retried here) ---------------------------------------------------------
-    def create(self, *, hostname: str, pxe_mac: str, power_type: str, power_address: str,
-               power_user: str | None, power_pass: str | None, commission: bool) -> MachineView:
-        params: dict[str, Any] = {"architecture": "amd64/generic", "mac_addresses": [pxe_mac], "hostname": hostname,
-                                  "power_type": power_type, "commission": commission}
+    def create(
+        self,
+        *,
+        hostname: str,
+        pxe_mac: str,
+        power_type: str,
+        power_address: str,
+        power_user: str | None,
+        power_pass: str | None,
+        commission: bool,
+    ) -> MachineView:
+        params: dict[str, Any] = {
+            "architecture": "amd64/generic",
+            "mac_addresses": [pxe_mac],
+            "hostname": hostname,
+            "power_type": power_type,
+            "commission": commission,
+        }
         if power_type != "manual":
             params["power_parameters_power_address"] = power_address
             if power_user:
@@ -208,17 +240,34 @@ class MaasClient:
         self._call("Machine", "set_storage_layout", read=False, **params)
 
     def link_static(self, system_id: str, interface_id: int, subnet_cidr: str, address: str) -> None:
-        self._call("Interface", "link_subnet", read=False, system_id=system_id, id=interface_id, mode="STATIC",
-                   subnet=f"cidr:{subnet_cidr}", ip_address=address)
+        self._call(
+            "Interface",
+            "link_subnet",
+            read=False,
+            system_id=system_id,
+            id=interface_id,
+            mode="STATIC",
+            subnet=f"cidr:{subnet_cidr}",
+            ip_address=address,
+        )
 
     def set_owner_data(self, system_id: str, data: dict[str, str | None]) -> None:
-        self._call("Machine", "set_owner_data", read=False, system_id=system_id,
-                   **{k: ("" if v is None else v) for k, v in data.items()})
+        self._call(
+            "Machine",
+            "set_owner_data",
+            read=False,
+            system_id=system_id,
+            **{k: ("" if v is None else v) for k, v in data.items()},
+        )
 
-    def deploy(self, system_id: str, *, user_data: bytes, distro_series: str, hwe_kernel: str | None,
-               enable_hw_sync: bool) -> None:
-        params: dict[str, Any] = {"system_id": system_id, "user_data": base64.b64encode(user_data),
-                                  "distro_series": distro_series}
+    def deploy(
+        self, system_id: str, *, user_data: bytes, distro_series: str, hwe_kernel: str | None, enable_hw_sync: bool
+    ) -> None:
+        params: dict[str, Any] = {
+            "system_id": system_id,
+            "user_data": base64.b64encode(user_data),
+            "distro_series": distro_series,
+        }
         if hwe_kernel:
             params["hwe_kernel"] = hwe_kernel
         if enable_hw_sync:
@@ -226,8 +275,16 @@ class MaasClient:
         self._call("Machine", "deploy", read=False, **params)
 
     def release(self, system_id: str, *, erase: bool, secure_erase: bool, quick_erase: bool, force: bool) -> None:
-        self._call("Machine", "release", read=False, system_id=system_id, erase=erase, secure_erase=secure_erase,
-                   quick_erase=quick_erase, force=force)
+        self._call(
+            "Machine",
+            "release",
+            read=False,
+            system_id=system_id,
+            erase=erase,
+            secure_erase=secure_erase,
+            quick_erase=quick_erase,
+            force=force,
+        )
 
     def power_off(self, system_id: str) -> None:
         self._call("Machine", "power_off", read=False, system_id=system_id)
@@ -316,8 +373,9 @@ def _nics(raw: dict[str, Any]) -> dict[str, NicView]:
             (int(lk.get("id", 0)), str(lk.get("mode", "")), (lk.get("subnet") or {}).get("cidr"), lk.get("ip_address"))
             for lk in i.get("links") or ()
         )
-        out[i["name"]] = NicView(id=i["id"], name=i["name"], mac_address=(i.get("mac_address") or "").lower(),
-                                 links=links)
+        out[i["name"]] = NicView(
+            id=i["id"], name=i["name"], mac_address=(i.get("mac_address") or "").lower(), links=links
+        )
     return out
 
 
@@ -327,22 +385,43 @@ class MaasSiteClient(MaasClient):
 
     def scripts(self, with_bodies: bool = True) -> dict[str, ScriptView]:
         out: dict[str, ScriptView] = {}
-        for raw in self._call("NodeScripts", "read", read=True, include_script="true" if with_bodies else "false") or ():
+        for raw in (
+            self._call("NodeScripts", "read", read=True, include_script="true" if with_bodies else "false") or ()
+        ):
             # MAAS returns the body (base64) in the newest history entry's `data`.
             body = ((raw.get("history") or [{}])[0] or {}).get("data") or raw.get("script")
             digest = hashlib.sha256(base64.b64decode(body)).hexdigest() if isinstance(body, str) and body else None
             stype = raw.get("type_name") or _SCRIPT_TYPES.get(int(raw.get("type", 0)), "commissioning")
-            out[raw["name"]] = ScriptView(name=raw["name"], script_type=stype, sha256=digest,
-                                          tags=tuple(raw.get("tags") or ()))
+            out[raw["name"]] = ScriptView(
+                name=raw["name"], script_type=stype, sha256=digest, tags=tuple(raw.get("tags") or ())
+            )
         return out
 
-    def put_script(self, name: str, script_type: str, body: bytes, *, title: str = "", description: str = "",
-                   tags: tuple[str, ...] = (), replace: bool = False) -> None:
+    def put_script(
+        self,
+        name: str,
+        script_type: str,
+        body: bytes,
+        *,
+        title: str = "",
+        description: str = "",
+        tags: tuple[str, ...] = (),
+        replace: bool = False,
+    ) -> None:
         """Upload a node script; `replace` deletes the existing one first (a new body, same name)."""
         if replace:
             self.delete_script(name)
-        self._call("NodeScripts", "create", read=False, name=name, type=script_type, script=body,
-                   title=title or name, description=description, tags=",".join(tags))
+        self._call(
+            "NodeScripts",
+            "create",
+            read=False,
+            name=name,
+            type=script_type,
+            script=body,
+            title=title or name,
+            description=description,
+            tags=",".join(tags),
+        )
 
     def delete_script(self, name: str) -> None:
         try:
@@ -352,17 +431,27 @@ class MaasSiteClient(MaasClient):
                 raise
 
     def subnets(self) -> list[SubnetView]:
-        return [SubnetView(id=s["id"], cidr=s["cidr"], vid=int((s.get("vlan") or {}).get("vid") or 0),
-                           mtu=int((s.get("vlan") or {}).get("mtu") or 1500))
-                for s in self._call("Subnets", "read", read=True) or ()]
+        return [
+            SubnetView(
+                id=s["id"],
+                cidr=s["cidr"],
+                vid=int((s.get("vlan") or {}).get("vid") or 0),
+                mtu=int((s.get("vlan") or {}).get("mtu") or 1500),
+            )
+            for s in self._call("Subnets", "read", read=True) or ()
+        ]
 
     def machine_nics(self, hostnames: list[str]) -> dict[str, MachineNics]:
         if not hostnames:
             return {}
         out: dict[str, MachineNics] = {}
         for raw in self._call("Machines", "read", read=True, hostname=hostnames) or ():
-            out[raw["hostname"]] = MachineNics(system_id=raw["system_id"], hostname=raw["hostname"],
-                                               status=MaasStatus(int(raw["status"])), nics=_nics(raw))
+            out[raw["hostname"]] = MachineNics(
+                system_id=raw["system_id"],
+                hostname=raw["hostname"],
+                status=MaasStatus(int(raw["status"])),
+                nics=_nics(raw),
+            )
         return out
 
     def static_holdings(self, cidrs: set[str]) -> list[StaticHolding]:
@@ -372,8 +461,15 @@ class MaasSiteClient(MaasClient):
             for nic in _nics(raw).values():
                 for _lid, mode, cidr, ip in nic.links:
                     if ip and cidr in cidrs and mode.lower() == "static":
-                        out.append(StaticHolding(address=ip, subnet=cidr, hostname=raw.get("hostname", ""),
-                                                 system_id=raw["system_id"], interface=nic.name))
+                        out.append(
+                            StaticHolding(
+                                address=ip,
+                                subnet=cidr,
+                                hostname=raw.get("hostname", ""),
+                                system_id=raw["system_id"],
+                                interface=nic.name,
+                            )
+                        )
         return out
 
     def unlink(self, system_id: str, interface_id: int, link_id: int) -> None:

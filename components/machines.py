@@ -28,7 +28,9 @@ class SiteOutputs(Protocol):
     def commissioning_scripts(self, site: str, profile: str) -> pulumi.Output[list[str]]: ...
 
 
-def _machine_spec(env: Environment, m: MachineDoc, bundle: dict[str, str], roce: list[dict[str, Any]]) -> dict[str, Any]:
+def _machine_spec(
+    env: Environment, m: MachineDoc, bundle: dict[str, str], roce: list[dict[str, Any]]
+) -> dict[str, Any]:
     profile = env.profile(m.site, m.profile)
     sku = env.sku(m.sku)
     layout = env.blueprint_model.storage_layouts[profile.storage_layout_profile]
@@ -81,11 +83,21 @@ def _policy(env: Environment, site: str, profile_name: str, scripts: list[str]) 
 def _connection(env: Environment, settings: StackSettings, site_name: str, ids: tuple[str, str]) -> dict[str, Any]:
     site = env.site(site_name)
     return {
-        "maas": {"site": site.name, "maas_url": settings.endpoint(site.maas_url, "maas"),
-                 "api_key_path": site.maas_api_key_path, "tls_verify": site.tls_verify},
-        "platform": {"url": settings.endpoint(env.platform.url, "platform"), "token_path": env.platform.admin_token_path},
-        "vault": {"address": settings.endpoint(env.vault.address, "vault"), "kv_mount": env.vault.kv_mount,
-                  "auth_method": env.vault.auth_method.value},
+        "maas": {
+            "site": site.name,
+            "maas_url": settings.endpoint(site.maas_url, "maas"),
+            "api_key_path": site.maas_api_key_path,
+            "tls_verify": site.tls_verify,
+        },
+        "platform": {
+            "url": settings.endpoint(env.platform.url, "platform"),
+            "token_path": env.platform.admin_token_path,
+        },
+        "vault": {
+            "address": settings.endpoint(env.vault.address, "vault"),
+            "kv_mount": env.vault.kv_mount,
+            "auth_method": env.vault.auth_method.value,
+        },
         "platform_site_id": ids[0],
         "platform_profile_id": ids[1],
     }
@@ -94,11 +106,13 @@ def _connection(env: Environment, settings: StackSettings, site_name: str, ids: 
 def _spec_output(env: Environment, sites: SiteOutputs, m: MachineDoc) -> pulumi.Output[dict[str, Any]]:
     bundle = sites.bundle(env.machine_bundle(m).name)
     return pulumi.Output.all(bundle, sites.roce_links(m.hostname)).apply(
-        lambda args, m=m: _machine_spec(env, m, args[0], args[1]))
+        lambda args, m=m: _machine_spec(env, m, args[0], args[1])
+    )
 
 
-def declare_machines(env: Environment, settings: StackSettings, sites: SiteOutputs,
-                     parent: pulumi.Resource | None = None) -> dict[str, Any]:
+def declare_machines(
+    env: Environment, settings: StackSettings, sites: SiteOutputs, parent: pulumi.Resource | None = None
+) -> dict[str, Any]:
     protect = env.tier.value == "prod"  # machines and pools in prod are protected (policy pack checks it)
     outputs: dict[str, Any] = {}
     for m in env.standalone_machines():
@@ -109,8 +123,7 @@ def declare_machines(env: Environment, settings: StackSettings, sites: SiteOutpu
             "connection": ids.apply(lambda i, s=m.site: _connection(env, settings, s, i)),
             "policy": scripts.apply(lambda sc, m=m: _policy(env, m.site, m.profile, sc)),
         }
-        res = MaasMachine(f"machine-{m.hostname}", props,
-                          pulumi.ResourceOptions(parent=parent, protect=protect))
+        res = MaasMachine(f"machine-{m.hostname}", props, pulumi.ResourceOptions(parent=parent, protect=protect))
         outputs[m.hostname] = {"system_id": res.system_id, "status": res.status}
     for pool in env.machine_pools:
         members = env.machines_in_pool(pool.name)

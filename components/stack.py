@@ -11,8 +11,8 @@ from typing import Any
 
 from environments import Environment
 
-from .settings import StackSettings
 from .machines import build_machines
+from .settings import StackSettings
 from .site import build_sites
 
 # A builder declares resources for one area and returns (output name -> value) and the

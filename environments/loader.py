@@ -45,8 +45,15 @@ def _read_yaml(path: Path) -> tuple[dict[str, Any] | None, list[Finding]]:
         problem = getattr(e, "problem", None) or str(e).splitlines()[0]
         return None, [finding(Code.YAML_SYNTAX, shown, where, f"YAML error: {problem}")]
     if not isinstance(data, dict):
-        return None, [finding(Code.INVALID_VALUE, shown, "", "the document must be a mapping of fields",
-                              hint="start the file with 'name: <environment>'")]
+        return None, [
+            finding(
+                Code.INVALID_VALUE,
+                shown,
+                "",
+                "the document must be a mapping of fields",
+                hint="start the file with 'name: <environment>'",
+            )
+        ]
     return data, []
 
 
@@ -58,8 +65,11 @@ def _schema_findings(err: ValidationError, file: str) -> list[Finding]:
         leaf = str(loc[-1]) if loc else ""
         kind = e["type"]
         if kind == "missing":
-            out.append(finding(Code.MISSING_FIELD, file, path, f"required field {leaf!r} is missing",
-                               hint=f"add {leaf}: <value>"))
+            out.append(
+                finding(
+                    Code.MISSING_FIELD, file, path, f"required field {leaf!r} is missing", hint=f"add {leaf}: <value>"
+                )
+            )
         elif kind == "extra_forbidden":
             out.append(finding(Code.UNKNOWN_FIELD, file, path, f"unknown field {leaf!r}"))
         elif kind in _RANGE_ERRORS:

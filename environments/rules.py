@@ -7,7 +7,7 @@ of an environment come out together. Paths point into the environment document.
 from __future__ import annotations
 
 import ipaddress
-from collections import Counter, defaultdict
+from collections import Counter
 from collections.abc import Callable, Iterator
 
 from .findings import Code, Finding, Level, finding
@@ -15,8 +15,8 @@ from .model import (
     CONTROL_PLANE_AND_CI_ROLES,
     Blueprint,
     EnvironmentDocument,
-    FabricMode,
     EraseMode,
+    FabricMode,
     HostRole,
     LogicalRole,
     Tier,
@@ -39,17 +39,31 @@ def unique_names(doc: EnvironmentDocument, bp: Blueprint, file: str) -> Iterator
     for i, h in enumerate(doc.hosts):
         path = f"hosts[{i}].hostname"
         if h.hostname in first_host:
-            yield finding(Code.DUPLICATE_HOSTNAME, file, path, f"hostname {h.hostname!r} is already used at {first_host[h.hostname]}")
+            yield finding(
+                Code.DUPLICATE_HOSTNAME,
+                file,
+                path,
+                f"hostname {h.hostname!r} is already used at {first_host[h.hostname]}",
+            )
         first_host.setdefault(h.hostname, path)
     first_machine: dict[str, str] = {}
     for i, m in enumerate(doc.machines):
         path = f"machines[{i}].hostname"
         if m.hostname in first_machine:
-            yield finding(Code.DUPLICATE_HOSTNAME, file, path, f"hostname {m.hostname!r} is already used at {first_machine[m.hostname]}")
+            yield finding(
+                Code.DUPLICATE_HOSTNAME,
+                file,
+                path,
+                f"hostname {m.hostname!r} is already used at {first_machine[m.hostname]}",
+            )
         elif m.hostname in first_host and m.hostname not in is_its_machine:
-            yield finding(Code.DUPLICATE_HOSTNAME, file, path,
-                          f"hostname {m.hostname!r} is already used at {first_host[m.hostname]}",
-                          hint="rename one, or set machine: <hostname> on the host if it is this machine")
+            yield finding(
+                Code.DUPLICATE_HOSTNAME,
+                file,
+                path,
+                f"hostname {m.hostname!r} is already used at {first_host[m.hostname]}",
+                hint="rename one, or set machine: <hostname> on the host if it is this machine",
+            )
         first_machine.setdefault(m.hostname, path)
     kinds: list[tuple[str, list[str]]] = [
         ("sites", [s.name for s in doc.sites]),
@@ -63,7 +77,9 @@ def unique_names(doc: EnvironmentDocument, bp: Blueprint, file: str) -> Iterator
         first: dict[str, int] = {}
         for i, n in enumerate(names):
             if n in first:
-                yield finding(Code.DUPLICATE_NAME, file, f"{where}[{i}].name", f"{n!r} is already declared at {where}[{first[n]}]")
+                yield finding(
+                    Code.DUPLICATE_NAME, file, f"{where}[{i}].name", f"{n!r} is already declared at {where}[{first[n]}]"
+                )
             else:
                 first[n] = i
 
@@ -80,7 +96,9 @@ def unique_addresses(doc: EnvironmentDocument, bp: Blueprint, file: str) -> Iter
     macs: dict[str, str] = {}
     for i, m in enumerate(doc.machines):
         if m.pxe_mac in macs:
-            yield finding(Code.DUPLICATE_MAC, file, f"machines[{i}].pxe_mac", f"{m.pxe_mac} is already used at {macs[m.pxe_mac]}")
+            yield finding(
+                Code.DUPLICATE_MAC, file, f"machines[{i}].pxe_mac", f"{m.pxe_mac} is already used at {macs[m.pxe_mac]}"
+            )
         else:
             macs[m.pxe_mac] = f"machines[{i}].pxe_mac"
 
@@ -89,7 +107,9 @@ def addresses_in_networks(doc: EnvironmentDocument, bp: Blueprint, file: str) ->
     for i, h in enumerate(doc.hosts):
         if h.address not in doc.host_network:
             yield finding(
-                Code.ADDRESS_OUTSIDE_NETWORK, file, f"hosts[{i}].address",
+                Code.ADDRESS_OUTSIDE_NETWORK,
+                file,
+                f"hosts[{i}].address",
                 f"{h.address} is outside host_network {doc.host_network}",
             )
     sites = {s.name: s for s in doc.sites}
@@ -97,7 +117,9 @@ def addresses_in_networks(doc: EnvironmentDocument, bp: Blueprint, file: str) ->
         site = sites.get(m.site)
         if site and m.ipmi_address not in site.bmc_network:
             yield finding(
-                Code.ADDRESS_OUTSIDE_NETWORK, file, f"machines[{i}].ipmi_address",
+                Code.ADDRESS_OUTSIDE_NETWORK,
+                file,
+                f"machines[{i}].ipmi_address",
                 f"{m.ipmi_address} is outside site {site.name}'s bmc_network {site.bmc_network}",
             )
 
@@ -112,21 +134,37 @@ def references(doc: EnvironmentDocument, bp: Blueprint, file: str) -> Iterator[F
         if ref is None:
             return
         if ref not in bundles:
-            yield finding(Code.UNKNOWN_BUNDLE, file, path, f"bootstrap bundle {ref!r} is not declared",
-                          hint=f"declare it under bootstrap_bundles or use one of: {', '.join(sorted(bundles)) or 'none'}")
+            yield finding(
+                Code.UNKNOWN_BUNDLE,
+                file,
+                path,
+                f"bootstrap bundle {ref!r} is not declared",
+                hint=f"declare it under bootstrap_bundles or use one of: {', '.join(sorted(bundles)) or 'none'}",
+            )
         elif bundles[ref].site != site:
-            yield finding(Code.BUNDLE_SITE_MISMATCH, file, path, f"bundle {ref!r} belongs to site {bundles[ref].site!r}, not {site!r}")
+            yield finding(
+                Code.BUNDLE_SITE_MISMATCH,
+                file,
+                path,
+                f"bundle {ref!r} belongs to site {bundles[ref].site!r}, not {site!r}",
+            )
 
     for si, s in enumerate(doc.sites):
         for pi, p in enumerate(s.profiles):
             base = f"sites[{si}].profiles[{pi}]"
             yield from bundle_ref(p.site_bootstrap_bundle_ref, s.name, f"{base}.site_bootstrap_bundle_ref")
             yield from bundle_ref(p.commissioning_bundle_ref, s.name, f"{base}.commissioning_bundle_ref")
-            yield from bundle_ref(p.post_deploy_validation_bundle_ref, s.name, f"{base}.post_deploy_validation_bundle_ref")
+            yield from bundle_ref(
+                p.post_deploy_validation_bundle_ref, s.name, f"{base}.post_deploy_validation_bundle_ref"
+            )
             if p.storage_layout_profile not in bp.storage_layouts:
-                yield finding(Code.UNKNOWN_STORAGE_LAYOUT, file, f"{base}.storage_layout_profile",
-                              f"storage layout {p.storage_layout_profile!r} is not in blueprint {bp.name!r}",
-                              hint=f"use one of: {', '.join(sorted(bp.storage_layouts))}")
+                yield finding(
+                    Code.UNKNOWN_STORAGE_LAYOUT,
+                    file,
+                    f"{base}.storage_layout_profile",
+                    f"storage layout {p.storage_layout_profile!r} is not in blueprint {bp.name!r}",
+                    hint=f"use one of: {', '.join(sorted(bp.storage_layouts))}",
+                )
     for bi, b in enumerate(doc.bootstrap_bundles):
         if b.site not in sites:
             yield finding(Code.UNKNOWN_SITE, file, f"bootstrap_bundles[{bi}].site", f"site {b.site!r} is not declared")
@@ -134,22 +172,41 @@ def references(doc: EnvironmentDocument, bp: Blueprint, file: str) -> Iterator[F
         if pool.site not in sites:
             yield finding(Code.UNKNOWN_SITE, file, f"machine_pools[{pi}].site", f"site {pool.site!r} is not declared")
         elif pool.profile not in {p.name for p in sites[pool.site].profiles}:
-            yield finding(Code.UNKNOWN_PROFILE, file, f"machine_pools[{pi}].profile",
-                          f"site {pool.site!r} has no profile {pool.profile!r}")
+            yield finding(
+                Code.UNKNOWN_PROFILE,
+                file,
+                f"machine_pools[{pi}].profile",
+                f"site {pool.site!r} has no profile {pool.profile!r}",
+            )
     for i, m in enumerate(doc.machines):
         base = f"machines[{i}]"
         if m.sku not in bp.skus:
-            yield finding(Code.UNKNOWN_SKU, file, f"{base}.sku", f"SKU {m.sku!r} is not in blueprint {bp.name!r}",
-                          hint=f"use one of: {', '.join(sorted(bp.skus))}")
+            yield finding(
+                Code.UNKNOWN_SKU,
+                file,
+                f"{base}.sku",
+                f"SKU {m.sku!r} is not in blueprint {bp.name!r}",
+                hint=f"use one of: {', '.join(sorted(bp.skus))}",
+            )
         site = sites.get(m.site)
         if site is None:
-            yield finding(Code.UNKNOWN_SITE, file, f"{base}.site", f"site {m.site!r} is not declared",
-                          hint=f"use one of: {', '.join(sorted(sites)) or 'none (declare a site)'}")
+            yield finding(
+                Code.UNKNOWN_SITE,
+                file,
+                f"{base}.site",
+                f"site {m.site!r} is not declared",
+                hint=f"use one of: {', '.join(sorted(sites)) or 'none (declare a site)'}",
+            )
             continue
         profile = next((p for p in site.profiles if p.name == m.profile), None)
         if profile is None:
-            yield finding(Code.UNKNOWN_PROFILE, file, f"{base}.profile", f"site {m.site!r} has no profile {m.profile!r}",
-                          hint=f"use one of: {', '.join(p.name for p in site.profiles)}")
+            yield finding(
+                Code.UNKNOWN_PROFILE,
+                file,
+                f"{base}.profile",
+                f"site {m.site!r} has no profile {m.profile!r}",
+                hint=f"use one of: {', '.join(p.name for p in site.profiles)}",
+            )
             continue
         if m.bundle is not None:
             yield from bundle_ref(m.bundle, m.site, f"{base}.bundle")
@@ -158,8 +215,12 @@ def references(doc: EnvironmentDocument, bp: Blueprint, file: str) -> Iterator[F
             if pool is None:
                 yield finding(Code.UNKNOWN_POOL, file, f"{base}.pool", f"machine pool {m.pool!r} is not declared")
             elif (pool.site, pool.profile) != (m.site, m.profile):
-                yield finding(Code.POOL_MISMATCH, file, f"{base}.pool",
-                              f"pool {pool.name!r} is {pool.site}/{pool.profile}, the machine is {m.site}/{m.profile}")
+                yield finding(
+                    Code.POOL_MISMATCH,
+                    file,
+                    f"{base}.pool",
+                    f"pool {pool.name!r} is {pool.site}/{pool.profile}, the machine is {m.site}/{m.profile}",
+                )
     for i, h in enumerate(doc.hosts):
         if h.machine is not None and h.machine not in machines:
             yield finding(Code.UNKNOWN_MACHINE, file, f"hosts[{i}].machine", f"machine {h.machine!r} is not declared")
@@ -174,13 +235,18 @@ def host_roles(doc: EnvironmentDocument, bp: Blueprint, file: str) -> Iterator[F
                 if r in CONTROL_PLANE_AND_CI_ROLES:
                     j = h.extra_roles.index(r) if r in h.extra_roles else None
                     yield finding(
-                        Code.ROLE_ON_WORKER, file,
+                        Code.ROLE_ON_WORKER,
+                        file,
                         f"hosts[{i}].extra_roles[{j}]" if j is not None else f"hosts[{i}].logical_role",
                         f"host {h.hostname} is worker_compute but would run role {r.value}",
                     )
         if h.runner_tags and HostRole.RUNNER not in roles:
-            yield finding(Code.RUNNER_TAGS_WITHOUT_RUNNER, file, f"hosts[{i}].runner_tags",
-                          f"host {h.hostname} declares runner tags but has no runner role")
+            yield finding(
+                Code.RUNNER_TAGS_WITHOUT_RUNNER,
+                file,
+                f"hosts[{i}].runner_tags",
+                f"host {h.hostname} declares runner tags but has no runner role",
+            )
     if doc.hosts and not any(h.logical_role is LogicalRole.PLATFORM_CONTROL for h in doc.hosts):
         yield finding(Code.NO_PLATFORM_CONTROL, file, "hosts", "no host has logical_role platform_control")
 
@@ -192,15 +258,25 @@ def roce_pools(doc: EnvironmentDocument, bp: Blueprint, file: str) -> Iterator[F
         if p.site not in sites:
             yield finding(Code.UNKNOWN_SITE, file, f"{base}.site", f"site {p.site!r} is not declared")
         elif not any(pr.fabric_mode is FabricMode.ROCE for pr in sites[p.site].profiles):
-            yield finding(Code.ROCE_POOL_WITHOUT_ROCE_SITE, file, f"{base}.site", f"site {p.site!r} has no RoCE profile")
+            yield finding(
+                Code.ROCE_POOL_WITHOUT_ROCE_SITE, file, f"{base}.site", f"site {p.site!r} has no RoCE profile"
+            )
         if p.range.start not in p.subnet or p.range.end not in p.subnet or p.range.start > p.range.end:
-            yield finding(Code.ROCE_RANGE_INVALID, file, f"{base}.range",
-                          f"range {p.range.start}-{p.range.end} is not an ordered range inside {p.subnet}")
+            yield finding(
+                Code.ROCE_RANGE_INVALID,
+                file,
+                f"{base}.range",
+                f"range {p.range.start}-{p.range.end} is not an ordered range inside {p.subnet}",
+            )
         for j, q in enumerate(doc.roce_pools[:i]):
             if p.subnet.overlaps(q.subnet):
-                yield finding(Code.ROCE_POOL_OVERLAP, file, f"{base}.subnet",
-                              f"{p.subnet} (site {p.site}, rail {p.rail}) overlaps roce_pools[{j}] {q.subnet} "
-                              f"(site {q.site}, rail {q.rail})")
+                yield finding(
+                    Code.ROCE_POOL_OVERLAP,
+                    file,
+                    f"{base}.subnet",
+                    f"{p.subnet} (site {p.site}, rail {p.rail}) overlaps roce_pools[{j}] {q.subnet} "
+                    f"(site {q.site}, rail {q.rail})",
+                )
     # Every RoCE machine needs one address per rail of its SKU, from that rail's pool.
     by_site_rail = {(p.site, p.rail): (i, p) for i, p in enumerate(doc.roce_pools)}
     need: Counter[tuple[str, int]] = Counter()
@@ -216,32 +292,59 @@ def roce_pools(doc: EnvironmentDocument, bp: Blueprint, file: str) -> Iterator[F
             first_machine.setdefault((m.site, rail), mi)
     for (site_name, rail), n in sorted(need.items()):
         if (site_name, rail) not in by_site_rail:
-            yield finding(Code.ROCE_RAIL_MISSING, file, f"machines[{first_machine[(site_name, rail)]}]",
-                          f"site {site_name} has RoCE machines but no pool for rail {rail}",
-                          hint=f"add a roce_pools entry with site: {site_name}, rail: {rail}")
+            yield finding(
+                Code.ROCE_RAIL_MISSING,
+                file,
+                f"machines[{first_machine[(site_name, rail)]}]",
+                f"site {site_name} has RoCE machines but no pool for rail {rail}",
+                hint=f"add a roce_pools entry with site: {site_name}, rail: {rail}",
+            )
             continue
         i, p = by_site_rail[(site_name, rail)]
         size = int(p.range.end) - int(p.range.start) + 1
         if size < n:
-            yield finding(Code.ROCE_POOL_TOO_SMALL, file, f"roce_pools[{i}].range",
-                          f"pool {site_name}/rail {rail} holds {size} addresses for {n} machines")
+            yield finding(
+                Code.ROCE_POOL_TOO_SMALL,
+                file,
+                f"roce_pools[{i}].range",
+                f"pool {site_name}/rail {rail} holds {size} addresses for {n} machines",
+            )
 
 
 def policy_combinations(doc: EnvironmentDocument, bp: Blueprint, file: str) -> Iterator[Finding]:
     for si, s in enumerate(doc.sites):
         if not s.tls_verify and doc.tier is Tier.PROD:
-            yield finding(Code.TLS_OFF_IN_PROD, file, f"sites[{si}].tls_verify", f"site {s.name} disables TLS verification in prod")
+            yield finding(
+                Code.TLS_OFF_IN_PROD,
+                file,
+                f"sites[{si}].tls_verify",
+                f"site {s.name} disables TLS verification in prod",
+            )
         for pi, p in enumerate(s.profiles):
             base = f"sites[{si}].profiles[{pi}]"
             if p.enable_phase2_roce and p.fabric_mode is not FabricMode.ROCE:
-                yield finding(Code.ROCE_NEEDS_ROCE_FABRIC, file, f"{base}.enable_phase2_roce",
-                              f"profile {p.name} enables phase-2 RoCE with fabric_mode {p.fabric_mode.value}")
+                yield finding(
+                    Code.ROCE_NEEDS_ROCE_FABRIC,
+                    file,
+                    f"{base}.enable_phase2_roce",
+                    f"profile {p.name} enables phase-2 RoCE with fabric_mode {p.fabric_mode.value}",
+                )
             if not p.enable_deploy_retry_on_datasource_failure and "max_deploy_retry_attempts" in p.model_fields_set:
-                yield finding(Code.RETRY_ATTEMPTS_UNUSED, file, f"{base}.max_deploy_retry_attempts",
-                              "max_deploy_retry_attempts has no effect while retry is disabled", level=Level.WARNING)
+                yield finding(
+                    Code.RETRY_ATTEMPTS_UNUSED,
+                    file,
+                    f"{base}.max_deploy_retry_attempts",
+                    "max_deploy_retry_attempts has no effect while retry is disabled",
+                    level=Level.WARNING,
+                )
             if s.customer_handoff and p.release_erase_mode is not EraseMode.NONE:
-                yield finding(Code.HANDOFF_SITE_ERASES, file, f"{base}.release_erase_mode",
-                              f"site {s.name} is a customer-handoff site but profile {p.name} erases ({p.release_erase_mode.value})")
+                yield finding(
+                    Code.HANDOFF_SITE_ERASES,
+                    file,
+                    f"{base}.release_erase_mode",
+                    f"site {s.name} is a customer-handoff site but profile {p.name} erases "
+                    f"({p.release_erase_mode.value})",
+                )
 
 
 def app_instances(doc: EnvironmentDocument, bp: Blueprint, file: str) -> Iterator[Finding]:
@@ -255,41 +358,74 @@ def app_instances(doc: EnvironmentDocument, bp: Blueprint, file: str) -> Iterato
                 f"{c.operating_mode.value}/{c.control_plane_scope.value}/{c.runtime_backend.value}/{c.tenant_boundary_mode.value}"
                 for c in bp.runtime_combinations
             )
-            yield finding(Code.RUNTIME_PAIR_INVALID, file, f"{base}.runtime",
-                          "operating_mode/control_plane_scope/runtime_backend/tenant_boundary_mode "
-                          f"{a.runtime.operating_mode.value}/{a.runtime.control_plane_scope.value}/"
-                          f"{a.runtime.runtime_backend.value}/{a.runtime.tenant_boundary_mode.value} is not valid",
-                          hint=f"use one of: {valid}")
+            yield finding(
+                Code.RUNTIME_PAIR_INVALID,
+                file,
+                f"{base}.runtime",
+                "operating_mode/control_plane_scope/runtime_backend/tenant_boundary_mode "
+                f"{a.runtime.operating_mode.value}/{a.runtime.control_plane_scope.value}/"
+                f"{a.runtime.runtime_backend.value}/{a.runtime.tenant_boundary_mode.value} is not valid",
+                hint=f"use one of: {valid}",
+            )
         app = bp.apps.get(a.app.slug)
         if app is None:
-            yield finding(Code.UNKNOWN_COMPONENT_KEY, file, f"{base}.app.slug", f"app {a.app.slug!r} is not in blueprint {bp.name!r}",
-                          hint=f"use one of: {', '.join(sorted(bp.apps))}")
+            yield finding(
+                Code.UNKNOWN_COMPONENT_KEY,
+                file,
+                f"{base}.app.slug",
+                f"app {a.app.slug!r} is not in blueprint {bp.name!r}",
+                hint=f"use one of: {', '.join(sorted(bp.apps))}",
+            )
             continue
         for key, spec in a.members.items():
             mbase = f"{base}.members.{key}"
             ck = app.component_keys.get(key)
             if ck is None:
-                yield finding(Code.UNKNOWN_COMPONENT_KEY, file, mbase, f"app {a.app.slug} has no component key {key!r}",
-                              hint=f"use one of: {', '.join(app.component_keys)}")
+                yield finding(
+                    Code.UNKNOWN_COMPONENT_KEY,
+                    file,
+                    mbase,
+                    f"app {a.app.slug} has no component key {key!r}",
+                    hint=f"use one of: {', '.join(app.component_keys)}",
+                )
                 continue
             if not ck.min <= spec.count <= ck.max:
-                yield finding(Code.MEMBER_COUNT_OUT_OF_BOUNDS, file, f"{mbase}.count",
-                              f"{key} count {spec.count} is outside {ck.min}..{ck.max}")
+                yield finding(
+                    Code.MEMBER_COUNT_OUT_OF_BOUNDS,
+                    file,
+                    f"{mbase}.count",
+                    f"{key} count {spec.count} is outside {ck.min}..{ck.max}",
+                )
             if len(spec.nodes) > spec.count:
-                yield finding(Code.MEMBER_NODES_EXCEED_COUNT, file, f"{mbase}.nodes",
-                              f"{len(spec.nodes)} nodes listed for {spec.count} {key} member(s)")
+                yield finding(
+                    Code.MEMBER_NODES_EXCEED_COUNT,
+                    file,
+                    f"{mbase}.nodes",
+                    f"{len(spec.nodes)} nodes listed for {spec.count} {key} member(s)",
+                )
             for ni, node in enumerate(spec.nodes):
                 if node not in nodes:
-                    yield finding(Code.UNKNOWN_NODE, file, f"{mbase}.nodes[{ni}]", f"{node!r} is not a declared host or machine")
+                    yield finding(
+                        Code.UNKNOWN_NODE, file, f"{mbase}.nodes[{ni}]", f"{node!r} is not a declared host or machine"
+                    )
                     continue
                 on_worker = node not in hosts or hosts[node].logical_role is LogicalRole.WORKER_COMPUTE
                 if ck.control_plane and on_worker:
-                    yield finding(Code.APP_CONTROL_PLANE_ON_WORKER, file, f"{mbase}.nodes[{ni}]",
-                                  f"{a.app.slug} {key} is an app control-plane member but {node} is a worker_compute node")
+                    yield finding(
+                        Code.APP_CONTROL_PLANE_ON_WORKER,
+                        file,
+                        f"{mbase}.nodes[{ni}]",
+                        f"{a.app.slug} {key} is an app control-plane member but {node} is a worker_compute node",
+                    )
         for key, ck in app.component_keys.items():
             if key not in a.members and ck.min > 0:
-                yield finding(Code.MEMBER_COUNT_OUT_OF_BOUNDS, file, f"{base}.members",
-                              f"{a.app.slug} needs at least {ck.min} {key} member(s)", hint=f"add members.{key}")
+                yield finding(
+                    Code.MEMBER_COUNT_OUT_OF_BOUNDS,
+                    file,
+                    f"{base}.members",
+                    f"{a.app.slug} needs at least {ck.min} {key} member(s)",
+                    hint=f"add members.{key}",
+                )
 
 
 RULES: tuple[Rule, ...] = (

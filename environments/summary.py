@@ -16,8 +16,10 @@ def render_summary(env: Environment) -> str:
         flags = [] if s.tls_verify else ["TLS verify OFF"]
         if s.customer_handoff:
             flags.append("customer handoff")
-        lines.append(f"    {s.name}: {s.maas_url} — {n} machines; profiles: {profiles}"
-                     + (f" ({'; '.join(flags)})" if flags else ""))
+        lines.append(
+            f"    {s.name}: {s.maas_url} — {n} machines; profiles: {profiles}"
+            + (f" ({'; '.join(flags)})" if flags else "")
+        )
     lines.append(f"  hosts ({len(env.hosts)}) by role:")
     for role, hosts in env.hosts_by_role().items():
         shown = ", ".join(f"{h.hostname} {h.address}" for h in hosts) or "-"
@@ -29,12 +31,18 @@ def render_summary(env: Environment) -> str:
         lines.append(f"    {role.value}: {shown}")
     skus = Counter(m.sku for m in env.machines)
     pools = Counter(m.pool or "(standalone)" for m in env.machines)
-    lines.append(f"  machines ({len(env.machines)}): "
-                 + ", ".join(f"{n}x {sku}" for sku, n in sorted(skus.items()))
-                 + ("; " + ", ".join(f"{p}: {n}" for p, n in sorted(pools.items())) if pools else ""))
-    lines.append(f"  RoCE pools ({len(env.roce_pools)}):"
-                 + "".join(f"\n    {p.site} rail {p.rail}: {p.subnet} {p.range.start}-{p.range.end} mtu {p.mtu}"
-                           for p in sorted(env.roce_pools, key=lambda p: (p.site, p.rail))))
+    lines.append(
+        f"  machines ({len(env.machines)}): "
+        + ", ".join(f"{n}x {sku}" for sku, n in sorted(skus.items()))
+        + ("; " + ", ".join(f"{p}: {n}" for p, n in sorted(pools.items())) if pools else "")
+    )
+    lines.append(
+        f"  RoCE pools ({len(env.roce_pools)}):"
+        + "".join(
+            f"\n    {p.site} rail {p.rail}: {p.subnet} {p.range.start}-{p.range.end} mtu {p.mtu}"
+            for p in sorted(env.roce_pools, key=lambda p: (p.site, p.rail))
+        )
+    )
     lines.append(f"  bootstrap bundles: {', '.join(b.name for b in env.bootstrap_bundles) or '-'}")
     for a in env.app_instances:
         members = ", ".join(f"{k} x{v.count}" for k, v in a.members.items())

@@ -38,10 +38,22 @@ from providers.machines.status import MachineOutcome
 
 # Machine fields whose change is an in-place update; every other machine field redeploys.
 IN_PLACE = frozenset({"tags", "hostname", "power_type", "power_user_path", "ipmi_address", "teardown_mode"})
-IN_PLACE_POLICY = frozenset({"hardware_sync_interval", "release_fallback_no_erase", "release_erase_mode",
-                             "batch_max_parallel", "enrollment_token_ttl_seconds", "max_deploy_retry_attempts",
-                             "enable_deploy_retry_on_datasource_failure", "auto_claim_single_new_machine",
-                             "strict_pxe_preflight", "require_hw_sync", "commissioning_scripts", "testing_scripts"})
+IN_PLACE_POLICY = frozenset(
+    {
+        "hardware_sync_interval",
+        "release_fallback_no_erase",
+        "release_erase_mode",
+        "batch_max_parallel",
+        "enrollment_token_ttl_seconds",
+        "max_deploy_retry_attempts",
+        "enable_deploy_retry_on_datasource_failure",
+        "auto_claim_single_new_machine",
+        "strict_pxe_preflight",
+        "require_hw_sync",
+        "commissioning_scripts",
+        "testing_scripts",
+    }
+)
 
 
 def redeploy_reasons(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
@@ -52,8 +64,11 @@ def redeploy_reasons(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
 
 def in_place_changes(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
     changed = [f"machine.{k}" for k in IN_PLACE if old.get("machine", {}).get(k) != new.get("machine", {}).get(k)]
-    changed += [f"policy.{k}" for k in set(old.get("policy", {})) | set(new.get("policy", {}))
-                if old.get("policy", {}).get(k) != new.get("policy", {}).get(k)]
+    changed += [
+        f"policy.{k}"
+        for k in set(old.get("policy", {})) | set(new.get("policy", {}))
+        if old.get("policy", {}).get(k) != new.get("policy", {}).get(k)
+    ]
     if old.get("connection") != new.get("connection"):
         changed.append("connection")
     return sorted(changed)
@@ -66,18 +81,22 @@ class MaasMachineProvider(ResourceProvider):
         self._credentials = credentials_from_config(req.config)
         self._time_scale = time_scale_from(req.config)
 
-    def _run(self, inputs: MachineInputs, *, goal: str, system_id: str | None = None,
-             node_id: str | None = None) -> tuple[dict[str, Any], Any]:
-        ctx, maas, platform = build_context(inputs.connection, inputs.policy, getattr(self, "_credentials", None),
-                                            getattr(self, "_time_scale", 1.0))
+    def _run(
+        self, inputs: MachineInputs, *, goal: str, system_id: str | None = None, node_id: str | None = None
+    ) -> tuple[dict[str, Any], Any]:
+        ctx, maas, platform = build_context(
+            inputs.connection, inputs.policy, getattr(self, "_credentials", None), getattr(self, "_time_scale", 1.0)
+        )
         try:
             sched = Scheduler(ctx)
             if goal == "deployed":
                 known = {inputs.machine.hostname: system_id} if system_id else {}
                 results = sched.onboard([inputs.machine], known)
             else:
-                results = sched.teardown([(inputs.machine, system_id, inputs.machine.teardown_mode)],
-                                         {inputs.machine.hostname: node_id} if node_id else None)
+                results = sched.teardown(
+                    [(inputs.machine, system_id, inputs.machine.teardown_mode)],
+                    {inputs.machine.hostname: node_id} if node_id else None,
+                )
         finally:
             platform.close()
         return machine_state(inputs.machine, results[0], inputs.connection), results
@@ -90,7 +109,10 @@ class MaasMachineProvider(ResourceProvider):
         old, new = plain(olds), plain(news)
         replaces = redeploy_reasons(old, new)
         changes = in_place_changes(old, new)
-        drift = old.get("status") not in (None, "Deployed") or old.get("outcome") not in (None, MachineOutcome.READY.value)
+        drift = old.get("status") not in (None, "Deployed") or old.get("outcome") not in (
+            None,
+            MachineOutcome.READY.value,
+        )
         if drift:
             changes.append("status")  # refresh found the machine not Deployed: up fixes it in place
         return DiffResult(changes=bool(replaces or changes), replaces=replaces, delete_before_replace=True)
@@ -129,8 +151,15 @@ class MaasMachineProvider(ResourceProvider):
         platform.close()
         views = maas.read_many([id_])
         if not views:
-            return ReadResult(id_, {**state, "status": "Missing", "outcome": MachineOutcome.FAILED.value,
-                                    "notes": ["the machine is gone from MAAS"]})
+            return ReadResult(
+                id_,
+                {
+                    **state,
+                    "status": "Missing",
+                    "outcome": MachineOutcome.FAILED.value,
+                    "notes": ["the machine is gone from MAAS"],
+                },
+            )
         view = views[0]
         fingerprint = view.owner_data.get("gpuaas_deploy_fingerprint")
         fresh = {**state, "status": view.status.label, "hostname_in_maas": view.hostname}
@@ -151,5 +180,9 @@ class MaasMachine(Resource, module="gpuaas", name="MaasMachine"):
     status: pulumi.Output[str]
 
     def __init__(self, name: str, props: dict[str, Any], opts: pulumi.ResourceOptions | None = None) -> None:
-        super().__init__(MaasMachineProvider(), name, {"system_id": None, "status": None, "stage": None,
-                                                        "node_id": None, **props}, opts)
+        super().__init__(
+            MaasMachineProvider(),
+            name,
+            {"system_id": None, "status": None, "stage": None, "node_id": None, **props},
+            opts,
+        )

@@ -58,32 +58,42 @@ class MachinePoolProvider(ResourceProvider):
         self._credentials = credentials_from_config(req.config)
         self._time_scale = time_scale_from(req.config)
 
-    def _converge(self, inputs: PoolInputs, old_machines: dict[str, dict[str, Any]],
-                  leaving: list[MachineSpec]) -> tuple[dict[str, Any], list[MachineResult]]:
-        ctx, maas, platform = build_context(inputs.connection, inputs.policy, getattr(self, "_credentials", None),
-                                            getattr(self, "_time_scale", 1.0))
+    def _converge(
+        self, inputs: PoolInputs, old_machines: dict[str, dict[str, Any]], leaving: list[MachineSpec]
+    ) -> tuple[dict[str, Any], list[MachineResult]]:
+        ctx, maas, platform = build_context(
+            inputs.connection, inputs.policy, getattr(self, "_credentials", None), getattr(self, "_time_scale", 1.0)
+        )
         try:
             sched = Scheduler(ctx)
             plan = pool_plan(old_machines, inputs)
             ctx.log(f"pool {inputs.pool}: " + ", ".join(f"{k} {len(v)}" for k, v in plan.items() if v))
             results: list[MachineResult] = []
             if leaving:
-                results += sched.teardown([(s, old_machines.get(s.hostname, {}).get("system_id"), s.teardown_mode)
-                                           for s in leaving], _node_ids(old_machines))
+                results += sched.teardown(
+                    [(s, old_machines.get(s.hostname, {}).get("system_id"), s.teardown_mode) for s in leaving],
+                    _node_ids(old_machines),
+                )
             todo = [m for m in inputs.machines if m.hostname not in plan["stay"]]
             known = {h: m["system_id"] for h, m in old_machines.items() if m.get("system_id")}
             results += sched.onboard(todo, known)
         finally:
             platform.close()
         by_host = {r.hostname: r for r in results}
-        machines = {m.hostname: machine_state(m, by_host.get(m.hostname), inputs.connection, old_machines.get(m.hostname))
-                    for m in inputs.machines}
+        machines = {
+            m.hostname: machine_state(m, by_host.get(m.hostname), inputs.connection, old_machines.get(m.hostname))
+            for m in inputs.machines
+        }
         # A leaving machine whose release failed stays recorded, so the next run retries it.
         for spec in leaving:
             r = by_host.get(spec.hostname)
             if r is not None and r.outcome in (MachineOutcome.FAILED, MachineOutcome.TIMED_OUT):
-                machines[spec.hostname] = {**old_machines.get(spec.hostname, {}), "leaving": True,
-                                           "outcome": r.outcome.value, "notes": [r.reason]}
+                machines[spec.hostname] = {
+                    **old_machines.get(spec.hostname, {}),
+                    "leaving": True,
+                    "outcome": r.outcome.value,
+                    "notes": [r.reason],
+                }
         return {"machines_state": machines, "counts": _counts(machines)}, results
 
     def check(self, olds: dict[str, Any], news: dict[str, Any]) -> CheckResult:
@@ -94,7 +104,9 @@ class MachinePoolProvider(ResourceProvider):
         old, new = plain(olds), plain(news)
         changed = [k for k in ("machines", "connection", "policy") if old.get(k) != new.get(k)]
         try:
-            plan = pool_plan(_old_machines(old), PoolInputs.model_validate({k: new[k] for k in PoolInputs.model_fields}))
+            plan = pool_plan(
+                _old_machines(old), PoolInputs.model_validate({k: new[k] for k in PoolInputs.model_fields})
+            )
             if plan["repair"] or any(m.get("leaving") for m in _old_machines(old).values()):
                 changed.append("machines")  # drift found by refresh, or a release to retry
         except Exception:  # unknowns during preview: fall back to the input comparison
@@ -133,7 +145,11 @@ class MachinePoolProvider(ResourceProvider):
             entry = dict(machines[hostname])
             entry["status"] = view.status.label if view else "Missing"
             fingerprint = view.owner_data.get("gpuaas_deploy_fingerprint") if view else None
-            if view is None or view.status.label != "Deployed" or (fingerprint and fingerprint != entry.get("deploy_fingerprint")):
+            if (
+                view is None
+                or view.status.label != "Deployed"
+                or (fingerprint and fingerprint != entry.get("deploy_fingerprint"))
+            ):
                 entry["outcome"] = "drifted"
             fresh[hostname] = entry
         return ReadResult(id_, {**state, "machines_state": fresh, "counts": _counts(fresh)})
@@ -141,12 +157,15 @@ class MachinePoolProvider(ResourceProvider):
     def delete(self, id_: str, props: dict[str, Any]) -> None:
         state = plain(props)
         inputs = PoolInputs.model_validate({k: state[k] for k in PoolInputs.model_fields})
-        ctx, _, platform = build_context(inputs.connection, inputs.policy, getattr(self, "_credentials", None),
-                                         getattr(self, "_time_scale", 1.0))
+        ctx, _, platform = build_context(
+            inputs.connection, inputs.policy, getattr(self, "_credentials", None), getattr(self, "_time_scale", 1.0)
+        )
         try:
             machines = _old_machines(state)
-            results = Scheduler(ctx).teardown([(m, machines.get(m.hostname, {}).get("system_id"), m.teardown_mode)
-                                               for m in inputs.machines], _node_ids(machines))
+            results = Scheduler(ctx).teardown(
+                [(m, machines.get(m.hostname, {}).get("system_id"), m.teardown_mode) for m in inputs.machines],
+                _node_ids(machines),
+            )
         finally:
             platform.close()
         if any_failed(results):

@@ -53,7 +53,9 @@ def _show(outputs: dict[str, Any]) -> None:
         if key in ("summary", "areas"):
             continue
         value = outputs[key]
-        text = json.dumps(value, indent=2, sort_keys=True, default=str) if isinstance(value, dict | list) else str(value)
+        text = (
+            json.dumps(value, indent=2, sort_keys=True, default=str) if isinstance(value, dict | list) else str(value)
+        )
         print(f"{key}:\n  " + text.replace("\n", "\n  "))
 
 
@@ -88,18 +90,27 @@ def run_with_engine(stack: str, world: LocalStack, keep: bool) -> None:
 
 def run_with_cli(stack: str, world: LocalStack) -> None:
     backend = Path(tempfile.mkdtemp(prefix="gpuaas-demo-backend-"))
-    env = {**os.environ, "PULUMI_BACKEND_URL": f"file://{backend}",
-           "PULUMI_CONFIG_PASSPHRASE": os.environ.get("PULUMI_CONFIG_PASSPHRASE", "gpuaas-infra-demo")}
+    env = {
+        **os.environ,
+        "PULUMI_BACKEND_URL": f"file://{backend}",
+        "PULUMI_CONFIG_PASSPHRASE": os.environ.get("PULUMI_CONFIG_PASSPHRASE", "gpuaas-infra-demo"),
+    }
     try:
         subprocess.run(["pulumi", "stack", "select", "--create", stack], cwd=REPO, env=env, check=True)
         for key, value in world.stack_config().items():
             secret = ["--secret"] if "token" in key else []
-            subprocess.run(["pulumi", "config", "set", *secret, key, value, "--stack", stack],
-                           cwd=REPO, env=env, check=True, stdout=subprocess.DEVNULL)
+            subprocess.run(
+                ["pulumi", "config", "set", *secret, key, value, "--stack", stack],
+                cwd=REPO,
+                env=env,
+                check=True,
+                stdout=subprocess.DEVNULL,
+            )
         subprocess.run(["pulumi", "preview", "--diff", "--stack", stack], cwd=REPO, env=env, check=True)
         subprocess.run(["pulumi", "up", "--yes", "--stack", stack], cwd=REPO, env=env, check=True)
-        subprocess.run(["pulumi", "up", "--yes", "--expect-no-changes", "--stack", stack], cwd=REPO, env=env,
-                       check=True)
+        subprocess.run(
+            ["pulumi", "up", "--yes", "--expect-no-changes", "--stack", stack], cwd=REPO, env=env, check=True
+        )
         subprocess.run(["pulumi", "destroy", "--yes", "--stack", stack], cwd=REPO, env=env, check=True)
     finally:
         shutil.rmtree(backend, ignore_errors=True)
@@ -121,8 +132,10 @@ def main(argv: list[str] | None = None) -> int:
     _banner("start the embedded simulators (MAAS, platform API, OpenBao, S3)")
     with LocalStack(env.name) as world:
         assert world.maas and world.platform and world.vault and world.s3
-        print(f"MAAS {world.maas.url} | platform {world.platform.url} | OpenBao {world.vault.address} | "
-              f"S3 {world.s3.endpoint_url}")
+        print(
+            f"MAAS {world.maas.url} | platform {world.platform.url} | OpenBao {world.vault.address} | "
+            f"S3 {world.s3.endpoint_url}"
+        )
         if shutil.which("pulumi") and not args.engine:
             run_with_cli(args.stack, world)
         else:

@@ -15,10 +15,10 @@ import secrets
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ed25519
 
+from clients.platform.models import Role
 from environments import Environment, load_environment
 from simulators.maas import MaasSimulator, SimInventory
 from simulators.platform import PlatformSimulator
-from clients.platform.models import Role
 from tools.openbao import OpenBaoDevServer
 from tools.s3_server import MotoS3Server
 
@@ -32,18 +32,42 @@ def maas_inventory(env: Environment, *, enlisted: bool = False) -> SimInventory:
     for i, site in enumerate(env.sites):
         sites.append({"name": site.name})
         fabrics.append({"name": f"pxe-{site.name}"})
-        subnets.append({"cidr": f"192.168.{100 + i}.0/24", "fabric": f"pxe-{site.name}", "site": site.name,
-                        "role": "pxe", "gateway_ip": f"192.168.{100 + i}.1"})
+        subnets.append(
+            {
+                "cidr": f"192.168.{100 + i}.0/24",
+                "fabric": f"pxe-{site.name}",
+                "site": site.name,
+                "role": "pxe",
+                "gateway_ip": f"192.168.{100 + i}.1",
+            }
+        )
         pools = env.roce_pools_of(site.name)
         if pools:
             vids = sorted({p.vlan or 0 for p in pools} | {0})
             fabrics.append({"name": f"roce-{site.name}", "vlans": [{"vid": v, "mtu": 9000} for v in vids]})
-            subnets += [{"cidr": str(p.subnet), "fabric": f"roce-{site.name}", "vid": p.vlan or 0, "site": site.name,
-                         "role": "roce", "rail": p.rail} for p in pools]
+            subnets += [
+                {
+                    "cidr": str(p.subnet),
+                    "fabric": f"roce-{site.name}",
+                    "vid": p.vlan or 0,
+                    "site": site.name,
+                    "role": "roce",
+                    "rail": p.rail,
+                }
+                for p in pools
+            ]
     for m in env.machines:
-        machines.append({"hostname": m.hostname, "pxe_mac": m.pxe_mac, "ipmi_address": str(m.ipmi_address),
-                         "sku": SIM_SKU.get(m.sku, "generic-small"), "site": m.site, "status": "New",
-                         "enlisted": enlisted})
+        machines.append(
+            {
+                "hostname": m.hostname,
+                "pxe_mac": m.pxe_mac,
+                "ipmi_address": str(m.ipmi_address),
+                "sku": SIM_SKU.get(m.sku, "generic-small"),
+                "site": m.site,
+                "status": "New",
+                "enlisted": enlisted,
+            }
+        )
     return SimInventory.model_validate({"sites": sites, "fabrics": fabrics, "subnets": subnets, "machines": machines})
 
 
@@ -60,8 +84,14 @@ class LocalStack:
     Every server binds 127.0.0.1 on an ephemeral port and stops with the context.
     """
 
-    def __init__(self, env_name: str = "local", *, maas_time_scale: float = 1e-3,
-                 platform_time_scale: float = 0.01, enlisted: bool = False) -> None:
+    def __init__(
+        self,
+        env_name: str = "local",
+        *,
+        maas_time_scale: float = 1e-3,
+        platform_time_scale: float = 0.01,
+        enlisted: bool = False,
+    ) -> None:
         self.env = load_environment(env_name)
         self.maas_time_scale = maas_time_scale
         self.platform_time_scale = platform_time_scale
@@ -90,8 +120,9 @@ class LocalStack:
         self.s3 = MotoS3Server().start()
         self.s3.create_bucket(env.artifact_store.bucket, versioning=True)
         self.platform = PlatformSimulator(time_scale=self.platform_time_scale).start()
-        self.maas = MaasSimulator(maas_inventory(env, enlisted=self.enlisted), time_scale=self.maas_time_scale,
-                                  platform_url=self.platform.url)
+        self.maas = MaasSimulator(
+            maas_inventory(env, enlisted=self.enlisted), time_scale=self.maas_time_scale, platform_url=self.platform.url
+        )
         self.maas.start()
         self._seed_platform()
         self._seed_vault()
@@ -104,7 +135,8 @@ class LocalStack:
         for app in self.env.app_instances:
             if app.project_id not in self.project_ids:
                 self.project_ids[app.project_id] = self.platform.create_project(
-                    tenant, app.project_id, project_id=app.project_id)
+                    tenant, app.project_id, project_id=app.project_id
+                )
 
     def _seed_vault(self) -> None:
         assert self.vault and self.maas and self.platform
@@ -115,9 +147,11 @@ class LocalStack:
         values[env.platform.admin_token_path] = self.platform_admin_token
         for app in env.app_instances:
             values[app.service_account_token_path] = self.platform.issue_token(
-                Role.SERVICE_ACCOUNT, project_id=app.project_id, name=f"sa-{app.name}")
+                Role.SERVICE_ACCOUNT, project_id=app.project_id, name=f"sa-{app.name}"
+            )
         values[env.artifact_store.credentials_path] = json.dumps(
-            {"access_key_id": "local-bundle-publisher", "secret_access_key": secrets.token_hex(16)})
+            {"access_key_id": "local-bundle-publisher", "secret_access_key": secrets.token_hex(16)}
+        )
         key_pem = _ssh_private_key()
         for host in env.hosts:
             values[host.ssh_key_path] = key_pem
@@ -148,8 +182,9 @@ class LocalStack:
         client = self.vault.client()
         for ref in _refs(self.env):
             path, key = ref.split("#", 1)
-            data = client.secrets.kv.v2.read_secret_version(path=path, mount_point=self.env.vault.kv_mount,
-                                                            raise_on_deleted_version=True)["data"]["data"]
+            data = client.secrets.kv.v2.read_secret_version(
+                path=path, mount_point=self.env.vault.kv_mount, raise_on_deleted_version=True
+            )["data"]["data"]
             out.append(data[key])
             if data[key].startswith("{"):
                 out += [v for v in json.loads(data[key]).values() if isinstance(v, str) and len(v) >= 16]
@@ -166,13 +201,16 @@ class LocalStack:
 
 
 def _refs(env: Environment) -> list[str]:
-    refs = [s.maas_api_key_path for s in env.sites] + [env.platform.admin_token_path,
-                                                      env.artifact_store.credentials_path]
+    refs = [s.maas_api_key_path for s in env.sites] + [
+        env.platform.admin_token_path,
+        env.artifact_store.credentials_path,
+    ]
     refs += [a.service_account_token_path for a in env.app_instances] + [h.ssh_key_path for h in env.hosts]
     return sorted(set(refs))
 
 
 def _ssh_private_key() -> str:
     key = ed25519.Ed25519PrivateKey.generate()
-    return key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.OpenSSH,
-                             serialization.NoEncryption()).decode()
+    return key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.OpenSSH, serialization.NoEncryption()
+    ).decode()

@@ -8,8 +8,8 @@ import json
 
 import pulumi
 
-from providers.machine_pool import MachinePool
 from providers.maas_machine import MaasMachine
+from providers.machine_pool import MachinePool
 
 config = pulumi.Config("fleet")
 specs = json.loads(config.require("specs"))

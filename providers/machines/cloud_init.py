@@ -30,8 +30,12 @@ def _document(spec: MachineSpec, platform_url: str, node_id: str, token: str) ->
     doc = {
         "hostname": spec.hostname,
         "write_files": [
-            {"path": ENROLLMENT_PATH, "permissions": "0600", "owner": "root:root",
-             "content": json.dumps(enrollment, sort_keys=True)},
+            {
+                "path": ENROLLMENT_PATH,
+                "permissions": "0600",
+                "owner": "root:root",
+                "content": json.dumps(enrollment, sort_keys=True),
+            },
             {"path": BUNDLE_PATH, "permissions": "0644", "content": json.dumps(bundle, sort_keys=True)},
         ],
         # The launcher fetches the bundle by ref, refuses it unless sha256 matches, then runs it;

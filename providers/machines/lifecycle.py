@@ -141,10 +141,17 @@ TEARDOWN_TABLE: dict[MaasStatus, Stage] = {
 
 # Stages that occupy one of the profile's batch_max_parallel slots (MAAS does heavy work).
 # Releases count too, so a changed deploy input redeploys a pool in rolling batches.
-SLOT_STAGES = frozenset({
-    Stage.COMMISSION, Stage.AWAIT_COMMISSION, Stage.DEPLOY, Stage.AWAIT_DEPLOY, Stage.RECOVER_DEPLOY,
-    Stage.RELEASE, Stage.AWAIT_RELEASE,
-})
+SLOT_STAGES = frozenset(
+    {
+        Stage.COMMISSION,
+        Stage.AWAIT_COMMISSION,
+        Stage.DEPLOY,
+        Stage.AWAIT_DEPLOY,
+        Stage.RECOVER_DEPLOY,
+        Stage.RELEASE,
+        Stage.AWAIT_RELEASE,
+    }
+)
 
 # Waiting stages and the deadline that bounds them.
 WAIT_DEADLINE: dict[Stage, str] = {
@@ -191,13 +198,22 @@ def _ident(m: Tracked) -> str:
 def handle_commission(ctx: Context, m: Tracked) -> Step:
     assert m.view is not None and m.system_id
     if m.view.status in (MaasStatus.FAILED_COMMISSIONING, MaasStatus.FAILED_TESTING) and m.commission_attempts >= 1:
-        return Step.fail(f"{_ident(m)}: commissioning failed: {_event(ctx, m)}; fix the hardware or script, "
-                         "then run up again (it re-commissions)")
-    if m.goal is Goal.DEPLOYED and m.view.status is MaasStatus.NEW and not ctx.policy.auto_claim_single_new_machine \
-            and m.view.owner_data.get(OWNER_MANAGED) is None and m.view.hostname != m.spec.hostname:
+        return Step.fail(
+            f"{_ident(m)}: commissioning failed: {_event(ctx, m)}; fix the hardware or script, "
+            "then run up again (it re-commissions)"
+        )
+    if (
+        m.goal is Goal.DEPLOYED
+        and m.view.status is MaasStatus.NEW
+        and not ctx.policy.auto_claim_single_new_machine
+        and m.view.owner_data.get(OWNER_MANAGED) is None
+        and m.view.hostname != m.spec.hostname
+    ):
         # A New machine found by MAC/IPMI under another name: claim it only if the profile allows it.
-        return Step.fail(f"{_ident(m)}: a New machine matches {m.spec.hostname} by MAC/IPMI but is named "
-                         f"{m.view.hostname!r}; set auto_claim_single_new_machine: true to claim it, or rename it in MAAS")
+        return Step.fail(
+            f"{_ident(m)}: a New machine matches {m.spec.hostname} by MAC/IPMI but is named "
+            f"{m.view.hostname!r}; set auto_claim_single_new_machine: true to claim it, or rename it in MAAS"
+        )
     m.commission_attempts += 1
     ctx.ops.commission(m.system_id, list(ctx.policy.commissioning_scripts), list(ctx.policy.testing_scripts))
     return Step.wait(Stage.AWAIT_COMMISSION)
@@ -223,8 +239,10 @@ def handle_pxe_preflight(ctx: Context, m: Tracked) -> Step:
 def pxe_problem(spec: MachineSpec, d: MachineDetail) -> str | None:
     boot = (d.boot_interface_mac or "").lower()
     if boot != spec.pxe_mac:
-        return (f"boot interface is {boot or 'unset'}, declared PXE MAC is {spec.pxe_mac}; "
-                "fix pxe_mac in the environment or the machine's boot interface in MAAS")
+        return (
+            f"boot interface is {boot or 'unset'}, declared PXE MAC is {spec.pxe_mac}; "
+            "fix pxe_mac in the environment or the machine's boot interface in MAAS"
+        )
     macs = [i.mac_address.lower() for i in d.interfaces]
     if macs.count(spec.pxe_mac) != 1:
         return f"the PXE MAC {spec.pxe_mac} appears on {macs.count(spec.pxe_mac)} interfaces"
@@ -275,17 +293,28 @@ def handle_roce_links(ctx: Context, m: Tracked) -> Step:
 def handle_deploy(ctx: Context, m: Tracked) -> Step:
     assert m.system_id
     if m.deploy_attempts >= _max_attempts(ctx):
-        return Step.fail(f"{_ident(m)}: deploy failed {m.deploy_attempts} time(s): {_event(ctx, m)}; "
-                         "the next up resumes from here")
+        return Step.fail(
+            f"{_ident(m)}: deploy failed {m.deploy_attempts} time(s): {_event(ctx, m)}; the next up resumes from here"
+        )
     m.deploy_attempts += 1
     # A fresh enrollment token per attempt: tokens are single-use and expire.
-    token = ctx.enrollment.mint_token(site=m.spec.site, hostname=m.spec.hostname, system_id=m.system_id,
-                                      ttl_seconds=ctx.policy.enrollment_token_ttl_seconds)
+    token = ctx.enrollment.mint_token(
+        site=m.spec.site,
+        hostname=m.spec.hostname,
+        system_id=m.system_id,
+        ttl_seconds=ctx.policy.enrollment_token_ttl_seconds,
+    )
     m.node_id = token.node_id
-    user_data = render_user_data(m.spec, platform_url=ctx.platform_url, node_id=token.node_id,
-                                 token=token.token.get_secret_value())
-    ctx.ops.deploy(m.system_id, user_data=user_data, distro_series=m.spec.deploy.distro_series,
-                   hwe_kernel=m.spec.deploy.hwe_kernel, enable_hw_sync=ctx.policy.require_hw_sync)
+    user_data = render_user_data(
+        m.spec, platform_url=ctx.platform_url, node_id=token.node_id, token=token.token.get_secret_value()
+    )
+    ctx.ops.deploy(
+        m.system_id,
+        user_data=user_data,
+        distro_series=m.spec.deploy.distro_series,
+        hwe_kernel=m.spec.deploy.hwe_kernel,
+        enable_hw_sync=ctx.policy.require_hw_sync,
+    )
     # MAAS accepts owner data only once the machine is acquired, i.e. after the deploy call.
     _record_owner_data(ctx, m)
     return Step.wait(Stage.AWAIT_DEPLOY)
@@ -293,8 +322,10 @@ def handle_deploy(ctx: Context, m: Tracked) -> Step:
 
 def _record_owner_data(ctx: Context, m: Tracked) -> None:
     assert m.system_id and m.node_id
-    ctx.ops.set_owner_data(m.system_id, {OWNER_FINGERPRINT: m.spec.deploy_fingerprint(),
-                                         OWNER_NODE_ID: m.node_id, OWNER_MANAGED: "gpuaas-infra"})
+    ctx.ops.set_owner_data(
+        m.system_id,
+        {OWNER_FINGERPRINT: m.spec.deploy_fingerprint(), OWNER_NODE_ID: m.node_id, OWNER_MANAGED: "gpuaas-infra"},
+    )
     m.owner_data_recorded = True
 
 
@@ -317,24 +348,31 @@ def handle_recover_deploy(ctx: Context, m: Tracked) -> Step:
         m.deploy_attempts = 1  # found failed on resume: that failure counts
     if not datasource or m.deploy_attempts >= _max_attempts(ctx):
         why = "datasource failure, retries exhausted" if datasource else "not a datasource failure"
-        return Step.fail(f"{_ident(m)}: deployment failed ({why}, {m.deploy_attempts} attempt(s)): {event}; "
-                         "the next up releases and redeploys it")
+        return Step.fail(
+            f"{_ident(m)}: deployment failed ({why}, {m.deploy_attempts} attempt(s)): {event}; "
+            "the next up releases and redeploys it"
+        )
     m.notes.append(f"deploy attempt {m.deploy_attempts} failed on datasource; releasing to retry")
     ctx.ops.release(m.system_id, erase=False, secure_erase=False, quick_erase=False, force=False)
     return Step.wait(Stage.AWAIT_RELEASE)
 
 
 def _erase_flags(mode: EraseMode) -> dict[str, bool]:
-    return {"erase": mode is not EraseMode.NONE, "secure_erase": mode is EraseMode.SECURE,
-            "quick_erase": mode is EraseMode.QUICK}
+    return {
+        "erase": mode is not EraseMode.NONE,
+        "secure_erase": mode is EraseMode.SECURE,
+        "quick_erase": mode is EraseMode.QUICK,
+    }
 
 
 def handle_release(ctx: Context, m: Tracked) -> Step:
     assert m.system_id and m.view is not None
     if m.view.status is MaasStatus.FAILED_DISK_ERASING:
         if not ctx.policy.release_fallback_no_erase:
-            return Step.fail(f"{_ident(m)}: disk erase failed: {_event(ctx, m)}; fix the disks and run again, or set "
-                             "release_fallback_no_erase: true on the profile to release without erasing")
+            return Step.fail(
+                f"{_ident(m)}: disk erase failed: {_event(ctx, m)}; fix the disks and run again, or set "
+                "release_fallback_no_erase: true on the profile to release without erasing"
+            )
         m.notes.append("erase failed; released WITHOUT erase (release_fallback_no_erase)")
         ctx.ops.release(m.system_id, erase=False, secure_erase=False, quick_erase=False, force=True)
         return Step.wait(Stage.AWAIT_RELEASE)

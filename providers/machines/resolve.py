@@ -42,7 +42,9 @@ def resolve_machines(ops: MachineOps, specs: list[MachineSpec], known: dict[str,
     for hostname, view in list(found.items()):
         if view.system_id in claimed:
             # Two specs resolve to one machine (e.g. swapped MACs): never let both drive it.
-            raise ValueError(f"{hostname} and {claimed[view.system_id]} both resolve to MAAS machine "
-                             f"{view.system_id} ({view.hostname}); fix their hostname/IPMI/MAC in the environment")
+            raise ValueError(
+                f"{hostname} and {claimed[view.system_id]} both resolve to MAAS machine "
+                f"{view.system_id} ({view.hostname}); fix their hostname/IPMI/MAC in the environment"
+            )
         claimed[view.system_id] = hostname
     return found

@@ -32,7 +32,9 @@ class PoolInputs(BaseModel):
     policy: LifecyclePolicy
 
 
-def check_inputs(model: type[BaseModel], news: dict[str, Any], source: str) -> tuple[dict[str, Any], list[CheckFailure]]:
+def check_inputs(
+    model: type[BaseModel], news: dict[str, Any], source: str
+) -> tuple[dict[str, Any], list[CheckFailure]]:
     """Validate inputs at `check`; unknowns (preview) are accepted as they are."""
     if has_unknown(news):
         return news, []
@@ -43,8 +45,9 @@ def check_inputs(model: type[BaseModel], news: dict[str, Any], source: str) -> t
     return news, []
 
 
-def machine_state(spec: MachineSpec, result: MachineResult | None, conn: Connection,
-                  prior: dict[str, Any] | None = None) -> dict[str, Any]:
+def machine_state(
+    spec: MachineSpec, result: MachineResult | None, conn: Connection, prior: dict[str, Any] | None = None
+) -> dict[str, Any]:
     """What state records per machine: enough to diff, refresh and resume; never a secret."""
     prior = prior or {}
     out: dict[str, Any] = {
@@ -55,24 +58,28 @@ def machine_state(spec: MachineSpec, result: MachineResult | None, conn: Connect
         "bundle_digest": spec.deploy.bundle_digest,
     }
     if result is not None:
-        out.update({
-            "status": result.maas_status,
-            "stage": result.stage.value,
-            "outcome": result.outcome.value,
-            "node_id": result.node_id,
-            "deploy_attempts": result.deploy_attempts,
-            "adopted": result.adopted,
-            "notes": list(result.notes),
-            "stage_seconds": result.stage_seconds,
-        })
+        out.update(
+            {
+                "status": result.maas_status,
+                "stage": result.stage.value,
+                "outcome": result.outcome.value,
+                "node_id": result.node_id,
+                "deploy_attempts": result.deploy_attempts,
+                "adopted": result.adopted,
+                "notes": list(result.notes),
+                "stage_seconds": result.stage_seconds,
+            }
+        )
     return {k: v for k, v in out.items() if v is not None}
 
 
 def failure_report(results: list[MachineResult]) -> str:
     failed = [r for r in results if r.outcome in (MachineOutcome.FAILED, MachineOutcome.TIMED_OUT)]
     lines = [f"{len(failed)} of {len(results)} machine(s) did not converge:"]
-    lines += [f"  - {r.reason or f'{r.hostname}: {r.outcome.value} in {r.stage.value} (MAAS: {r.maas_status})'}"
-              for r in failed]
+    lines += [
+        f"  - {r.reason or f'{r.hostname}: {r.outcome.value} in {r.stage.value} (MAAS: {r.maas_status})'}"
+        for r in failed
+    ]
     lines.append("Machines that converged are recorded; the next `up` resumes the others (nothing is duplicated).")
     return "\n".join(lines)
 

@@ -31,13 +31,13 @@ class PlatformEnrollment:
         try:
             grant = self._client.mint_enrollment_token(
                 self._site_id,
-                node_models.EnrollmentTokenRequest(profile_id=self._profile_id, hostname=hostname,
-                                                   system_id=system_id),
+                node_models.EnrollmentTokenRequest(profile_id=self._profile_id, hostname=hostname, system_id=system_id),
             )
         except PlatformApiError as e:
             raise _port_error(e, system_id) from None
-        return EnrollmentToken(node_id=grant.node_id, token=grant.enrollment_token,
-                               expires_at=grant.expires_at.timestamp())
+        return EnrollmentToken(
+            node_id=grant.node_id, token=grant.enrollment_token, expires_at=grant.expires_at.timestamp()
+        )
 
     def node_status(self, node_id: str) -> str:
         try:
@@ -64,16 +64,23 @@ def log(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
 
-def build_context(conn: Connection, policy: LifecyclePolicy, credentials: VaultCredentials | None,
-                  time_scale: float) -> tuple[Context, MaasClient, PlatformClient]:
+def build_context(
+    conn: Connection, policy: LifecyclePolicy, credentials: VaultCredentials | None, time_scale: float
+) -> tuple[Context, MaasClient, PlatformClient]:
     vault = vault_reader(conn.vault, credentials)
     maas_key = vault.read(conn.maas.api_key_path)
     platform_token = vault.read(conn.platform.token_path)
     maas = MaasClient(conn.maas.maas_url, maas_key.get_secret_value(), tls_verify=conn.maas.tls_verify)
     platform = PlatformClient(conn.platform.url, platform_token)
-    ctx = Context(ops=maas, enrollment=PlatformEnrollment(platform, conn.platform_site_id, conn.platform_profile_id),
-                  policy=policy, deadlines=Deadlines().scaled(time_scale), platform_url=conn.platform.url,
-                  clock=time.monotonic, log=log)
+    ctx = Context(
+        ops=maas,
+        enrollment=PlatformEnrollment(platform, conn.platform_site_id, conn.platform_profile_id),
+        policy=policy,
+        deadlines=Deadlines().scaled(time_scale),
+        platform_url=conn.platform.url,
+        clock=time.monotonic,
+        log=log,
+    )
     return ctx, maas, platform
 
 

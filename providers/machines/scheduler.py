@@ -73,16 +73,18 @@ class Scheduler:
         adopted = self._resolve(tracked, known or {}, create_missing=True)
         return self._run(tracked, adopted)
 
-    def teardown(self, items: Iterable[tuple[MachineSpec, str | None, TeardownMode]],
-                 node_ids: dict[str, str] | None = None) -> list[MachineResult]:
+    def teardown(
+        self, items: Iterable[tuple[MachineSpec, str | None, TeardownMode]], node_ids: dict[str, str] | None = None
+    ) -> list[MachineResult]:
         """Release machines per their teardown mode and remove their platform node records.
         Never deletes a machine from MAAS; `detach` does not touch MAAS at all."""
         node_ids = node_ids or {}
         tracked: list[Tracked] = []
         detached: list[Tracked] = []
         for spec, system_id, mode in items:
-            m = Tracked(spec=spec, goal=Goal.RELEASED, teardown=mode, system_id=system_id,
-                        node_id=node_ids.get(spec.hostname))
+            m = Tracked(
+                spec=spec, goal=Goal.RELEASED, teardown=mode, system_id=system_id, node_id=node_ids.get(spec.hostname)
+            )
             if mode is TeardownMode.DETACH:
                 m.stage = Stage.FORGET_NODE
                 m.notes.append("detached: MAAS was not touched")
@@ -132,9 +134,15 @@ class Scheduler:
                     return again[t.spec.hostname]
                 self.sleep(self.ctx.deadlines.poll_initial_s * attempt)
             try:
-                view = self.ctx.ops.create(hostname=t.spec.hostname, pxe_mac=t.spec.pxe_mac,
-                                           power_type=t.spec.power_type.value, power_address=t.spec.ipmi_address,
-                                           power_user=None, power_pass=None, commission=False)
+                view = self.ctx.ops.create(
+                    hostname=t.spec.hostname,
+                    pxe_mac=t.spec.pxe_mac,
+                    power_type=t.spec.power_type.value,
+                    power_address=t.spec.ipmi_address,
+                    power_user=None,
+                    power_pass=None,
+                    commission=False,
+                )
                 self.ctx.log(f"{t.spec.hostname}: created in MAAS as {view.system_id}")
                 return view
             except PortError as e:
@@ -177,13 +185,22 @@ class Scheduler:
             while ready:
                 self._advance_all(ready)
                 # Machines delayed for a slot that another machine just freed go now, not a tick later.
-                ready = [t for t in active if t.outcome is None and not t.waiting and t.stage in SLOT_STAGES
-                         and not t.holds_slot] if self._free_slots() else []
+                ready = (
+                    [
+                        t
+                        for t in active
+                        if t.outcome is None and not t.waiting and t.stage in SLOT_STAGES and not t.holds_slot
+                    ]
+                    if self._free_slots()
+                    else []
+                )
             for t in active:
                 if t.outcome is None and t.waiting and ctx.clock() > t.deadline:
-                    t.reason = (f"{t.spec.hostname} (system_id {t.system_id}, MAAS status "
-                                f"{t.view.status.label if t.view else '?'}) did not leave {t.stage.value} before its "
-                                f"deadline ({WAIT_DEADLINE.get(t.stage, '?')}); the next up resumes from here")
+                    t.reason = (
+                        f"{t.spec.hostname} (system_id {t.system_id}, MAAS status "
+                        f"{t.view.status.label if t.view else '?'}) did not leave {t.stage.value} before its "
+                        f"deadline ({WAIT_DEADLINE.get(t.stage, '?')}); the next up resumes from here"
+                    )
                     t.outcome, t.stage = MachineOutcome.TIMED_OUT, Stage.FAILED
             for t in active:
                 if t.outcome is not None and t.holds_slot:
@@ -292,8 +309,9 @@ class Scheduler:
         """A failed call: re-read and let the table decide again (every step is idempotent)."""
         t.transient_errors += 1
         self.ctx.log(f"{t.spec.hostname}: {t.stage.value}: {e} (will re-read and retry)")
-        if t.transient_errors > MAX_TRANSIENT_ERRORS or (e.status is not None and 400 <= e.status < 500
-                                                          and e.status not in (409,)):
+        if t.transient_errors > MAX_TRANSIENT_ERRORS or (
+            e.status is not None and 400 <= e.status < 500 and e.status not in (409,)
+        ):
             t.outcome, t.stage = MachineOutcome.FAILED, Stage.FAILED
             t.reason = f"{t.spec.hostname} (system_id {t.system_id}): MAAS error: {e}"
             return
@@ -307,9 +325,15 @@ class Scheduler:
         times = sorted(t.stage_times.items(), key=lambda kv: kv[1])
         seconds = {a: round(b_t - a_t, 3) for (a, a_t), (_, b_t) in zip(times, times[1:], strict=False)}
         return MachineResult(
-            hostname=t.spec.hostname, system_id=t.system_id, outcome=t.outcome or MachineOutcome.FAILED,
-            stage=t.stage, maas_status=t.view.status.label if t.view else "unknown", reason=t.reason,
-            notes=tuple(t.notes), node_id=t.node_id, deploy_attempts=t.deploy_attempts, adopted=adopted,
+            hostname=t.spec.hostname,
+            system_id=t.system_id,
+            outcome=t.outcome or MachineOutcome.FAILED,
+            stage=t.stage,
+            maas_status=t.view.status.label if t.view else "unknown",
+            reason=t.reason,
+            notes=tuple(t.notes),
+            node_id=t.node_id,
+            deploy_attempts=t.deploy_attempts,
+            adopted=adopted,
             stage_seconds=seconds,
         )
-

@@ -65,8 +65,13 @@ def test_catalogue_codes_unique_and_complete() -> None:
 
 
 def test_make_validate_summary() -> None:
-    proc = subprocess.run([sys.executable, "-m", "environments", "validate", "prod"],
-                          capture_output=True, text=True, cwd=REPO_ROOT, timeout=60)
+    proc = subprocess.run(
+        [sys.executable, "-m", "environments", "validate", "prod"],
+        capture_output=True,
+        text=True,
+        cwd=REPO_ROOT,
+        timeout=60,
+    )
     assert proc.returncode == 0, proc.stderr
     for needle in ("environment prod", "dal1", "sjc1", "platform_control: prod-control-1", "machines (72)", "rail 7"):
         assert needle in proc.stdout

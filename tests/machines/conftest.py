@@ -42,9 +42,14 @@ class World:
     def context(self, maas: MaasClient | None = None, logs: list[str] | None = None, **policy: Any) -> Context:
         base = {"commissioning_scripts": [], "batch_max_parallel": 2, **policy}
         platform = PlatformClient(self.platform.url, self.platform.creds.platform_admin)
-        return Context(ops=maas or self.client(), enrollment=PlatformEnrollment(platform, self.site_id, self.profile_id),
-                       policy=LifecyclePolicy(**base), deadlines=Deadlines().scaled(DEADLINE_SCALE),
-                       platform_url=self.platform.url, log=(logs.append if logs is not None else lambda _m: None))
+        return Context(
+            ops=maas or self.client(),
+            enrollment=PlatformEnrollment(platform, self.site_id, self.profile_id),
+            policy=LifecyclePolicy(**base),
+            deadlines=Deadlines().scaled(DEADLINE_SCALE),
+            platform_url=self.platform.url,
+            log=(logs.append if logs is not None else lambda _m: None),
+        )
 
     def scheduler(self, **kw: Any) -> Scheduler:
         return Scheduler(self.context(**kw))
@@ -58,8 +63,15 @@ def specs_for(env: Environment, roce: bool = True) -> dict[str, MachineSpec]:
             pools = env.roce_pools_of(m.site)
             index = [x.hostname for x in env.machines if x.site == m.site].index(m.hostname)
             sku = env.sku(m.sku)
-            links = [{"interface": sku.fabric_interfaces[p.rail], "subnet": str(p.subnet),
-                      "address": str(p.range.start + index), "mtu": p.mtu} for p in pools]
+            links = [
+                {
+                    "interface": sku.fabric_interfaces[p.rail],
+                    "subnet": str(p.subnet),
+                    "address": str(p.range.start + index),
+                    "mtu": p.mtu,
+                }
+                for p in pools
+            ]
         bundle = {"ref": f"gpuaas-local-bundles/bundles/{m.site}/b/{'0' * 64}.tar.gz", "digest": "0" * 64}
         out[m.hostname] = MachineSpec.model_validate(_machine_spec(env, m, bundle, links))
     return out
@@ -69,8 +81,9 @@ def specs_for(env: Environment, roce: bool = True) -> dict[str, MachineSpec]:
 def world_factory(platform_sim_factory: Callable[..., Any]) -> Iterator[Callable[..., World]]:  # noqa: F811
     sims: list[MaasSimulator] = []
 
-    def make(env_name: str = "local", *, enlisted: bool = False, faults: dict[str, Any] | None = None,
-             roce: bool = True) -> World:
+    def make(
+        env_name: str = "local", *, enlisted: bool = False, faults: dict[str, Any] | None = None, roce: bool = True
+    ) -> World:
         env = load_environment(env_name)
         platform = platform_sim_factory()
         inv: SimInventory = maas_inventory(env, enlisted=enlisted)
@@ -79,13 +92,25 @@ def world_factory(platform_sim_factory: Callable[..., Any]) -> Iterator[Callable
         sims.append(sim)
         admin = PlatformClient(platform.url, platform.creds.platform_admin)
         site_doc = env.sites[0]
-        site = admin.create_site(site_models.MaasSiteCreate(
-            name=site_doc.name, maas_url=sim.url,
-            credential_ref=site_models.VaultCredentialRef(path=site_doc.maas_api_key_path.split("#")[0])))
-        profile = admin.create_profile(site.site_id, site_models.SiteProfileCreate(
-            name=site_doc.profiles[0].name, policy=site_models.SiteProfilePolicy()))
-        return World(env=env, maas=sim, platform=platform, site_id=site.site_id, profile_id=profile.profile_id,
-                     specs=specs_for(env, roce))
+        site = admin.create_site(
+            site_models.MaasSiteCreate(
+                name=site_doc.name,
+                maas_url=sim.url,
+                credential_ref=site_models.VaultCredentialRef(path=site_doc.maas_api_key_path.split("#")[0]),
+            )
+        )
+        profile = admin.create_profile(
+            site.site_id,
+            site_models.SiteProfileCreate(name=site_doc.profiles[0].name, policy=site_models.SiteProfilePolicy()),
+        )
+        return World(
+            env=env,
+            maas=sim,
+            platform=platform,
+            site_id=site.site_id,
+            profile_id=profile.profile_id,
+            specs=specs_for(env, roce),
+        )
 
     yield make
     for sim in sims:

@@ -37,7 +37,9 @@ def _assert_no_duplicates_subset(w: World) -> None:
     assert len(names) == len(set(names))
 
 
-def test_datasource_failures_exhausted_give_a_clear_error_and_next_run_resumes(world_factory: Callable[..., World]) -> None:
+def test_datasource_failures_exhausted_give_a_clear_error_and_next_run_resumes(
+    world_factory: Callable[..., World],
+) -> None:
     w = world_factory()
     w.maas.admin.set_machine_faults("local-gpu-1", MachineFaults(deploy_failures=3))
     r = Scheduler(w.context(max_deploy_retry_attempts=3)).onboard([_one(w)])[0]
@@ -77,7 +79,8 @@ def test_erase_failure_without_fallback_stops_with_the_event(world_factory: Call
     r = Scheduler(w.context()).onboard([_one(w)])[0]
     w.maas.admin.set_machine_faults("local-gpu-1", MachineFaults(erase_failures=5))
     down = Scheduler(w.context(release_erase_mode="secure")).teardown(
-        [(_one(w), r.system_id, TeardownMode.FULL_DECOMMISSION)])[0]
+        [(_one(w), r.system_id, TeardownMode.FULL_DECOMMISSION)]
+    )[0]
     assert down.outcome is MachineOutcome.FAILED and "erase failed" in down.reason
     assert "release_fallback_no_erase" in down.reason
     assert w.maas.admin.status(r.system_id).label == "Failed disk erasing"
@@ -88,7 +91,8 @@ def test_erase_failure_with_fallback_releases_without_erase_and_says_so(world_fa
     r = Scheduler(w.context()).onboard([_one(w)])[0]
     w.maas.admin.set_machine_faults("local-gpu-1", MachineFaults(erase_failures=1))
     down = Scheduler(w.context(release_erase_mode="secure", release_fallback_no_erase=True)).teardown(
-        [(_one(w), r.system_id, TeardownMode.FULL_DECOMMISSION)])[0]
+        [(_one(w), r.system_id, TeardownMode.FULL_DECOMMISSION)]
+    )[0]
     assert down.outcome is MachineOutcome.RELEASED, down.reason
     assert any("WITHOUT erase" in n for n in down.notes)
     assert w.maas.admin.status(r.system_id).label == "Ready"
@@ -96,17 +100,28 @@ def test_erase_failure_with_fallback_releases_without_erase_and_says_so(world_fa
 
 def test_503_bursts_in_every_stage(world_factory: Callable[..., World]) -> None:
     w = world_factory()
-    bursts = [ApiErrorBurst(status=503, count=2, handler=h, op=op) for h, op in [
-        ("MachinesHandler", "create"), ("MachinesHandler", "read"), ("MachineHandler", "commission"),
-        ("MachineHandler", "read"), ("MachinesHandler", "power_parameters"),
-        ("MachineHandler", "set_storage_layout"), ("InterfaceHandler", "link_subnet"),
-        ("MachineHandler", "deploy"), ("MachineHandler", "set_owner_data"), ("MachineHandler", "release"),
-    ]]
+    bursts = [
+        ApiErrorBurst(status=503, count=2, handler=h, op=op)
+        for h, op in [
+            ("MachinesHandler", "create"),
+            ("MachinesHandler", "read"),
+            ("MachineHandler", "commission"),
+            ("MachineHandler", "read"),
+            ("MachinesHandler", "power_parameters"),
+            ("MachineHandler", "set_storage_layout"),
+            ("InterfaceHandler", "link_subnet"),
+            ("MachineHandler", "deploy"),
+            ("MachineHandler", "set_owner_data"),
+            ("MachineHandler", "release"),
+        ]
+    ]
     w.maas.admin.set_api_faults(ApiFaults(errors=bursts))
     specs = [_one(w, "local-gpu-1"), _one(w, "local-gpu-2")]
     up = Scheduler(w.context()).onboard(specs)
     assert {r.outcome for r in up} == {MachineOutcome.READY}, [r.reason for r in up]
-    down = Scheduler(w.context()).teardown([(s, r.system_id, TeardownMode.FULL_DECOMMISSION) for s, r in zip(specs, up, strict=True)])
+    down = Scheduler(w.context()).teardown(
+        [(s, r.system_id, TeardownMode.FULL_DECOMMISSION) for s, r in zip(specs, up, strict=True)]
+    )
     assert {r.outcome for r in down} == {MachineOutcome.RELEASED}, [r.reason for r in down]
     left = sum(b.count for b in w.maas.admin.faults().api.errors)
     assert left == 0, "every burst fired"

@@ -56,8 +56,11 @@ def test_second_run_changes_nothing(world_factory: Callable[..., World]) -> None
     second = Scheduler(w.context()).onboard(specs, known)
     after = _flat(w.maas.admin.request_counts())
     assert {r.outcome for r in second} == {MachineOutcome.READY}
-    mutations = {k: after.get(k, 0) - before.get(k, 0) for k in after
-                 if after.get(k, 0) != before.get(k, 0) and not k.endswith((".read", ".power_parameters", ".query"))}
+    mutations = {
+        k: after.get(k, 0) - before.get(k, 0)
+        for k in after
+        if after.get(k, 0) != before.get(k, 0) and not k.endswith((".read", ".power_parameters", ".query"))
+    }
     assert mutations == {}, f"a converged fleet must see no MAAS mutation, got {mutations}"
 
 
@@ -73,10 +76,17 @@ def test_teardown_releases_powers_off_and_never_deletes(world_factory: Callable[
     w = world_factory()
     specs = list(w.specs.values())
     up = {r.hostname: r for r in Scheduler(w.context()).onboard(specs)}
-    modes = {"local-gpu-1": TeardownMode.REIMAGE, "local-gpu-2": TeardownMode.FULL_DECOMMISSION,
-             "local-gpu-3": TeardownMode.DETACH, "local-gpu-4": TeardownMode.FULL_DECOMMISSION}
-    down = _by_host(Scheduler(w.context()).teardown([(s, up[s.hostname].system_id, modes[s.hostname]) for s in specs],
-                                                    {h: r.node_id for h, r in up.items()}))
+    modes = {
+        "local-gpu-1": TeardownMode.REIMAGE,
+        "local-gpu-2": TeardownMode.FULL_DECOMMISSION,
+        "local-gpu-3": TeardownMode.DETACH,
+        "local-gpu-4": TeardownMode.FULL_DECOMMISSION,
+    }
+    down = _by_host(
+        Scheduler(w.context()).teardown(
+            [(s, up[s.hostname].system_id, modes[s.hostname]) for s in specs], {h: r.node_id for h, r in up.items()}
+        )
+    )
     views = {v.hostname: v for v in w.client().read_many([r.system_id for r in up.values()])}
     assert len(views) == 4, "destroy never deletes a machine from MAAS"
     assert down["local-gpu-3"].outcome is MachineOutcome.DETACHED and views["local-gpu-3"].status.label == "Deployed"
@@ -102,8 +112,9 @@ def test_changed_deploy_input_redeploys_only_that_machine(world_factory: Callabl
     w = world_factory()
     specs = dict(w.specs)
     first = {r.hostname: r for r in Scheduler(w.context()).onboard(list(specs.values()))}
-    changed = specs["local-gpu-3"].model_copy(update={"deploy": specs["local-gpu-3"].deploy.model_copy(
-        update={"bundle_digest": "1" * 64})})
+    changed = specs["local-gpu-3"].model_copy(
+        update={"deploy": specs["local-gpu-3"].deploy.model_copy(update={"bundle_digest": "1" * 64})}
+    )
     specs["local-gpu-3"] = changed
     before = {h: len(w.maas.admin.events(r.system_id)) for h, r in first.items()}
     again = _by_host(Scheduler(w.context()).onboard(list(specs.values()), {h: r.system_id for h, r in first.items()}))
@@ -139,6 +150,9 @@ def test_in_place_tags_and_hostname_through_the_client(world_factory: Callable[.
     maas.set_hostname(r.system_id, "local-gpu-1b")
     view = maas.read_many([r.system_id])[0]
     assert view.hostname == "local-gpu-1b" and view.status.label == "Deployed"
-    tagged = {t for t in ("gpu", "rack-a", "lab")
-              if r.system_id in [m["system_id"] for m in maas._call("Tag", "machines", read=True, name=t)]}
+    tagged = {
+        t
+        for t in ("gpu", "rack-a", "lab")
+        if r.system_id in [m["system_id"] for m in maas._call("Tag", "machines", read=True, name=t)]
+    }
     assert tagged == {"gpu", "rack-a"}

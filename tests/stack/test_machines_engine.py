@@ -44,8 +44,11 @@ def engine_for(engine_factory: Any, world: LocalStack, tmp_path: Path, env_file:
 
 
 def machine_ops(result: Any) -> dict[str, str]:
-    return {urn.rsplit("::", 1)[-1]: op.value for urn, op in result.ops().items()
-            if "MaasMachine" in urn or "MachinePool" in urn}
+    return {
+        urn.rsplit("::", 1)[-1]: op.value
+        for urn, op in result.ops().items()
+        if "MaasMachine" in urn or "MachinePool" in urn
+    }
 
 
 def maas_machines(world: LocalStack) -> dict[str, dict[str, Any]]:
@@ -55,8 +58,10 @@ def maas_machines(world: LocalStack) -> dict[str, dict[str, Any]]:
 
 def deploy_counts(world: LocalStack) -> dict[str, int]:
     assert world.maas is not None
-    return {h: sum(1 for e in world.maas.admin.events(m["system_id"]) if "-> Deploying" in e["description"])
-            for h, m in maas_machines(world).items()}
+    return {
+        h: sum(1 for e in world.maas.admin.events(m["system_id"]) if "-> Deploying" in e["description"])
+        for h, m in maas_machines(world).items()
+    }
 
 
 def test_up_same_redeploy_one_destroy(engine_factory: Any, world: LocalStack, tmp_path: Path, env_file: Path) -> None:
@@ -79,6 +84,7 @@ def test_up_same_redeploy_one_destroy(engine_factory: Any, world: LocalStack, tm
         for m in doc["machines"]:
             if m["hostname"] in ("local-gpu-1", "local-gpu-3"):
                 m["hwe_kernel"] = "ga-22.04"
+
     edit(env_file, change)
     preview = engine.preview()
     assert machine_ops(preview) == {"machine-local-gpu-1": "replace", "pool-local-h200": "update"}
@@ -99,14 +105,16 @@ def test_up_same_redeploy_one_destroy(engine_factory: Any, world: LocalStack, tm
     assert not leaked, "a secret value is in the state file"
 
 
-def test_machine_released_by_hand_refresh_then_up(engine_factory: Any, world: LocalStack, tmp_path: Path,
-                                                  env_file: Path) -> None:
+def test_machine_released_by_hand_refresh_then_up(
+    engine_factory: Any, world: LocalStack, tmp_path: Path, env_file: Path
+) -> None:
     engine = engine_for(engine_factory, world, tmp_path, env_file)
     assert engine.up().ok
     assert world.maas is not None
     sid = maas_machines(world)["local-gpu-2"]["system_id"]
-    MaasClient(world.maas.url, world.maas.api_key).release(sid, erase=False, secure_erase=False,
-                                                          quick_erase=False, force=False)
+    MaasClient(world.maas.url, world.maas.api_key).release(
+        sid, erase=False, secure_erase=False, quick_erase=False, force=False
+    )
     refreshed = engine.refresh()
     assert refreshed.ok
     preview = engine.preview()
@@ -116,8 +124,9 @@ def test_machine_released_by_hand_refresh_then_up(engine_factory: Any, world: Lo
     assert maas_machines(world)["local-gpu-2"]["status_name"] == "Deployed"
 
 
-def test_provider_killed_mid_deploy_then_rerun(engine_factory: Any, world: LocalStack, tmp_path: Path,
-                                               env_file: Path) -> None:
+def test_provider_killed_mid_deploy_then_rerun(
+    engine_factory: Any, world: LocalStack, tmp_path: Path, env_file: Path
+) -> None:
     engine = engine_for(engine_factory, world, tmp_path, env_file)
     handle = engine.start_up()
     deadline = time.monotonic() + 60
