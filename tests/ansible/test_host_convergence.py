@@ -1,0 +1,132 @@
+"""HostConvergence without hosts: inventory generation, content hash, refusal of role-rule
+violations before ansible runs, provider check/diff, and a real (failing) SSH run for the
+unreachable path and the private-data-dir hygiene."""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import shutil
+import tempfile
+from pathlib import Path
+
+import pytest
+import yaml
+from pydantic import SecretStr, ValidationError
+
+import providers.host_convergence as hc
+from environments import load_environment
+from environments.loader import ENVIRONMENTS_DIR
+from providers.host_convergence import (
+    ConvergenceFailed,
+    HostConvergenceProvider,
+    HostConvergenceSpec,
+    HostOutcome,
+    RoleRulesViolated,
+    build_inventory,
+    converge,
+    plan,
+)
+
+DEV = ["dev-control-1", "dev-lab-1", "dev-gpu-1"]
+SECRET = {"dev/ssh/lab-admin#private_key": "-----BEGIN OPENSSH PRIVATE KEY-----\nc2VjcmV0LWtleS1ib2R5\n"
+          "-----END OPENSSH PRIVATE KEY-----\n", "dev/slurm/munge#key": "munge-" + "s3cr3t" * 8}
+
+
+def test_inventory_groups_are_logical_roles_plus_one_per_ansible_role() -> None:
+    env = load_environment("dev")
+    inv = build_inventory(env, {})
+    hosts, groups = inv["all"]["hosts"], inv["all"]["children"]
+    assert list(hosts) == DEV  # hostnames as in the seeds
+    assert hosts["dev-gpu-1"]["ansible_host"] == "100.88.227.60"
+    assert groups["platform_control"]["hosts"] == {"dev-control-1": {}}
+    assert groups["app_control"]["hosts"] == {"dev-lab-1": {}}
+    assert groups["worker_compute"]["hosts"] == {"dev-gpu-1": {}}
+    assert set(groups["role_observability_agent"]["hosts"]) == set(DEV)
+    assert set(groups["role_runner"]["hosts"]) == {"dev-control-1", "dev-lab-1"}
+    assert "dev-gpu-1" not in json.dumps({k: v for k, v in groups.items()
+                                          if k in ("role_gitlab", "role_runner", "role_control_plane_k3s")})
+    assert hosts["dev-lab-1"]["gpuaas_runner_tags"] == ["app-control", "worker-compute"]
+
+
+def test_lab_override_replaces_every_real_address() -> None:
+    env = load_environment("dev")
+    lab = {h: ipaddress.IPv4Address(f"10.77.3.{11 + i}") for i, h in enumerate(DEV)}
+    inv = build_inventory(env, lab)
+    assert "100." not in json.dumps([h["ansible_host"] for h in inv["all"]["hosts"].values()])
+    with pytest.raises(ValueError, match="dev-gpu-9"):
+        build_inventory(env, {"dev-gpu-9": ipaddress.IPv4Address("10.77.3.99")})
+
+
+def test_content_hash_tracks_vars_inventory_and_role_files(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    base = plan(HostConvergenceSpec(environment="dev")).content_hash
+    assert plan(HostConvergenceSpec(environment="dev")).content_hash == base
+    assert plan(HostConvergenceSpec(environment="dev", extra_vars={"x": 1})).content_hash != base
+    assert plan(HostConvergenceSpec(environment="dev", secret_refs={"a": "p#k"})).content_hash != base
+    copy = tmp_path / "ansible"
+    shutil.copytree(hc.ANSIBLE_DIR, copy)
+    monkeypatch.setattr(hc, "ANSIBLE_DIR", copy)
+    assert plan(HostConvergenceSpec(environment="dev")).content_hash == base
+    (copy / "roles/common/defaults/main.yml").write_text("---\ncommon_packages: []\n")
+    assert plan(HostConvergenceSpec(environment="dev")).content_hash != base
+
+
+@pytest.fixture
+def violating_env(tmp_path: Path) -> Path:
+    """dev.yaml with a control-plane role added to the GPU worker."""
+    doc = yaml.safe_load((ENVIRONMENTS_DIR / "dev.yaml").read_text())
+    gpu = next(h for h in doc["hosts"] if h["hostname"] == "dev-gpu-1")
+    gpu["extra_roles"] = ["control_plane_k3s"]
+    path = tmp_path / "dev.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    return path
+
+
+def test_role_rule_violation_is_refused_before_ansible_runs(violating_env: Path,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[str] = []
+    monkeypatch.setattr(hc, "run_playbook", lambda *a, **k: calls.append("ansible"))
+
+    def reader(ref: str) -> SecretStr:
+        calls.append(ref)
+        return SecretStr("x")
+
+    with pytest.raises(RoleRulesViolated) as exc:
+        converge(HostConvergenceSpec(environment=str(violating_env)), reader)
+    assert "ROLE001" in str(exc.value) and "hosts[2]" in str(exc.value)
+    assert calls == []  # no secret read, no ansible run
+    check = HostConvergenceProvider().check({}, {"environment": str(violating_env)})
+    assert len(check.failures) == 1 and "ROLE001" in check.failures[0].reason
+
+
+def test_secret_refs_must_be_vault_references() -> None:
+    with pytest.raises(ValidationError, match="secret_refs.gpuaas_munge_key"):
+        HostConvergenceSpec(environment="dev", secret_refs={"gpuaas_munge_key": "plain-value"})
+
+
+def test_provider_diff_runs_only_on_a_changed_hash() -> None:
+    p = HostConvergenceProvider()
+    news = p.check({}, {"environment": "dev"}).inputs
+    olds = {**news, "hosts": {}}
+    assert p.diff("x", olds, news).changes is False
+    assert p.diff("x", {**olds, "content_hash": "0" * 64}, news).changes is True
+
+
+def test_unreachable_hosts_fail_the_run_named_and_leave_no_private_data(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capfd: pytest.CaptureFixture[str],
+) -> None:
+    """A real ansible-runner + SSH run against loopback addresses nobody serves for us."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    overrides = {h: ipaddress.IPv4Address(f"127.0.0.{10 + i}") for i, h in enumerate(DEV)}
+    spec = HostConvergenceSpec(environment="dev", address_overrides=overrides,
+                               secret_refs={"gpuaas_munge_key": "dev/slurm/munge#key"}, timeout_s=120)
+    with pytest.raises(ConvergenceFailed) as exc:
+        converge(spec, lambda ref: SecretStr(SECRET[ref]))
+    msg = str(exc.value)
+    for h in DEV:
+        assert exc.value.result.hosts[h].outcome is HostOutcome.UNREACHABLE
+        assert f"{h} (unreachable)" in msg
+    assert list(tmp_path.iterdir()) == []  # the 0700 private data dir (key, extravars) is gone
+    out = capfd.readouterr()
+    for value in SECRET.values():
+        assert value.splitlines()[1 if "\n" in value else 0] not in msg + out.out + out.err
