@@ -7,7 +7,7 @@ that the client covers every endpoint. Rights per role live here and nowhere els
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any
 
@@ -53,7 +53,8 @@ class Endpoint:
     tag: str = "admin"
     # False only for enrollment, whose single-use token already makes replays harmless.
     idempotency_required: bool = True
-    extra: dict[str, str] = field(default_factory=dict)
+    # OpenAPI links from the success response: name -> (target operationId, {param: runtime expression}).
+    links: dict[str, tuple[str, dict[str, str]]] = field(default_factory=dict)
 
     @property
     def mutation(self) -> bool:
@@ -307,6 +308,37 @@ ENDPOINTS: tuple[Endpoint, ...] = (
     ),
 )
 
+_PROJECT = "$request.path.project_id"
+_LINKS: dict[str, dict[str, tuple[str, dict[str, str]]]] = {
+    "createMaasSite": {
+        "GetSite": ("getMaasSite", {"site_id": "$response.body#/site_id"}),
+        "CreateProfile": ("createSiteProfile", {"site_id": "$response.body#/site_id"}),
+    },
+    "createSiteProfile": {
+        "GetProfile": (
+            "getSiteProfile",
+            {"site_id": "$request.path.site_id", "profile_id": "$response.body#/profile_id"},
+        ),
+    },
+    "mintEnrollmentToken": {"GetNode": ("getNode", {"node_id": "$response.body#/node_id"})},
+    "createAppInstance": {
+        "GetOperation": ("getOperation", {"project_id": _PROJECT, "operation_id": "$response.body#/operation_id"}),
+        "GetInstance": ("getAppInstance", {"project_id": _PROJECT, "instance_id": "$response.body#/instance_id"}),
+        "ListMembers": ("listMembers", {"project_id": _PROJECT, "instance_id": "$response.body#/instance_id"}),
+        "MemberOperation": (
+            "requestMemberOperation",
+            {"project_id": _PROJECT, "instance_id": "$response.body#/instance_id"},
+        ),
+        "Upgrade": ("upgradeAppInstance", {"project_id": _PROJECT, "instance_id": "$response.body#/instance_id"}),
+    },
+    "requestMemberOperation": {
+        "GetOperation": ("getOperation", {"project_id": _PROJECT, "operation_id": "$response.body#/operation_id"}),
+    },
+    "upgradeAppInstance": {
+        "GetOperation": ("getOperation", {"project_id": _PROJECT, "operation_id": "$response.body#/operation_id"}),
+    },
+}
+ENDPOINTS = tuple(replace(e, links=_LINKS.get(e.operation_id, {})) for e in ENDPOINTS)
 BY_OPERATION_ID: dict[str, Endpoint] = {e.operation_id: e for e in ENDPOINTS}
 
 ERROR_DESCRIPTIONS: dict[int, str] = {
@@ -316,5 +348,6 @@ ERROR_DESCRIPTIONS: dict[int, str] = {
     404: "No such resource within the caller's scope.",
     409: "Conflicts with the current state (name taken, operation in progress, token used).",
     415: "The body is not application/json.",
-    422: "The body, a query parameter or the idempotency key reuse is invalid; details list what.",
+    422: "Invalid body, unknown or invalid query parameter, or an idempotency key reused for another "
+    "request; details say which.",
 }

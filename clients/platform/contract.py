@@ -100,10 +100,15 @@ def _operation(e: Endpoint) -> dict[str, Any]:
     ok: dict[str, Any] = {"description": "Success.", "headers": dict(headers)}
     if e.response is not None:
         ok["content"] = {"application/json": {"schema": {"$ref": _REF.format(model=e.response.__name__)}}}
+    if e.links:  # for clients and for schemathesis' stateful phase
+        ok["links"] = {
+            name: {"operationId": target, "parameters": dict(params)} for name, (target, params) in e.links.items()
+        }
     if e.mutation:
         ok["headers"]["X-Idempotent-Replay"] = {"$ref": "#/components/headers/IdempotentReplay"}
     responses: dict[str, Any] = {str(e.status): ok}
-    for code in sorted({400, *e.errors}):  # 400: a malformed X-Request-Id is refused everywhere
+    # Everywhere: 400 for a malformed X-Request-Id, 422 for an unknown query parameter.
+    for code in sorted({400, 422, *e.errors}):
         responses[str(code)] = {"$ref": f"#/components/responses/E{code}"}
     responses["5XX"] = {"$ref": "#/components/responses/E5XX"}
     op: dict[str, Any] = {

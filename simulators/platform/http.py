@@ -68,6 +68,15 @@ def _fingerprint(method: str, path: str, raw: bytes) -> str:
 
 def _query(endpoint: Endpoint, request: web.Request) -> dict[str, str]:
     out: dict[str, str] = {}
+    known = {q.name for q in endpoint.query}
+    unknown = sorted(set(request.query) - known)
+    if unknown:  # a misspelt filter must not silently widen a list to everything
+        raise ApiError(
+            422,
+            E.INVALID_QUERY_PARAMETER,
+            f"unknown query parameter(s) {unknown}; this operation takes {sorted(known) or 'none'}",
+            {"parameters": unknown},
+        )
     for q in endpoint.query:
         value = request.query.get(q.name)
         if value is None:
