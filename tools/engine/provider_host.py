@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import IO, Any
 
 import grpc
+from pulumi.runtime._grpc_settings import _GRPC_CHANNEL_OPTIONS
 from pulumi.runtime.proto import provider_pb2, provider_pb2_grpc
 
 from tools.engine.values import Props, from_struct, to_struct
@@ -119,7 +120,8 @@ class ProviderHost:
             t = threading.Thread(target=self._pump, args=(stream,), daemon=True)
             t.start()
             self._threads.append(t)
-        self._channel = grpc.insecure_channel(f"127.0.0.1:{first}")
+        # The SDK's own channel options (message size limits), so big property bags pass as under the CLI.
+        self._channel = grpc.insecure_channel(f"127.0.0.1:{first}", options=_GRPC_CHANNEL_OPTIONS)
         stub = provider_pb2_grpc.ResourceProviderStub(self._channel)
         # Configure gets the whole stack config (namespaced keys, plaintext), as the CLI sends it.
         request = provider_pb2.ConfigureRequest(

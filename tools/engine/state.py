@@ -46,6 +46,10 @@ class StateDocument(BaseModel):
     pending_operations: list[PendingOperation] = Field(default_factory=list)
     outputs: dict[str, Any] = Field(default_factory=dict)
 
+    def by_urn(self) -> dict[str, ResourceState]:
+        """Live resources by URN (replaced ones waiting for deletion, ``delete: true``, left out)."""
+        return {r.urn: r for r in self.resources if not r.delete}
+
 
 def _walk(value: Any, on_secret: Any) -> Any:
     if is_secret(value):
