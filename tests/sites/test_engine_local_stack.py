@@ -14,6 +14,7 @@ import yaml
 from tools.localstack import LocalStack
 
 PROJECT = Path(__file__).parent / "engine_project"
+pytestmark = pytest.mark.slow  # engine runs: a subprocess per operation
 REPO_ENVS = Path(__file__).resolve().parents[2] / "environments"
 TEMPLATES = Path(__file__).resolve().parents[2] / "providers" / "bundle_templates"
 
