@@ -10,25 +10,20 @@ with no event loop.
 
 from __future__ import annotations
 
-import functools
-import ssl
-import time
-import uuid
 from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
-import certifi
 import httpx
-from pydantic import BaseModel, SecretStr, TypeAdapter, ValidationError
-from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_exponential_jitter
+from pydantic import SecretStr
 
 from . import models as m
-from .catalogue import BY_OPERATION_ID, Endpoint, Method
+from .catalogue import BY_OPERATION_ID
 from .errors import PlatformApiError
 from .models.codes import ErrorCode
 from .retry import RetryPolicy
+from .transport import Transport, new_idempotency_key, poll
 
-T = TypeVar("T", bound=BaseModel)
+__all__ = ["CLIENT_METHODS", "PlatformClient", "new_idempotency_key"]
 CLIENT_METHODS: dict[str, str] = {}  # operationId -> method name; a test checks it covers the catalogue
 _F = TypeVar("_F", bound=Callable[..., Any])
 
@@ -44,16 +39,6 @@ def endpoint(operation_id: str) -> Callable[[_F], _F]:
     return mark
 
 
-@functools.cache
-def _tls_context(ca_bundle: str | None = None) -> ssl.SSLContext:
-    """One CA bundle load per process and bundle (~40 ms each): providers build a client per call."""
-    return ssl.create_default_context(cafile=ca_bundle or certifi.where())
-
-
-def new_idempotency_key() -> str:
-    return f"idem-{uuid.uuid4().hex}"
-
-
 class PlatformClient:
     def __init__(
         self,
@@ -66,100 +51,26 @@ class PlatformClient:
         ca_bundle: str | None = None,
     ) -> None:
         """`ca_bundle`: a PEM file for a platform behind a private CA (default: certifi's bundle)."""
-        secret = token.get_secret_value() if isinstance(token, SecretStr) else token
-        self._auth = {"Authorization": f"Bearer {secret}"} if secret else {}
-        self.retry = retry or RetryPolicy()
-        self._http = httpx.Client(
-            verify=_tls_context(ca_bundle),
-            base_url=base_url.rstrip("/"),
-            timeout=timeout,
-            transport=transport,
-            headers={"Accept": "application/json", "User-Agent": "gpuaas-infra/platform"},
+        self._t = Transport(
+            base_url, token, timeout=timeout, retry=retry or RetryPolicy(), transport=transport, ca_bundle=ca_bundle
         )
+        self._call = self._t.call
 
     def __repr__(self) -> str:
-        return f"PlatformClient({self._http.base_url!s})"
+        return f"PlatformClient({self._t.base_url})"
+
+    @property
+    def retry(self) -> RetryPolicy:
+        return self._t.retry
 
     def close(self) -> None:
-        self._http.close()
+        self._t.close()
 
     def __enter__(self) -> PlatformClient:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-    # --- the one request path ----------------------------------------------------------------
-    def _call(
-        self,
-        operation_id: str,
-        *,
-        path: dict[str, str] | None = None,
-        body: Any = None,
-        query: dict[str, str | None] | None = None,
-        idempotency_key: str | None = None,
-    ) -> Any:
-        ep = BY_OPERATION_ID[operation_id]
-        url = ep.path.format(**(path or {}))
-        headers = {m.REQUEST_ID_HEADER: f"req-{uuid.uuid4().hex[:20]}"}
-        if ep.roles:
-            headers.update(self._auth)
-        if ep.mutation:
-            headers[m.IDEMPOTENCY_HEADER] = idempotency_key or new_idempotency_key()
-        payload = None
-        if body is not None:
-            adapter = TypeAdapter(ep.request) if not isinstance(body, BaseModel) else None
-            payload = (
-                body.model_dump_json(context={"reveal_secrets": True})
-                if adapter is None
-                else adapter.dump_json(body, context={"reveal_secrets": True}).decode()
-            )
-            headers["Content-Type"] = "application/json"
-        params = {k: v for k, v in (query or {}).items() if v is not None}
-        # Safe methods, or any request with an idempotency key (every mutation has one), may be retried.
-        retry_ok = ep.method is Method.GET or m.IDEMPOTENCY_HEADER in headers
-        send = lambda: self._send(ep, url, headers, payload, params)  # noqa: E731
-        if not retry_ok or self.retry.attempts <= 1:
-            return send()
-        retrying = Retrying(
-            stop=stop_after_attempt(self.retry.attempts),
-            wait=wait_exponential_jitter(
-                multiplier=self.retry.initial_backoff_s,
-                max=self.retry.max_backoff_s,
-                jitter=self.retry.initial_backoff_s,
-            ),
-            retry=retry_if_exception(lambda e: isinstance(e, PlatformApiError) and e.retryable_status),
-            reraise=True,
-        )
-        return retrying(send)
-
-    def _send(
-        self, ep: Endpoint, url: str, headers: dict[str, str], payload: str | None, params: dict[str, str]
-    ) -> Any:
-        try:
-            resp = self._http.request(ep.method.value, url, headers=headers, content=payload, params=params)
-        except httpx.TransportError as exc:
-            raise PlatformApiError(
-                None,
-                ErrorCode.TRANSPORT_ERROR,
-                f"{ep.method.value} {url}: {type(exc).__name__}: {exc}",
-                headers[m.REQUEST_ID_HEADER],
-            ) from exc
-        corr = resp.headers.get(m.CORRELATION_HEADER, headers[m.REQUEST_ID_HEADER])
-        if resp.status_code >= 400:
-            raise _error_from(resp, corr)
-        if ep.response is None:
-            return None
-        try:
-            return ep.response.model_validate_json(resp.content)
-        except ValidationError as exc:
-            raise PlatformApiError(
-                resp.status_code,
-                ErrorCode.INVALID_RESPONSE,
-                f"{ep.operation_id} returned a body that breaks the contract: "
-                f"{exc.error_count()} error(s), first: {exc.errors()[0]['msg']}",
-                corr,
-            ) from exc
 
     # --- admin: MAAS sites ---------------------------------------------------------------------
     @endpoint("listMaasSites")
@@ -286,7 +197,7 @@ class PlatformClient:
         poll_s: float = 2.0,
     ) -> m.Node:
         wanted = frozenset(statuses)
-        return self._poll(
+        return poll(
             lambda: self.get_node(node_id),
             lambda n: n.status in wanted,
             timeout_s,
@@ -433,7 +344,7 @@ class PlatformClient:
         raise_on_failure: bool = True,
     ) -> m.Operation:
         """Poll until the operation is terminal; a failed one raises (code = the operation's error code)."""
-        op = self._poll(
+        op = poll(
             lambda: self.get_operation(project_id, operation_id),
             lambda o: o.status.terminal,
             timeout_s,
@@ -448,35 +359,3 @@ class PlatformClient:
     @endpoint("listAuditEvents")
     def list_audit_events(self, project_id: str) -> list[m.AuditEvent]:
         return self._call("listAuditEvents", path={"project_id": project_id}).items
-
-    # --- polling ---------------------------------------------------------------------------------
-    @staticmethod
-    def _poll(read: Callable[[], T], done: Callable[[T], bool], timeout_s: float, poll_s: float, what: str) -> T:
-        deadline = time.monotonic() + timeout_s
-        delay = min(0.05, poll_s)
-        while True:
-            item = read()
-            if done(item):
-                return item
-            if time.monotonic() >= deadline:
-                raise PlatformApiError(
-                    None,
-                    ErrorCode.WAIT_TIMEOUT,
-                    f"gave up after {timeout_s:.0f}s waiting for {what}",
-                    getattr(item, "correlation_id", None),
-                )
-            time.sleep(delay)  # poll interval grows to poll_s: quick for fast sims, gentle for real ones
-            delay = min(delay * 2, poll_s)
-
-
-def _error_from(resp: httpx.Response, corr: str) -> PlatformApiError:
-    try:
-        env = m.ErrorEnvelope.model_validate_json(resp.content)
-    except ValidationError:
-        return PlatformApiError(
-            resp.status_code,
-            ErrorCode.INVALID_ERROR_RESPONSE,
-            f"HTTP {resp.status_code} without the error envelope: {resp.text[:200]!r}",
-            corr,
-        )
-    return PlatformApiError(resp.status_code, env.code, env.message, env.correlation_id, env.details)
