@@ -37,6 +37,7 @@ from pulumi.dynamic import (
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from clients.maas import MaasSiteClient
+from clients.maas import MachineNics as MaasMachineNics
 from clients.vault import VaultCredentials, credentials_from_config
 from environments.findings import Code
 from environments.model import FabricMode
@@ -244,33 +245,36 @@ class RoceReconciler:
             # Everything is decided before the first mutation: an error leaves MAAS untouched.
             entries = allocate(self.spec.pools, self.spec.nics(), existing, held)
             machines = maas.machine_nics(sorted(ours))
-            status: dict[str, str] = {}
-            for host in sorted(ours):
-                status[host] = self._link_machine(maas, host, machines.get(host), entries)
-                if host in machines:
-                    entries = {k: (e.model_copy(update={"mac": machines[host].nics[e.interface].mac_address})
-                                   if k[0] == host and e.interface in machines[host].nics else e)
-                               for k, e in entries.items()}
+            plan = {host: self._plan_links(host, machines.get(host), entries) for host in sorted(ours)}
+            for _status, actions in plan.values():
+                for system_id, nic_id, e in actions:
+                    maas.link_static(system_id, nic_id, e.subnet, e.address)
             for host in sorted(set(old_table or {}) - ours):
                 self._unlink_machine(maas, host, old_table or {})
-        return table_of(entries, sorted(ours)), status
+        macs = {(h, n.name): n.mac_address for h, m in machines.items() for n in m.nics.values()}
+        entries = {k: e.model_copy(update={"mac": macs.get(k, "")}) for k, e in entries.items()}
+        return table_of(entries, sorted(ours)), {host: st for host, (st, _a) in plan.items()}
 
-    def _link_machine(self, maas: MaasSiteClient, host: str, m: Any, entries: dict[Key, Entry]) -> str:
+    def _plan_links(self, host: str, m: MaasMachineNics | None,
+                    entries: dict[Key, Entry]) -> tuple[str, list[tuple[str, int, Entry]]]:
+        """(link status, the links to make). Raises before anything is changed."""
         if m is None:
-            return "pending: not in MAAS yet (the machine lifecycle links it)"
+            return "pending: not in MAAS yet (the machine lifecycle links it)", []
         if m.status not in NETWORK_EDITABLE:
-            return f"pending: MAAS status {m.status.name} does not allow link changes"
+            return f"pending: MAAS status {m.status.name} does not allow link changes", []
+        actions: list[tuple[str, int, Entry]] = []
         for (h, iface), e in entries.items():
             if h != host:
                 continue
             nic = m.nics.get(iface)
             if nic is None:
                 raise ValueError(f"site {self.spec.site}: host {host} ({m.system_id}) has no interface {iface} in "
-                                 "MAAS; fix: commission the machine or correct the SKU's fabric_interfaces")
-            if any(ip == e.address and cidr == e.subnet for _l, _m, cidr, ip in nic.links):
-                continue  # already linked: idempotent
-            maas.link_static(m.system_id, nic.id, e.subnet, e.address)
-        return "linked"
+                                 "MAAS; fix: commission the machine or correct the SKU's fabric_interfaces; "
+                                 "nothing was changed")
+            # Already linked with this address: nothing to do (idempotent).
+            if not any(ip == e.address and cidr == e.subnet for _l, _m, cidr, ip in nic.links):
+                actions.append((m.system_id, nic.id, e))
+        return "linked", actions
 
     def _unlink_machine(self, maas: MaasSiteClient, host: str, old_table: Mapping[str, Any]) -> None:
         m = maas.machine_nics([host]).get(host)

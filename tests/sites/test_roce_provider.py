@@ -156,3 +156,12 @@ def test_refresh_finds_a_link_removed_by_hand_and_update_restores_it(world: dict
     assert repaired["table"] == res.outs["table"]
     assert holdings(maas)[("gpu-a-001", "ens3f0np0")] == "172.16.2.10"
     assert p.read(res.id, repaired).outs["link_status"]["gpu-a-001"] == "linked"
+
+
+def test_an_interface_missing_in_maas_fails_before_any_link(world: dict[str, Any]) -> None:
+    p, props = world["p"], world["props"]
+    wrong = copy.deepcopy(props)
+    wrong["machines"][1]["interfaces"] = IFACES[:7] + ["ens9f0np0"]  # gpu-a-002: no such NIC
+    with pytest.raises(ValueError, match=r"host gpu-a-002 \(\w+\) has no interface ens9f0np0.*nothing was changed"):
+        p.create(p.check({}, wrong).inputs)
+    assert holdings(world["maas"]) == {}  # not even gpu-a-001 was linked
