@@ -143,8 +143,31 @@ def declare_machines(
 
 
 def build_machines(env: Environment, settings: StackSettings, handles: dict[str, Any]) -> dict[str, Any]:
-    """The "machines" builder of components/stack.py (after "sites")."""
+    """The "machines" builder of components/stack.py (after "sites").
+
+    `_node_ids` (hostname -> Output of the platform node id the machine enrolled as) is the handle the
+    apps area binds members with; reading it makes a resource depend on the machine.
+    """
     if not env.machines:
         return {}
     sites: SiteOutputs = handles["sites"]["_site_outputs"]
-    return {"machines": declare_machines(env, settings, sites)}
+    machines = declare_machines(env, settings, sites)
+    node_ids: dict[str, pulumi.Output[Any]] = {}
+    for m in env.machines:
+        if m.pool is None and m.hostname in machines:
+            node_ids[m.hostname] = _resource_output(machines[m.hostname]["system_id"], "node_id")
+        elif f"pool:{m.pool}" in machines:
+            node_ids[m.hostname] = machines[f"pool:{m.pool}"].apply(
+                lambda s, h=m.hostname: ((s or {}).get(h) or {}).get("node_id"))
+    return {"machines": machines, "_node_ids": node_ids}
+
+
+def _resource_output(output: pulumi.Output[Any], name: str) -> pulumi.Output[Any]:
+    """Another output (`name`) of the resource `output` belongs to: declare_machines hands out only a
+    standalone machine's system_id and status, and its resource also carries `node_id`."""
+
+    async def other() -> Any:
+        (res,) = await output.resources()
+        return getattr(res, name)
+
+    return pulumi.Output.from_input(other()).apply(lambda o: o)

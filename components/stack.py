@@ -11,6 +11,7 @@ from typing import Any
 
 from environments import Environment
 
+from .apps import build_apps
 from .machines import build_machines
 from .settings import StackSettings
 from .site import build_sites
@@ -22,6 +23,7 @@ Builder = Callable[[Environment, StackSettings, dict[str, Any]], dict[str, Any]]
 BUILDERS: list[tuple[str, Builder]] = []
 BUILDERS.append(("sites", build_sites))  # sites, profiles, bundles, RoCE (components/site.py)
 BUILDERS.append(("machines", build_machines))  # MaasMachine / MachinePool (components/machines.py)
+BUILDERS.append(("apps", build_apps))  # AppInstance per app_instances entry (components/apps.py)
 
 
 def declare_environment(env: Environment, settings: StackSettings) -> dict[str, Any]:

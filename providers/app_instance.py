@@ -1,0 +1,152 @@
+"""AppInstance: a project-scoped app instance (Slurm first) converged through member operations (seed 004).
+
+A thin adapter: Pulumi's dicts -> `AppInstanceSpec` (providers/apps/spec.py) -> `AppInstanceReconciler`
+(providers/apps/reconciler.py) -> outputs. Planning lives in providers/apps/plan.py.
+
+- `check`: the spec model, then the environment's own app-instance rules (APP001..APP004, REF005,
+  ROLE002) over this instance; unresolved node ids at preview are accepted.
+- `diff`: name, project, app slug or runtime metadata changed -> replace (delete first: names are unique
+  per project); any other input -> update; and drift: the members a refresh found (`members`) planned
+  against the desired slots give operations to run, or the version differs -> update.
+- `create`/`update`: converge (see the reconciler); `read`: the instance and members as the platform
+  reports them (refresh shows a member removed out of band); `delete`: drain, then decommission.
+The resource id is `<project_id>/<name>`; the platform's instance id is the `instance_id` output.
+Outputs: instance_id, status, app_version, members[{member_id, component_key, status, node_id,
+hostname, host, last_operation_id, last_operation_status, last_correlation_id}] — nothing secret.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pulumi
+from pulumi.dynamic import (
+    CheckFailure,
+    CheckResult,
+    ConfigureRequest,
+    CreateResult,
+    DiffResult,
+    ReadResult,
+    Resource,
+    ResourceProvider,
+    UpdateResult,
+)
+from pydantic import ValidationError
+
+from clients.vault import credentials_from_config
+from providers.apps.plan import Observed, plan_members
+from providers.apps.reconciler import AppInstanceReconciler, InstanceOut
+from providers.apps.spec import SOURCE, AppInstanceSpec, parse_spec, rule_failures
+from providers.common import has_unknown, is_unknown, plain, spec_failures
+
+INPUT_KEYS = ("stack", "instance", "blueprint", "topology", "placements", "platform_url", "vault",
+              "max_parallel", "operation_timeout_s")
+REPLACE_KEYS = ("instance.name", "instance.project_id", "instance.app.slug", "instance.runtime")
+OUTPUT_KEYS = ("instance_id", "status", "app_version", "members")
+
+
+def _get(d: Any, dotted: str) -> Any:
+    for part in dotted.split("."):
+        d = d.get(part) if isinstance(d, dict) else None
+    return d
+
+
+def _inputs(props: dict[str, Any]) -> dict[str, Any]:
+    p = plain(props)
+    return {k: p[k] for k in INPUT_KEYS if k in p}
+
+
+def _hosts(props: dict[str, Any]) -> dict[str, str | None]:
+    return {m["member_id"]: m.get("host") for m in (plain(props).get("members") or [])}
+
+
+def _outs(inputs: dict[str, Any], out: InstanceOut) -> dict[str, Any]:
+    return {**inputs, **out.model_dump(mode="json")}
+
+
+def drift(olds: dict[str, Any], news: dict[str, Any]) -> list[str]:
+    """What the last observation (create/update/refresh) says still needs doing for the desired spec."""
+    old = plain(olds)
+    if not old.get("members") and not old.get("instance_id"):
+        return []
+    try:
+        spec = parse_spec(_inputs(news))
+    except ValidationError:
+        return []
+    found = []
+    if old.get("status") not in ("ready", None):
+        found.append("status")
+    if old.get("app_version") not in (spec.instance.app.version, None):
+        found.append("app_version")
+    observed = [Observed(member_id=m["member_id"], component_key=m["component_key"], status=m["status"],
+                         node_id=m.get("node_id"), hostname=m.get("hostname")) for m in old.get("members") or []]
+    if plan_members(spec.slots(), observed, _hosts(olds), spec.control_plane_keys()).actions:
+        found.append("members")
+    return found
+
+
+class AppInstanceProvider(ResourceProvider):
+    serialize_as_secret_always = False  # pickled by reference; holds nothing secret
+
+    def configure(self, req: ConfigureRequest) -> None:
+        self._credentials = credentials_from_config(req.config)
+
+    def _rec(self, props: dict[str, Any]) -> AppInstanceReconciler:
+        return AppInstanceReconciler(parse_spec(_inputs(props)), getattr(self, "_credentials", None))
+
+    def check(self, olds: dict[str, Any], news: dict[str, Any]) -> CheckResult:
+        inputs = _inputs(news)
+        name = _get(inputs, "instance.name")
+        if has_unknown({k: v for k, v in inputs.items() if k != "placements"}):
+            return CheckResult(news, [])
+        # Node ids of machines not created yet are unknown at preview: check everything else.
+        placements = {k: [None if is_unknown(i) else i for i in v] if isinstance(v, list) else v
+                      for k, v in (inputs.get("placements") or {}).items()}
+        if is_unknown(inputs.get("placements")):
+            placements = {}
+        try:
+            spec = AppInstanceSpec.model_validate({**inputs, "placements": placements})
+        except ValidationError as e:
+            return CheckResult(news, spec_failures(e, f"{SOURCE}[{name}]"))
+        return CheckResult(news, [CheckFailure(p, msg) for p, msg in rule_failures(spec)])
+
+    def diff(self, id_: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
+        old_in, new_in = _inputs(olds), _inputs(news)
+        replaces = [k for k in REPLACE_KEYS if not has_unknown(_get(new_in, k)) and _get(old_in, k) != _get(new_in, k)]
+        changed = [k for k in INPUT_KEYS if has_unknown(new_in.get(k)) or old_in.get(k) != new_in.get(k)]
+        if not has_unknown(new_in):
+            changed += drift(olds, news)
+        return DiffResult(changes=bool(changed or replaces), replaces=replaces, delete_before_replace=True)
+
+    def create(self, props: dict[str, Any]) -> CreateResult:
+        rec = self._rec(props)
+        out = rec.apply()
+        return CreateResult(f"{rec.spec.project_id}/{rec.spec.name}", _outs(_inputs(props), out))
+
+    def update(self, id_: str, olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
+        out = self._rec(news).apply(plain(olds).get("instance_id"), _hosts(olds))
+        return UpdateResult(_outs(_inputs(news), out))
+
+    def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
+        state = plain(props)
+        if not state.get("instance_id"):
+            return ReadResult(id_, props)
+        out = self._rec(props).read(state["instance_id"], _hosts(props))
+        if out is None:  # decommissioned or deleted outside the stack: gone
+            return ReadResult("", {})
+        return ReadResult(id_, _outs(_inputs(props), out))
+
+    def delete(self, id_: str, props: dict[str, Any]) -> None:
+        state = plain(props)
+        if state.get("instance_id"):
+            self._rec(props).remove(state["instance_id"])
+
+
+class AppInstance(Resource, module="gpuaas", name="AppInstance"):
+    instance_id: pulumi.Output[str]
+    status: pulumi.Output[str]
+    app_version: pulumi.Output[str]
+    members: pulumi.Output[list[dict[str, Any]]]
+
+    def __init__(self, name: str, props: dict[str, Any], opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__(AppInstanceProvider(), name, {**{k: None for k in OUTPUT_KEYS}, **props}, opts)

@@ -1,0 +1,178 @@
+"""Pure planning: desired member slots vs the members the platform reports -> member operations.
+
+No I/O here. The reconciler observes, calls `plan_members`, runs the actions phase by phase and
+observes again; `diff` runs the same function over the last observed members to detect drift.
+
+Matching, per component key, in this order (each member fills at most one slot):
+  1. a slot pinned to a platform node takes the member bound to that node;
+  2. a slot bound to a declared host the platform cannot place (no node id) takes the member this
+     stack assigned to that host before (kept in the resource's outputs), or else a member this
+     stack has never assigned (the members a create or an adoption brought);
+  3. an unbound slot takes any remaining member, preferring ones that were never bound to a host;
+  4. a slot still empty takes a remaining member by `replace` (rebinding), else gets an `add`;
+  5. members left over are surplus: `drain` then `remove` (a failed one, or a control-plane member,
+     which the app replaces rather than drains, is just removed).
+A matched member that failed is healed: `replace` in place, or for a slot pinned to a node (the
+failed member still holds that node) `remove` then `add` on the same node.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from enum import IntEnum, StrEnum
+
+from pydantic import BaseModel, ConfigDict
+
+from clients.platform.models import MemberStatus
+
+from .spec import Slot
+
+M = MemberStatus
+
+
+class Disposition(StrEnum):
+    SERVING = "serving"  # counts towards its slot
+    BROKEN = "broken"  # counts, but must be healed
+    LEAVING = "leaving"  # drained (or draining): only removal is left
+    GONE = "gone"  # removed or being removed: ignored
+
+
+# Every member status the platform reports -> what the planner makes of it.
+DISPOSITION: dict[MemberStatus, Disposition] = {
+    M.PENDING: Disposition.SERVING,
+    M.PROVISIONING: Disposition.SERVING,
+    M.ACTIVE: Disposition.SERVING,
+    M.UPDATING: Disposition.SERVING,
+    M.DRAINING: Disposition.LEAVING,
+    M.DRAINED: Disposition.LEAVING,
+    M.REMOVING: Disposition.GONE,
+    M.REMOVED: Disposition.GONE,
+    M.FAILED: Disposition.BROKEN,
+}
+
+
+class ActionKind(StrEnum):
+    ADD = "add"
+    DRAIN = "drain"
+    REMOVE = "remove"
+    REPLACE = "replace"
+
+
+class Phase(IntEnum):
+    """Actions run phase by phase; a phase with a failure stops the run (the next up resumes)."""
+
+    FREE = 1  # remove drained members and failed members whose node a slot needs
+    FILL = 2  # add and replace: capacity first
+    DRAIN = 3  # then drain the surplus
+    REMOVE = 4  # and remove what was drained
+
+
+class Observed(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    member_id: str
+    component_key: str
+    status: MemberStatus
+    node_id: str | None = None
+    hostname: str | None = None
+
+
+class Action(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    kind: ActionKind
+    phase: Phase
+    component_key: str
+    member_id: str | None = None
+    node_id: str | None = None
+    slot: Slot | None = None
+    """The slot an add/replace fills (its host is recorded for the new member)."""
+
+    def describe(self) -> str:
+        target = f"member {self.member_id}" if self.member_id else self.component_key
+        where = f" onto node {self.node_id}" if self.node_id else ""
+        return f"{self.kind.value} {target}{where}" + (f" ({self.slot.label()})" if self.slot else "")
+
+
+class MemberPlan(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    actions: tuple[Action, ...]
+    assigned: dict[str, str | None]
+    """member_id -> declared host of the slot it fills (members kept as they are)."""
+
+    def phase(self, phase: Phase) -> list[Action]:
+        return [a for a in self.actions if a.phase is phase]
+
+
+def _key_plan(slots: list[Slot], members: list[Observed], hosts: dict[str, str | None],
+              drainable: bool) -> tuple[list[Action], dict[str, str | None]]:
+    live = [m for m in members if DISPOSITION[m.status] in (Disposition.SERVING, Disposition.BROKEN)]
+    actions = [Action(kind=ActionKind.REMOVE, phase=Phase.FREE, component_key=m.component_key, member_id=m.member_id)
+               for m in members if DISPOSITION[m.status] is Disposition.LEAVING]
+    fill: dict[int, Observed] = {}
+    free = list(live)
+    pinned = {s.node_id for s in slots if s.node_id}
+
+    def take(slot: Slot, member: Observed) -> None:
+        fill[slot.index] = member
+        free.remove(member)
+
+    for s in slots:  # 1. pinned to a node
+        if s.node_id and (m := next((m for m in free if m.node_id == s.node_id), None)):
+            take(s, m)
+    for s in slots:  # 2. bound to a host the platform places
+        if s.host and not s.node_id and (m := next((m for m in free if hosts.get(m.member_id) == s.host), None)):
+            take(s, m)
+    for s in slots:  # 2b. ... or, right after create/adoption, a member this stack has not assigned yet
+        if s.host and not s.node_id and s.index not in fill:
+            if m := next((m for m in free if m.member_id not in hosts and m.node_id not in pinned), None):
+                take(s, m)
+    for s in slots:  # 3. unbound: never-bound members first
+        if s.host is None and s.index not in fill and free:
+            take(s, sorted(free, key=lambda m: hosts.get(m.member_id) is not None)[0])
+    assigned: dict[str, str | None] = {}
+    for s in slots:
+        m = fill.get(s.index)
+        if m is None:  # 4. rebind a leftover member, else add
+            if free:
+                m = free.pop(0)
+                actions.append(Action(kind=ActionKind.REPLACE, phase=Phase.FILL, component_key=s.component_key,
+                                      member_id=m.member_id, node_id=s.node_id, slot=s))
+            else:
+                actions.append(Action(kind=ActionKind.ADD, phase=Phase.FILL, component_key=s.component_key,
+                                      node_id=s.node_id, slot=s))
+        elif DISPOSITION[m.status] is Disposition.BROKEN:
+            if s.node_id:  # the failed member holds the node: free it, then add on it
+                actions.append(Action(kind=ActionKind.REMOVE, phase=Phase.FREE, component_key=s.component_key,
+                                      member_id=m.member_id))
+                actions.append(Action(kind=ActionKind.ADD, phase=Phase.FILL, component_key=s.component_key,
+                                      node_id=s.node_id, slot=s))
+            else:
+                actions.append(Action(kind=ActionKind.REPLACE, phase=Phase.FILL, component_key=s.component_key,
+                                      member_id=m.member_id, slot=s))
+        else:
+            assigned[m.member_id] = s.host
+    for m in free:  # 5. surplus
+        if drainable and DISPOSITION[m.status] is Disposition.SERVING:
+            actions.append(Action(kind=ActionKind.DRAIN, phase=Phase.DRAIN, component_key=m.component_key,
+                                  member_id=m.member_id))
+        actions.append(Action(kind=ActionKind.REMOVE, phase=Phase.REMOVE, component_key=m.component_key,
+                              member_id=m.member_id))
+    return actions, assigned
+
+
+def plan_members(slots: Iterable[Slot], members: Iterable[Observed], hosts: dict[str, str | None],
+                 control_plane: frozenset[str] = frozenset()) -> MemberPlan:
+    """`hosts`: member_id -> the declared host this stack assigned it (from the previous outputs).
+    `control_plane`: component keys whose members are not drained (replaced or removed outright)."""
+    slots, members = list(slots), list(members)
+    actions: list[Action] = []
+    assigned: dict[str, str | None] = {}
+    for key in sorted({s.component_key for s in slots} | {m.component_key for m in members}):
+        a, kept = _key_plan([s for s in slots if s.component_key == key],
+                            sorted((m for m in members if m.component_key == key), key=lambda m: m.member_id), hosts,
+                            drainable=key not in control_plane)
+        actions += a
+        assigned.update(kept)
+    return MemberPlan(actions=tuple(sorted(actions, key=lambda a: a.phase)), assigned=assigned)

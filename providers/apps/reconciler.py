@@ -1,0 +1,314 @@
+"""AppInstance reconciler: converge one project-scoped app instance through the platform's public contract.
+
+Only `PlatformClient` (the public API) is used, with the project's service-account token read from
+Vault at call time (seed 004: an app team's automation needs no hidden internal access).
+
+`apply`, in this order:
+  1. find the instance (by the id in state, else by name: a create whose response was lost, or a
+     run killed mid-create, is adopted, never duplicated); create it if there is none, with an
+     idempotency key derived from stack, project, name and how many instances of that name were
+     decommissioned before; wait until it is ready. A failed instance is decommissioned and recreated.
+  2. wait for operations a previous (killed) run left in flight;
+  3. upgrade in place when the app version differs;
+  4. plan member operations (`plan.plan_members`) and run them phase by phase, at most
+     `max_parallel` at once, each awaited with a deadline; a phase with a failure stops the run and
+     reports every failure with code, message, correlation id and operation id;
+  5. observe: members as the platform reports them, with their last operation's status.
+Every mutation carries an idempotency key derived from what it changes, so a retried request (5xx
+after commit) replays the original operation instead of starting a second one.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+
+from pydantic import BaseModel, ConfigDict
+
+from clients.platform import PlatformApiError, PlatformClient
+from clients.platform import models as pm
+from clients.platform.models.codes import ErrorCode
+from clients.vault import VaultCredentials
+from providers.common import vault_reader
+
+from .plan import Action, ActionKind, Observed, Phase, plan_members
+from .spec import AppInstanceSpec
+
+S = pm.InstanceStatus
+Result = tuple[Action, "pm.Operation | None", "OpFailure | None"]
+_REFUSED = {401, 403}
+
+
+def idempotency_key(*parts: str) -> str:
+    """A stable key for one intended change: the same change retried (or resumed) gets the same key."""
+    return "gpuaas-infra." + hashlib.sha256("\x1f".join(parts).encode()).hexdigest()[:48]
+
+
+class OpFailure(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    action: str
+    code: str
+    message: str
+    correlation_id: str | None
+    operation_id: str | None = None
+
+    def __str__(self) -> str:
+        op = f", operation_id={self.operation_id}" if self.operation_id else ""
+        return f"{self.action}: {self.code}: {self.message} (correlation_id={self.correlation_id}{op})"
+
+
+class AppInstanceFailed(Exception):
+    def __init__(self, where: str, failures: list[OpFailure], hint: str) -> None:
+        self.failures = failures
+        listed = "; ".join(str(f) for f in failures)
+        super().__init__(f"{where}: {len(failures)} operation(s) failed: {listed}; {hint}")
+
+
+class MemberOut(BaseModel):
+    member_id: str
+    component_key: str
+    status: pm.MemberStatus
+    node_id: str | None
+    hostname: str | None
+    host: str | None
+    """The declared host of the slot this member fills (None: placed by the platform)."""
+    last_operation_id: str | None
+    last_operation_status: pm.OperationStatus | None
+    last_correlation_id: str | None
+
+
+class InstanceOut(BaseModel):
+    instance_id: str
+    status: pm.InstanceStatus
+    app_version: str
+    members: list[MemberOut]
+
+
+class AppInstanceReconciler:
+    def __init__(self, spec: AppInstanceSpec, credentials: VaultCredentials | None) -> None:
+        self.spec, self._credentials = spec, credentials
+
+    @property
+    def where(self) -> str:
+        return f"app instance {self.spec.name} (project {self.spec.project_id})"
+
+    # --- credentials: a project-scoped service account, read at call time ------------------------
+    @contextmanager
+    def client(self) -> Iterator[PlatformClient]:
+        path = self.spec.instance.service_account_token_path
+        token = vault_reader(self.spec.vault, self._credentials).read(path)
+        with PlatformClient(self.spec.platform_url, token) as api:
+            try:
+                yield api
+            except PlatformApiError as e:
+                if e.status in _REFUSED:
+                    raise RuntimeError(
+                        f"{self.where}: the platform refused the service-account token read from Vault path "
+                        f"{path!r} ({e.status} {e.code}: {e.message}; correlation_id={e.correlation_id}); fix: "
+                        f"store there a token of a service account of project {self.spec.project_id}") from None
+                raise RuntimeError(f"{self.where}: {e}") from None
+
+    # --- small effectful steps ---------------------------------------------------------------------
+    def _await(self, api: PlatformClient, op: pm.Operation, action: str) -> tuple[pm.Operation, OpFailure | None]:
+        try:
+            done = api.wait_for_operation(self.spec.project_id, op.operation_id,
+                                          timeout_s=self.spec.operation_timeout_s, raise_on_failure=False)
+        except PlatformApiError as e:
+            return op, OpFailure(action=action, code=e.code, message=e.message,
+                                 correlation_id=e.correlation_id or op.correlation_id, operation_id=op.operation_id)
+        if done.status is pm.OperationStatus.FAILED:
+            err = done.error or pm.OperationError(code=ErrorCode.OPERATION_FAILED, message="no error detail")
+            return done, OpFailure(action=action, code=err.code, message=err.message,
+                                   correlation_id=done.correlation_id, operation_id=done.operation_id)
+        return done, None
+
+    def _instance_op(self, api: PlatformClient, action: str, start: Callable[[], pm.Operation]) -> pm.Operation:
+        try:
+            op = start()
+        except PlatformApiError as e:
+            if e.status in _REFUSED:
+                raise
+            raise AppInstanceFailed(self.where, [OpFailure(action=action, code=e.code, message=e.message,
+                                                           correlation_id=e.correlation_id)],
+                                    "fix the cause and run up again") from None
+        done, failure = self._await(api, op, action)
+        if failure:
+            raise AppInstanceFailed(self.where, [failure], "run up again to retry")
+        return done
+
+    def _settle(self, api: PlatformClient, instance_id: str) -> None:
+        """Wait for operations a previous run started and never saw finish (killed, timed out)."""
+        for op in api.list_operations(self.spec.project_id, instance_id):
+            if not op.status.terminal:
+                self._await(api, op, f"{op.kind.value} left in flight")
+
+    def _create(self, api: PlatformClient, generation: int) -> pm.AppInstance:
+        s = self.spec
+        components = [
+            pm.ComponentSpec(component_key=k, count=s.instance.members[k].count,
+                             node_ids=[x.node_id for x in s.slots() if x.component_key == k and x.node_id])
+            for k in sorted(s.instance.members)
+        ]
+        body = pm.AppInstanceCreate(name=s.name, app_type=pm.AppType(s.instance.app.slug),
+                                    app_version=s.instance.app.version, components=components, config=s.config())
+        key = idempotency_key(s.stack, s.project_id, s.name, "create", str(generation))
+        op = self._instance_op(api, "create instance",
+                               lambda: api.create_instance(s.project_id, body, idempotency_key=key))
+        return api.get_instance(s.project_id, op.instance_id)
+
+    def _decommission(self, api: PlatformClient, inst: pm.AppInstance) -> None:
+        key = idempotency_key(inst.instance_id, "decommission", inst.last_operation_id or "-")
+        self._instance_op(api, "decommission instance", lambda: api.decommission_instance(
+            self.spec.project_id, inst.instance_id, "managed by gpuaas-infra", idempotency_key=key))
+
+    def _ensure(self, api: PlatformClient, instance_id: str | None) -> pm.AppInstance:
+        pid = self.spec.project_id
+        if instance_id:
+            try:
+                inst = api.get_instance(pid, instance_id)
+                if inst.status is not S.DECOMMISSIONED and inst.status is not S.FAILED:
+                    return inst
+            except PlatformApiError as e:
+                if e.code != ErrorCode.APP_INSTANCE_NOT_FOUND:
+                    raise
+        named = api.list_instances(pid, name=self.spec.name)
+        live = next((i for i in named if i.status is not S.DECOMMISSIONED), None)
+        if live is not None and live.status is S.FAILED:  # a failed create: tear it down, then start over
+            self._settle(api, live.instance_id)
+            self._decommission(api, api.get_instance(pid, live.instance_id))
+            named, live = api.list_instances(pid, name=self.spec.name), None
+        if live is not None:  # adopt (a lost create response, a killed run, or a lost state file)
+            return live
+        return self._create(api, generation=len(named))
+
+    def _upgrade(self, api: PlatformClient, inst: pm.AppInstance) -> None:
+        to = self.spec.instance.app.version
+        key = idempotency_key(inst.instance_id, "upgrade", inst.app_version, to, inst.last_operation_id or "-")
+        self._instance_op(api, f"upgrade {inst.app_version} -> {to}", lambda: api.upgrade_instance(
+            self.spec.project_id, inst.instance_id, pm.AppInstanceUpgrade(app_version=to, config=self.spec.config()),
+            idempotency_key=key))
+
+    def _member_op(self, api: PlatformClient, iid: str, a: Action, generation: str) -> Result:
+        pid = self.spec.project_id
+        try:
+            if a.kind is ActionKind.ADD:
+                assert a.slot is not None
+                key = idempotency_key(iid, "add", a.component_key, str(a.slot.index), a.node_id or "-", generation)
+                op = api.add_member(pid, iid, a.component_key, a.node_id, idempotency_key=key)
+            elif a.kind is ActionKind.REPLACE:
+                key = idempotency_key(iid, "replace", a.member_id or "", a.node_id or "-")
+                op = api.replace_member(pid, iid, a.member_id or "", a.node_id, idempotency_key=key)
+            elif a.kind is ActionKind.DRAIN:
+                key = idempotency_key(iid, "drain", a.member_id or "")
+                op = api.drain_member(pid, iid, a.member_id or "", idempotency_key=key)
+            else:
+                key = idempotency_key(iid, "remove", a.member_id or "")
+                op = api.remove_member(pid, iid, a.member_id or "", idempotency_key=key)
+        except PlatformApiError as e:
+            if e.status in _REFUSED:
+                raise
+            if a.kind is ActionKind.DRAIN and e.code == ErrorCode.OPERATION_NOT_SUPPORTED:
+                return a, None, None  # the app cannot drain this component: the remove that follows suffices
+            return a, None, OpFailure(action=a.describe(), code=e.code, message=e.message,
+                                      correlation_id=e.correlation_id)
+        done, failure = self._await(api, op, a.describe())
+        return a, done, failure
+
+    def _converge(self, api: PlatformClient, iid: str, hosts: dict[str, str | None]) -> dict[str, str | None]:
+        members = [_observed(m) for m in api.list_members(self.spec.project_id, iid)]
+        plan = plan_members(self.spec.slots(), members, hosts, self.spec.control_plane_keys())
+        hosts = dict(plan.assigned)
+        generation = idempotency_key(*sorted(m.member_id for m in members if m.status is not pm.MemberStatus.REMOVED))
+        for phase in Phase:
+            actions = plan.phase(phase)
+            if not actions:
+                continue
+            with ThreadPoolExecutor(max_workers=min(self.spec.max_parallel, len(actions))) as pool:
+                results = list(pool.map(lambda a: self._member_op(api, iid, a, generation), actions))
+            for a, op, _ in results:
+                new = op and (op.replacement_member_id if a.kind is ActionKind.REPLACE else op.member_id)
+                if a.slot is not None and new:
+                    hosts[new] = a.slot.host
+            failures = [f for _, _, f in results if f]
+            if failures:
+                raise AppInstanceFailed(self.where, failures,
+                                        "run up again: only the operations not yet done are retried")
+        return hosts
+
+    def observe(self, api: PlatformClient, iid: str, hosts: dict[str, str | None]) -> InstanceOut | None:
+        pid = self.spec.project_id
+        try:
+            inst = api.get_instance(pid, iid)
+        except PlatformApiError as e:
+            if e.code == ErrorCode.APP_INSTANCE_NOT_FOUND:
+                return None
+            raise
+        if inst.status is S.DECOMMISSIONED:
+            return None
+        ops = {o.operation_id: o for o in api.list_operations(pid, iid)}
+        members = []
+        for m in api.list_members(pid, iid):
+            if m.status is pm.MemberStatus.REMOVED:
+                continue
+            last = ops.get(m.last_operation_id or "")
+            members.append(MemberOut(
+                member_id=m.member_id, component_key=m.component_key, status=m.status,
+                node_id=m.node.node_id if m.node else None, hostname=m.node.hostname if m.node else None,
+                host=hosts.get(m.member_id), last_operation_id=m.last_operation_id,
+                last_operation_status=last.status if last else None, last_correlation_id=m.last_correlation_id))
+        members.sort(key=lambda x: (x.component_key, x.host or "~", x.member_id))
+        return InstanceOut(instance_id=iid, status=inst.status, app_version=inst.app_version, members=members)
+
+    # --- the lifecycle -----------------------------------------------------------------------------
+    def apply(self, instance_id: str | None = None, hosts: dict[str, str | None] | None = None) -> InstanceOut:
+        with self.client() as api:
+            inst = self._ensure(api, instance_id)
+            self._settle(api, inst.instance_id)
+            inst = api.get_instance(self.spec.project_id, inst.instance_id)
+            if inst.app_version != self.spec.instance.app.version:
+                self._upgrade(api, inst)
+            kept = self._converge(api, inst.instance_id, dict(hosts or {}))
+            out = self.observe(api, inst.instance_id, kept)
+        if out is None:
+            raise RuntimeError(f"{self.where}: instance {inst.instance_id} vanished while it was converged; "
+                               "run up again")
+        return out
+
+    def read(self, instance_id: str, hosts: dict[str, str | None]) -> InstanceOut | None:
+        with self.client() as api:
+            return self.observe(api, instance_id, hosts)
+
+    def remove(self, instance_id: str) -> None:
+        """Drain the members (the app moves work off them), then decommission the instance."""
+        pid = self.spec.project_id
+        with self.client() as api:
+            try:
+                inst = api.get_instance(pid, instance_id)
+            except PlatformApiError as e:
+                if e.code == ErrorCode.APP_INSTANCE_NOT_FOUND:
+                    return
+                raise
+            if inst.status is S.DECOMMISSIONED:
+                return
+            self._settle(api, instance_id)
+            if inst.status in (S.READY, S.DEGRADED):
+                drains = [Action(kind=ActionKind.DRAIN, phase=Phase.DRAIN, component_key=m.component_key,
+                                 member_id=m.member_id)
+                          for m in api.list_members(pid, instance_id)
+                          if m.status is pm.MemberStatus.ACTIVE
+                          and m.component_key not in self.spec.control_plane_keys()]
+                if drains:
+                    with ThreadPoolExecutor(max_workers=min(self.spec.max_parallel, len(drains))) as pool:
+                        results = list(pool.map(lambda a: self._member_op(api, instance_id, a, "-"), drains))
+                    failures = [f for _, _, f in results if f]
+                    if failures:
+                        raise AppInstanceFailed(self.where, failures, "run destroy again")
+            self._decommission(api, api.get_instance(pid, instance_id))
+
+
+def _observed(m: pm.Member) -> Observed:
+    return Observed(member_id=m.member_id, component_key=m.component_key, status=m.status,
+                    node_id=m.node.node_id if m.node else None, hostname=m.node.hostname if m.node else None)

@@ -1,0 +1,107 @@
+"""Fixtures of the apps area: a real OpenBao, the platform simulator, enrolled nodes, and specs.
+
+`Lab` holds one platform simulator with four enrolled, active GPU nodes (gpu-1..gpu-4), the
+project's service-account token stored in OpenBao, and builds `AppInstanceSpec`s / reconcilers the
+way the component and provider do, so the direct tests exercise the real client over HTTP.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from clients.platform import PlatformClient
+from clients.platform import models as m
+from clients.vault import VaultCredentials
+from environments import load_environment
+from providers.apps.reconciler import AppInstanceReconciler
+from providers.apps.spec import AppInstanceSpec
+from simulators.platform.testing import RunningSim, platform_sim_factory  # noqa: F401
+from tools.engine.testing import engine_factory  # noqa: F401
+from tools.openbao import OpenBaoDevServer
+
+KV = "gpuaas"
+TOKEN_REF = "t/platform/sa-slurm#token"
+GPUS = ("gpu-1", "gpu-2", "gpu-3", "gpu-4")
+
+
+@pytest.fixture(scope="session")
+def openbao() -> Iterator[OpenBaoDevServer]:
+    with OpenBaoDevServer() as server:
+        server.ensure_kv_mount(KV)
+        yield server
+
+
+class Lab:
+    def __init__(self, sim: RunningSim, vault: OpenBaoDevServer) -> None:
+        self.sim, self.vault = sim, vault
+        self.pid = sim.creds.project_id
+        self.admin = PlatformClient(sim.url, sim.creds.platform_admin)
+        self.api = PlatformClient(sim.url, sim.creds.service_account)
+        vault.put_secret(KV, TOKEN_REF.split("#")[0], {"token": sim.creds.service_account})
+        self.nodes = self._enroll(GPUS)
+        env = load_environment("local")
+        self.blueprint = {"name": env.blueprint_model.name,
+                          "app": env.blueprint_model.apps["slurm"].model_dump(mode="json"),
+                          "runtime_combinations": [c.model_dump(mode="json")
+                                                   for c in env.blueprint_model.runtime_combinations]}
+
+    def _enroll(self, hostnames: tuple[str, ...]) -> dict[str, str]:
+        site = self.admin.create_site(m.MaasSiteCreate(name="lab", maas_url="http://maas.lab:5240/MAAS",
+                                                       credential_ref=m.VaultCredentialRef(path="t/maas/lab")))
+        profile = self.admin.create_profile(site.site_id, m.SiteProfileCreate(
+            name="h200", policy=m.SiteProfilePolicy(site_bootstrap_bundle_ref="s3://b/lab@sha256:00")))
+        out = {}
+        for i, h in enumerate(hostnames):
+            grant = self.admin.mint_enrollment_token(site.site_id, m.EnrollmentTokenRequest(
+                profile_id=profile.profile_id, hostname=h, system_id=f"sys{i:03d}"))
+            PlatformClient(self.sim.url).enroll(m.EnrollmentRequest(
+                node_id=grant.node_id, enrollment_token=grant.enrollment_token, hostname=h, system_id=f"sys{i:03d}"))
+            out[h] = grant.node_id
+        for node_id in out.values():
+            self.admin.wait_for_node(node_id, timeout_s=10)
+        return out
+
+    def spec(self, workers: int = 1, worker_nodes: tuple[str, ...] = ("gpu-1",), version: str = "23.11.10",
+             controller_host: str = "lab-1", max_parallel: int = 4, **extra: Any) -> AppInstanceSpec:
+        topology = {"lab-1": "app_control", "lab-2": "app_control", **{g: "gpu_node" for g in GPUS}}
+        return AppInstanceSpec.model_validate({
+            "stack": "t",
+            "instance": {
+                "name": "slurm-t", "project_id": self.pid, "app": {"slug": "slurm", "version": version},
+                "runtime": {"operating_mode": "tenant_dedicated", "control_plane_scope": "project",
+                            "runtime_backend": "slurm", "tenant_boundary_mode": "dedicated_nodes"},
+                "service_account_token_path": TOKEN_REF,
+                "members": {"controller": {"count": 1, "nodes": [controller_host]},
+                            "worker": {"count": workers, "nodes": list(worker_nodes)}},
+            },
+            "blueprint": self.blueprint,
+            "topology": topology,
+            "placements": {"controller": [None], "worker": [self.nodes[n] for n in worker_nodes]},
+            "platform_url": self.sim.url,
+            "vault": {"address": self.vault.address, "kv_mount": KV},
+            "max_parallel": max_parallel,
+            "operation_timeout_s": 30,
+            **extra,
+        })
+
+    def rec(self, spec: AppInstanceSpec) -> AppInstanceReconciler:
+        return AppInstanceReconciler(spec, VaultCredentials(token=self.vault.root_token))
+
+    def member_ops(self) -> list[tuple[str, str | None]]:
+        """(operation kind, member id) of every member operation the platform ran, in order."""
+        return [(o.kind.value, o.member_id) for o in self.sim.operations() if o.kind.value.startswith("member_")]
+
+    def audit_actions(self) -> list[str]:
+        return [e.action for e in self.sim.audit() if e.outcome == "accepted"]
+
+
+@pytest.fixture
+def lab(platform_sim_factory: Any, openbao: OpenBaoDevServer) -> Iterator[Lab]:  # noqa: F811
+    sim = platform_sim_factory()
+    lab = Lab(sim, openbao)
+    yield lab
+    lab.admin.close()
+    lab.api.close()
