@@ -240,10 +240,24 @@ class SiteProfileReconciler:
         vault = vault_reader(self.spec.vault, self._credentials)
         maas = self._maas(vault)
         with self._platform(vault) as api:
-            if any(p.profile_id == profile_id for p in api.list_profiles(site_id)):
+            profiles = api.list_profiles(site_id)
+            if any(p.profile_id == profile_id for p in profiles):
                 api.delete_profile(site_id, profile_id)
+        # Scripts are named per bundle: keep them while another profile of the site uses the same bundle.
+        ours = {_bundle_name(self.spec.bundle_url(n)) for n in (self.spec.profile.commissioning_bundle_ref,
+                                                                self.spec.profile.post_deploy_validation_bundle_ref)}
+        others = {_bundle_name(u) for p in profiles if p.profile_id != profile_id
+                  for u in (p.policy.commissioning_bundle_ref, p.policy.post_deploy_validation_bundle_ref)}
+        if (ours - {None}) & others:
+            return
         for name in scripts:
             maas.delete_script(name)
+
+
+def _bundle_name(url: str | None) -> str | None:
+    """'s3://bucket/bundles/<site>/<name>/<digest>.tar.gz' -> '<site>/<name>'."""
+    m = re.search(r"/bundles/([^/]+/[^/]+)/[0-9a-f]{64}\.tar\.gz$", url or "")
+    return m.group(1) if m else None
 
 
 # --- adapter ------------------------------------------------------------------------------------------

@@ -188,3 +188,17 @@ def test_refresh_detects_drift_and_update_repairs_it(world: dict[str, Any]) -> N
     repaired = p.update(res.id, refreshed, props).outs
     assert repaired["effective_policy"]["batch_max_parallel"] == 2 and gone in maas.scripts()
     assert not p.diff(res.id, p.read(res.id, repaired).outs, props).changes
+
+
+def test_scripts_shared_by_two_profiles_survive_deleting_one(world: dict[str, Any]) -> None:
+    p, props = world["provider"], world["props"]
+    other = copy.deepcopy(props)
+    other["profile"]["name"] = "h200-lab-b"
+    a, b = p.create(props), p.create(other)
+    assert a.outs["site_id"] == b.outs["site_id"] and a.outs["scripts"] == b.outs["scripts"]
+    maas = MaasSiteClient(world["maas"].url, world["maas"].api_key, tls_verify=False)
+    p.delete(a.id, a.outs)
+    assert set(a.outs["scripts"]) <= set(maas.scripts())  # b still uses them
+    assert [x.name for x in platform_profiles(world)] == ["h200-lab-b"]
+    p.delete(b.id, b.outs)
+    assert not set(b.outs["scripts"]) & set(maas.scripts())
