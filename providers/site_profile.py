@@ -294,9 +294,12 @@ class SiteProfileProvider(ResourceProvider):
         return SiteProfileReconciler(SiteProfileSpec.model_validate(plain(props)), getattr(self, "_credentials", None))
 
     def check(self, olds: dict[str, Any], news: dict[str, Any]) -> CheckResult:
-        if has_unknown(news):
+        # The bundles are other resources' outputs, unknown in a preview that changes them; the site and
+        # profile come from the environment and are always known: validate them regardless.
+        bundles_known = not has_unknown(news.get("bundles"))
+        inputs = plain({**news, "bundles": news.get("bundles") if bundles_known else {}})
+        if has_unknown(inputs):
             return CheckResult(news, [])
-        inputs = plain(news)
         name = (inputs.get("site") or {}).get("name")
         try:
             spec = SiteProfileSpec.model_validate(inputs)
@@ -305,7 +308,7 @@ class SiteProfileProvider(ResourceProvider):
         failures = [CheckFailure("profile", f) for f in policy_findings(inputs)]
         for ref in (spec.profile.site_bootstrap_bundle_ref, spec.profile.commissioning_bundle_ref,
                     spec.profile.post_deploy_validation_bundle_ref):
-            if ref and ref not in spec.bundles:
+            if bundles_known and ref and ref not in spec.bundles:
                 failures.append(CheckFailure("bundles", f"REF003 {SOURCE}[{name}]: profile {spec.profile.name} "
                                              f"names bundle {ref!r}, which is not passed in; fix: declare it under "
                                              "bootstrap_bundles for this site"))

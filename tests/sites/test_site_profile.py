@@ -123,6 +123,9 @@ def test_check_applies_policy_rules_and_accepts_unknowns(world: dict[str, Any]) 
     props = copy.deepcopy(world["props"])
     props["bundles"] = "04da6b54-80e4-46f7-96ec-b56ff0331ba9"  # UNKNOWN during preview
     assert not world["provider"].check({}, props).failures
+    props["profile"]["max_deploy_retry_attempts"] = 99.0  # still checked while the bundles are unknown
+    failures = world["provider"].check({}, props).failures
+    assert failures and failures[0].reason.startswith("ENV005")
 
 
 def test_vault_path_missing_changes_nothing(world: dict[str, Any]) -> None:
