@@ -158,3 +158,28 @@ def test_members_bind_to_enrolled_nodes(platform_sim: RunningSim, client_for: Cl
     with pytest.raises(PlatformApiError) as err:
         api.add_member(pid, inst, "worker", node_id=grant.node_id)
     assert (err.value.status, err.value.code) == (409, "node_already_bound")
+
+
+def test_the_state_tables_are_complete() -> None:
+    from simulators.platform.apps import INSTANCE_ACCEPTS, MEMBER_OP_FROM, MEMBER_OP_KIND
+    from simulators.platform.engine import PLANS
+
+    assert set(PLANS) == set(K)
+    for kind, (steps, _) in PLANS.items():
+        names = [s.name for s in steps]
+        assert steps and len(set(names)) == len(names) and all(s.seconds > 0 for s in steps), kind
+    assert set(INSTANCE_ACCEPTS) == set(K) - {K.INSTANCE_CREATE}
+    assert set(MEMBER_OP_KIND.values()) == {k for k in K if k.value.startswith("member_")}
+    assert set(MEMBER_OP_FROM) == set(MEMBER_OP_KIND) - {m.AddMember}
+
+
+def test_the_clock_refuses_nonsense() -> None:
+    from simulators.platform.clock import SimClock
+
+    with pytest.raises(ValueError, match="time_scale must be > 0"):
+        SimClock(0)
+    clock = SimClock(0.01)
+    before = clock.seconds()
+    assert clock.advance(100) >= before + 100
+    with pytest.raises(ValueError, match="only moves forward"):
+        clock.advance(-1)
