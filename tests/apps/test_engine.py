@@ -1,0 +1,136 @@
+"""The local stack's Slurm instance through the CLI-free engine and the real dynamic-provider server,
+against the embedded MAAS + platform simulators, OpenBao and S3 (tools/localstack.py).
+
+The environment is a copy of `local` trimmed to two MAAS machines (local-gpu-1 standalone, local-gpu-2
+in the pool), so the workers can move between enrolled nodes without deploying a fleet per test.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from clients.platform import models as m
+from tools.localstack import LocalStack
+
+REPO = Path(__file__).resolve().parents[2]
+APP = "slurm-local"
+URN_TAIL = f"gpuaas:AppInstance::app-{APP}"
+
+
+def trim(doc: dict[str, Any]) -> None:
+    doc["machines"] = [x for x in doc["machines"] if x["hostname"] in ("local-gpu-1", "local-gpu-2")]
+
+
+def edit(path: Path, fn: Any) -> None:
+    doc = yaml.safe_load(path.read_text())
+    fn(doc)
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+
+
+def set_workers(count: int, nodes: list[str]) -> Any:
+    def fn(doc: dict[str, Any]) -> None:
+        doc["app_instances"][0]["members"]["worker"] = {"count": count, "nodes": nodes}
+    return fn
+
+
+@pytest.fixture
+def env_file(tmp_path: Path) -> Path:
+    path = tmp_path / "local.yaml"
+    path.write_text((REPO / "environments" / "local.yaml").read_text())
+    edit(path, trim)
+    return path
+
+
+class World:
+    def __init__(self, stack: LocalStack, engine: Any) -> None:
+        self.stack, self.engine = stack, engine
+        assert stack.platform is not None
+        self.sim = stack.platform
+        self.pid = stack.env.app_instances[0].project_id
+
+    def app_op(self, result: Any) -> str | None:
+        return next((op.value for urn, op in result.ops().items() if urn.endswith(URN_TAIL)), None)
+
+    def member_ops(self) -> list[str]:
+        """Kinds of the member operations the audit log records (joined to operations by idempotency key)."""
+        by_key = {o.idempotency_key: o.kind.value for o in self.sim.operations()}
+        return [by_key[e.idempotency_key] for e in self.sim.audit()
+                if e.action == "member.operation" and e.outcome == "accepted"]
+
+    def instance(self) -> m.AppInstance:
+        return next(i for i in self.sim.store.instances.values()
+                    if i.name == APP and i.status is not m.InstanceStatus.DECOMMISSIONED)
+
+    def members(self) -> list[m.Member]:
+        iid = self.instance().instance_id
+        return [x for x in self.sim.store.members.values()
+                if x.instance_id == iid and x.status is not m.MemberStatus.REMOVED]
+
+    def node_of(self, hostname: str) -> str:
+        return next(n.node_id for n in self.sim.store.nodes.values() if n.hostname == hostname)
+
+
+@pytest.fixture
+def world(engine_factory: Any, tmp_path: Path, env_file: Path) -> Iterator[World]:
+    with LocalStack("local") as stack:
+        cfg = stack.stack_config()
+        cfg["gpuaas-infra:environment"] = str(env_file)
+        yield World(stack, engine_factory(REPO, "local", config=cfg, state_path=tmp_path / "state.json"))
+
+
+def ok(result: Any) -> Any:
+    assert result.ok, result.errors() or result.log[-3000:]
+    return result
+
+
+def test_create_same_scale_rebind_upgrade_destroy(world: World, env_file: Path, tmp_path: Path) -> None:
+    engine = world.engine
+    up = ok(engine.up())
+    assert world.app_op(up) == "create"
+    inst = world.instance()
+    assert inst.status is m.InstanceStatus.READY and inst.app_version == "23.11.10"
+    members = {x.component_key: x for x in world.members()}
+    assert members["worker"].node and members["worker"].node.node_id == world.node_of("local-gpu-1"), \
+        "the worker is bound to the node local-gpu-1 enrolled as"
+    assert world.member_ops() == []
+    out = up.outputs["app_instances"][APP]
+    assert out["status"] == "ready" and {x["host"] for x in out["members"]} == {"local-lab-1", "local-gpu-1"}
+    assert all(x["last_operation_status"] == "succeeded" and x["last_correlation_id"] for x in out["members"])
+
+    assert world.app_op(ok(engine.up())) == "same"
+
+    edit(env_file, set_workers(3, ["local-gpu-1"]))
+    assert world.app_op(ok(engine.preview())) == "update"
+    ok(engine.up())
+    assert world.member_ops() == ["member_add", "member_add"]
+
+    edit(env_file, set_workers(2, ["local-gpu-1"]))
+    ok(engine.up())
+    assert world.member_ops()[2:] == ["member_drain", "member_remove"]
+    assert len([x for x in world.members() if x.component_key == "worker"]) == 2
+
+    edit(env_file, set_workers(2, ["local-gpu-2"]))
+    ok(engine.up())
+    assert world.member_ops()[4:] == ["member_replace"]
+    nodes = {x.node.node_id for x in world.members() if x.component_key == "worker" and x.node}
+    assert world.node_of("local-gpu-2") in nodes and world.node_of("local-gpu-1") not in nodes
+
+    def upgrade(doc: dict[str, Any]) -> None:
+        doc["app_instances"][0]["app"]["version"] = "24.05.1"
+    edit(env_file, upgrade)
+    up = ok(engine.up())
+    assert world.app_op(up) == "update" and world.instance().app_version == "24.05.1"
+    assert world.member_ops()[5:] == [] and world.instance().instance_id == inst.instance_id
+
+    ok(engine.destroy())
+    assert world.sim.store.instances[inst.instance_id].status is m.InstanceStatus.DECOMMISSIONED
+    assert world.member_ops()[5:] == ["member_drain", "member_drain"]
+    roles = {e.role for e in world.sim.audit() if e.project_id == world.pid}
+    assert roles == {m.Role.SERVICE_ACCOUNT}, "the app lane is driven by the project's service account only"
+    state = (tmp_path / "state.json").read_text()
+    assert not [s for s in world.stack.secret_values() if s in state], "a secret value is in the state file"
