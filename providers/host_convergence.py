@@ -261,6 +261,9 @@ class HostConvergenceProvider(ResourceProvider):
             return CheckResult(news, [CheckFailure("environment", str(e))])
         except (ValueError, EnvironmentInvalid) as e:
             return CheckResult(news, [CheckFailure("environment", str(e))])
+        if spec.preview_check and not olds:
+            # A first creation has no diff() call: its preview is the check-mode run, here.
+            self._print_preview(self._check_run(spec))
         return CheckResult({**news, "content_hash": p.content_hash}, [])
 
     def diff(self, id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:  # noqa: A002
@@ -270,14 +273,19 @@ class HostConvergenceProvider(ResourceProvider):
             return DiffResult(changes=bool(keys), replaces=[], delete_before_replace=False)
         spec = _spec(news)
         if spec.preview_check:
-            result = self._check_run(spec)
-            changed_hosts = sorted(h for h, r in result.hosts.items() if r.changed)
-            for c in result.changes:
-                print(f"[host-convergence preview] {c.host}: would change: {c.task}"
-                      + (f"\n{c.diff}" if c.diff else ""), file=sys.stderr, flush=True)
-            print(f"[host-convergence preview] hosts that would change: {', '.join(changed_hosts) or 'none'}",
-                  file=sys.stderr, flush=True)
+            self._print_preview(self._check_run(spec))
         return DiffResult(changes=True, replaces=[], delete_before_replace=False)
+
+    @staticmethod
+    def _print_preview(result: ConvergenceResult) -> None:
+        for c in result.changes:
+            print(f"[host-convergence preview] {c.host}: would change: {c.task}"
+                  + (f"\n{c.diff}" if c.diff else ""), file=sys.stderr, flush=True)
+        changed_hosts = sorted(h for h, r in result.hosts.items() if r.changed)
+        bad = sorted(f"{h} ({r.outcome.value})" for h, r in result.hosts.items()
+                     if r.outcome in (HostOutcome.FAILED, HostOutcome.UNREACHABLE))
+        print(f"[host-convergence preview] hosts that would change: {', '.join(changed_hosts) or 'none'}"
+              + (f"; check run failed on: {', '.join(bad)}" if bad else ""), file=sys.stderr, flush=True)
 
     def _check_run(self, spec: HostConvergenceSpec) -> ConvergenceResult:
         try:

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
 
-LAB_SUPERNET = ipaddress.ip_network("10.77.0.0/16")
+LAB_SUPERNET = ipaddress.IPv4Network("10.77.0.0/16")
 FIRST_HOST_OFFSET = 11
 
 
@@ -42,13 +42,13 @@ def _ip(*args: str) -> str:
 
 
 def _used_networks() -> list[ipaddress.IPv4Network]:
-    used = []
+    used: list[ipaddress.IPv4Network] = []
     for a in json.loads(_ip("-j", "-4", "addr")):
         for info in a.get("addr_info", []):
-            used.append(ipaddress.ip_network(f"{info['local']}/{info['prefixlen']}", strict=False))
+            used.append(ipaddress.IPv4Network(f"{info['local']}/{info['prefixlen']}", strict=False))
     for r in json.loads(_ip("-j", "-4", "route")):
         if r.get("dst", "default") != "default":
-            used.append(ipaddress.ip_network(r["dst"], strict=False))
+            used.append(ipaddress.IPv4Network(r["dst"], strict=False))
     return used
 
 
