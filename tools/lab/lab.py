@@ -37,7 +37,7 @@ BOOT_DEADLINE_S = 90.0
 STOP_DEADLINE_S = 20.0
 _REQUIRED = {"systemd-nspawn": "systemd-container", "debootstrap": "debootstrap", "ssh": "openssh-client",
              "ssh-keygen": "openssh-client", "ip": "iproute2", "dpkg-deb": "dpkg", "chroot": "coreutils",
-             "mount": "mount"}
+             "mount": "mount", "sysctl": "procps"}
 
 
 class LabArtifact(BaseModel):
