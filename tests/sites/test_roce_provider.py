@@ -165,3 +165,19 @@ def test_an_interface_missing_in_maas_fails_before_any_link(world: dict[str, Any
     with pytest.raises(ValueError, match=r"host gpu-a-002 \(\w+\) has no interface ens9f0np0.*nothing was changed"):
         p.create(p.check({}, wrong).inputs)
     assert holdings(world["maas"]) == {}  # not even gpu-a-001 was linked
+
+
+def test_vault_unreachable_links_nothing(world: dict[str, Any]) -> None:
+    import socket
+
+    from clients.vault import VaultError, VaultErrorKind
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        dead = f"http://127.0.0.1:{s.getsockname()[1]}"
+    props = copy.deepcopy(world["props"])
+    props["vault"]["address"] = dead
+    with pytest.raises(VaultError) as err:
+        world["p"].create(world["p"].check({}, props).inputs)
+    assert err.value.kind is VaultErrorKind.UNREACHABLE
+    assert holdings(world["maas"]) == {}
