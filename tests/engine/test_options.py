@@ -30,6 +30,33 @@ def test_delete_before_replace_from_provider_or_option(stack: FixtureStack) -> N
     ]
 
 
+def test_delete_before_replace_first_deletes_dependents_that_must_be_replaced(stack: FixtureStack) -> None:
+    def declared(zone: str) -> list[dict]:
+        return [
+            widget("base", zone=zone, exclusive=True),
+            widget("pinned", size=1, pinned_upstream=True, refs={"upstream": "base"}),  # replaced on new upstream
+            widget("loose", size=1, refs={"upstream": "base"}),  # updated in place on new upstream
+        ]
+
+    assert_ok(stack.up(declared("z1")))
+    stack.clear_events()
+    preview = stack.run("preview", declared("z2"))
+    assert_ok(preview)
+    assert [(s.op, s.urn.rsplit("::", 1)[1]) for s in preview.steps if s.op is StepOp.DELETE_REPLACED] == [
+        (StepOp.DELETE_REPLACED, "pinned"),
+        (StepOp.DELETE_REPLACED, "base"),
+    ]
+    result = stack.up(declared("z2"))
+    assert_ok(result)
+    events = stack.events()
+    assert events.index(("delete", "pinned")) < events.index(("delete", "base")) < events.index(("create", "base"))
+    assert events.index(("create", "base")) < events.index(("create", "pinned"))
+    assert ("delete", "loose") not in events and ("update", "loose") in events
+    ops = result.ops()
+    assert ops[stack.urn("pinned")] is StepOp.REPLACE and ops[stack.urn("loose")] is StepOp.UPDATE
+    assert stack.resource("pinned").inputs["upstream"] == stack.resource("base").id
+
+
 def test_deletes_run_in_reverse_dependency_order(stack: FixtureStack) -> None:
     chain = [
         widget("base", size=1),

@@ -129,6 +129,8 @@ class Deployment:
         self.pending: dict[int, PendingOperation] = {}
         self.registered: set[str] = set()
         self.failed: set[str] = set()
+        # Dependents deleted ahead of a delete-before-replace; their registration recreates them.
+        self.replaced_early: set[str] = set()
         # Set by SIGINT/SIGTERM (see cli): steps already running finish and are recorded; no new step starts.
         self.cancelled = threading.Event()
         self.steps: list[Step] = []

@@ -13,6 +13,7 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from tools.engine.dependents import dependents_to_replace
 from tools.engine.deployment import (
     DYNAMIC_PREFIX,
     STACK_TYPE,
@@ -147,6 +148,12 @@ class Registrar:
         checked = remark_secrets(checked_plain, secret_in, [])
         if old is None:
             decision = Decision(StepOp.CREATE)
+        elif goal.urn in dep.replaced_early:
+            # Deleted earlier in this run because a resource it depends on was replaced delete-first.
+            planned = Planned(goal, old, checked, secret_in, Decision(StepOp.REPLACE))
+            result = self._create(planned, StepOp.CREATE_REPLACEMENT)
+            dep.record(planned.step(dep.provider_ref))
+            return result
         else:
             diff = self.host.diff(goal.urn, old.id, strip_secrets(old.outputs), checked_plain, old_inputs)
             decision = decide(
@@ -257,9 +264,21 @@ class Registrar:
                 " Set protect=False in the program and run up, then make the change"
             )
         if p.decision.delete_before_replace:
-            dep.delete_one(old, StepOp.DELETE_REPLACED)
             with dep.lock:
-                dep.live.pop(p.goal.urn, None)
+                live = list(dep.live.values())
+            dependents = dependents_to_replace(self.host, old, live)
+            protected = [d.urn for d in dependents if d.protect]
+            if protected:
+                raise StepFailed(
+                    f"cannot replace {p.goal.urn} delete-before-replace: protected dependents would have to be "
+                    f"replaced with it ({', '.join(protected)})"
+                )
+            for res in [*reversed(dependents), old]:  # dependents first, then the resource itself
+                dep.delete_one(res, StepOp.DELETE_REPLACED)
+                with dep.lock:
+                    dep.live.pop(res.urn, None)
+                    if res is not old:
+                        dep.replaced_early.add(res.urn)
             dep.record(p.step(dep.provider_ref))
             return self._create(p, StepOp.CREATE_REPLACEMENT)
         result = self._create(p, StepOp.CREATE_REPLACEMENT)

@@ -64,7 +64,7 @@ class WidgetProvider(ResourceProvider):
 
     def diff(self, id_: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
         changed = [k for k in COMPARED if olds.get(k) != news.get(k)]
-        replaces = [k for k in changed if k == "zone"]
+        replaces = [k for k in changed if k == "zone" or (k == "upstream" and news.get("pinned_upstream"))]
         return DiffResult(changes=bool(changed), replaces=replaces, delete_before_replace=bool(news.get("exclusive")))
 
     def _outputs(self, id_: str, props: dict[str, Any]) -> dict[str, Any]:
