@@ -13,10 +13,10 @@ from __future__ import annotations
 from types import SimpleNamespace
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field
 
 from environments import rules
-from environments.findings import Level
+from environments.findings import Code, Level
 from environments.model import AppInstance as AppDoc
 from environments.model import AppSpec, LogicalRole, RuntimeMetadata
 from providers.common import VaultInputs
@@ -68,14 +68,6 @@ class AppInstanceSpec(_M):
     max_parallel: int = Field(4, ge=1, le=32)
     operation_timeout_s: float = Field(900.0, gt=0, le=7200)
 
-    @model_validator(mode="after")
-    def _placements_match_nodes(self) -> AppInstanceSpec:
-        for key, ids in self.placements.items():
-            spec = self.instance.members.get(key)
-            if spec is None or len(ids) != len(spec.nodes):
-                raise ValueError(f"placements[{key}] must give one node id (or null) per members.{key}.nodes entry")
-        return self
-
     @property
     def name(self) -> str:
         return self.instance.name
@@ -115,6 +107,12 @@ def rule_failures(spec: AppInstanceSpec) -> list[tuple[str, str]]:
                          apps={spec.instance.app.slug: spec.blueprint.app})
     source = f"{SOURCE}[{spec.name}]"
     out = []
+    for key, ids in spec.placements.items():  # the component's side of the contract
+        nodes = spec.instance.members[key].nodes if key in spec.instance.members else None
+        if nodes is None or len(ids) != len(nodes):
+            out.append(("placements", f"{Code.INVALID_VALUE.value} {source}: placements.{key}: {len(ids)} node ids "
+                        f"for {len(nodes or ())} members.{key}.nodes entries; fix: give one node id (or null) per "
+                        "node entry (components/apps.py builds this)"))
     for f in rules.app_instances(doc, bp, source):  # type: ignore[arg-type]
         if f.level is Level.ERROR:
             path = f.path.removeprefix("app_instances[0]").lstrip(".") or "instance"
