@@ -57,7 +57,8 @@ def _read_yaml(path: Path) -> tuple[dict[str, Any] | None, list[Finding]]:
     return data, []
 
 
-def _schema_findings(err: ValidationError, file: str) -> list[Finding]:
+def schema_findings(err: ValidationError, file: str) -> list[Finding]:
+    """A pydantic ValidationError as findings with the model's codes (shared with providers' `check`)."""
     out: list[Finding] = []
     for e in err.errors(include_url=False):
         loc = tuple(p for p in e["loc"] if not (isinstance(p, str) and p.startswith(("function-", "[key]"))))
@@ -89,7 +90,7 @@ def _validate(model: type[BaseModel], data: dict[str, Any], file: str) -> tuple[
     try:
         return model.model_validate(data), []
     except ValidationError as e:
-        return None, _schema_findings(e, file)
+        return None, schema_findings(e, file)
 
 
 @functools.cache

@@ -16,7 +16,7 @@ from pulumi.dynamic import CheckFailure
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from clients.vault import VaultCredentials, VaultReader, VaultSettings, credentials_from_config
-from environments.loader import _schema_findings  # the model's own error -> code mapping
+from environments.loader import schema_findings  # the model's own error -> code mapping
 from environments.model import VaultAuthMethod
 
 UNKNOWN = "04da6b54-80e4-46f7-96ec-b56ff0331ba9"  # pulumi.runtime.rpc.UNKNOWN
@@ -52,7 +52,7 @@ def plain(value: Any) -> Any:
 def spec_failures(err: ValidationError, source: str, prefix: str = "") -> list[CheckFailure]:
     """Validation errors as CheckFailures: `<CODE> <source>: <path>: <message>; fix: <hint>`."""
     out: list[CheckFailure] = []
-    for f in _schema_findings(err, source):
+    for f in schema_findings(err, source):
         path = f"{prefix}{f.path}" if prefix else f.path
         out.append(CheckFailure(path.split(".")[0] or "inputs",
                                 f"{f.code.value} {source}: {path}: {f.message}; fix: {f.hint}"))
