@@ -8,9 +8,11 @@ way the component and provider do, so the direct tests exercise the real client 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from clients.platform import PlatformClient
 from clients.platform import models as m
@@ -105,3 +107,32 @@ def lab(platform_sim_factory: Any, openbao: OpenBaoDevServer) -> Iterator[Lab]: 
     yield lab
     lab.admin.close()
     lab.api.close()
+
+
+# --- the local stack through the engine ---------------------------------------------------------
+REPO = Path(__file__).resolve().parents[2]
+
+
+def trim(doc: dict[str, Any]) -> None:
+    doc["machines"] = [x for x in doc["machines"] if x["hostname"] in ("local-gpu-1", "local-gpu-2")]
+
+
+def edit(path: Path, fn: Any) -> None:
+    doc = yaml.safe_load(path.read_text())
+    fn(doc)
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+
+
+def set_workers(count: int, nodes: list[str]) -> Any:
+    def fn(doc: dict[str, Any]) -> None:
+        doc["app_instances"][0]["members"]["worker"] = {"count": count, "nodes": nodes}
+    return fn
+
+
+@pytest.fixture
+def env_file(tmp_path: Path) -> Path:
+    """A copy of environments/local.yaml trimmed to two MAAS machines (local-gpu-1, local-gpu-2 in the pool)."""
+    path = tmp_path / "local.yaml"
+    path.write_text((REPO / "environments" / "local.yaml").read_text())
+    edit(path, trim)
+    return path

@@ -12,38 +12,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from clients.platform import models as m
 from tools.localstack import LocalStack
 
-REPO = Path(__file__).resolve().parents[2]
+from .conftest import REPO, edit, set_workers
+
 APP = "slurm-local"
 URN_TAIL = f"gpuaas:AppInstance::app-{APP}"
-
-
-def trim(doc: dict[str, Any]) -> None:
-    doc["machines"] = [x for x in doc["machines"] if x["hostname"] in ("local-gpu-1", "local-gpu-2")]
-
-
-def edit(path: Path, fn: Any) -> None:
-    doc = yaml.safe_load(path.read_text())
-    fn(doc)
-    path.write_text(yaml.safe_dump(doc, sort_keys=False))
-
-
-def set_workers(count: int, nodes: list[str]) -> Any:
-    def fn(doc: dict[str, Any]) -> None:
-        doc["app_instances"][0]["members"]["worker"] = {"count": count, "nodes": nodes}
-    return fn
-
-
-@pytest.fixture
-def env_file(tmp_path: Path) -> Path:
-    path = tmp_path / "local.yaml"
-    path.write_text((REPO / "environments" / "local.yaml").read_text())
-    edit(path, trim)
-    return path
 
 
 class World:

@@ -1,0 +1,94 @@
+"""Faults through the engine on the local stack: a failed member operation (clear error, then the next
+up redoes only what is left), drift found by refresh, and the provider killed between two operations."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from clients.platform import PlatformClient
+from clients.platform import models as m
+from simulators.platform import FaultPlan, OperationFailure
+from tools.localstack import LocalStack
+
+from .conftest import REPO, edit, set_workers
+from .test_engine import World, ok
+
+
+def world_at(engine_factory: Any, tmp_path: Path, env_file: Path, **kw: Any) -> Iterator[World]:
+    with LocalStack("local", **kw) as stack:
+        cfg = stack.stack_config()
+        cfg["gpuaas-infra:environment"] = str(env_file)
+        yield World(stack, engine_factory(REPO, "local", config=cfg, state_path=tmp_path / "state.json"))
+
+
+@pytest.fixture
+def world(engine_factory: Any, tmp_path: Path, env_file: Path) -> Iterator[World]:
+    yield from world_at(engine_factory, tmp_path, env_file)
+
+
+@pytest.fixture
+def slow_world(engine_factory: Any, tmp_path: Path, env_file: Path) -> Iterator[World]:
+    # 0.1 real s per simulated s: a drain takes ~0.35 s, long enough to kill the run in the middle of it
+    yield from world_at(engine_factory, tmp_path, env_file, platform_time_scale=0.1)
+
+
+def test_failed_operation_then_retry_and_refresh_finds_a_member_removed_by_hand(
+        world: World, env_file: Path) -> None:
+    engine = world.engine
+    ok(engine.up())
+    world.sim.inject(FaultPlan(operation_failures=[OperationFailure(
+        kind=m.OperationKind.MEMBER_ADD, code="slurmd_join_failed", message="node did not register")]))
+    edit(env_file, set_workers(2, ["local-gpu-1"]))
+    failed = engine.up()
+    assert not failed.ok
+    op = next(o for o in world.sim.operations() if o.status is m.OperationStatus.FAILED)
+    error = "\n".join(failed.errors())
+    assert "slurm-local" in error and "slurmd_join_failed: node did not register" in error
+    assert f"correlation_id={op.correlation_id}" in error and f"operation_id={op.operation_id}" in error
+    assert "run up again" in error
+
+    ok(engine.up())
+    assert world.member_ops() == ["member_add", "member_replace"], "only the failed member is redone"
+    assert [x.status for x in world.members()] == [m.MemberStatus.ACTIVE] * 3
+
+    # a worker removed out of band: refresh sees it, the next up puts one back
+    token = world.sim.issue_token(m.Role.SERVICE_ACCOUNT, project_id=world.pid)
+    iid = world.instance().instance_id
+    victim = next(x for x in world.members() if x.component_key == "worker")
+    with PlatformClient(world.sim.url, token) as api:
+        api.wait_for_operation(world.pid, api.remove_member(world.pid, iid, victim.member_id).operation_id)
+    assert world.app_op(ok(engine.preview())) == "same", "state alone cannot know"
+    ok(engine.refresh())
+    assert world.app_op(ok(engine.preview())) == "update", "refresh found the drift"
+    ok(engine.up())
+    assert world.member_ops()[2:] == ["member_remove", "member_add"]
+    assert len([x for x in world.members() if x.component_key == "worker"]) == 2
+
+
+def test_provider_killed_between_drain_and_remove_then_rerun(slow_world: World, env_file: Path) -> None:
+    world, engine = slow_world, slow_world.engine
+    edit(env_file, set_workers(2, ["local-gpu-1"]))
+    ok(engine.up())
+    edit(env_file, set_workers(1, ["local-gpu-1"]))
+    handle = engine.start_up()
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        kinds = [o.kind for o in world.sim.operations()]
+        if m.OperationKind.MEMBER_DRAIN in kinds:
+            break
+        time.sleep(0.01)
+    else:
+        pytest.fail("the run never drained a member")
+    handle.kill()
+    handle.wait(timeout=30)
+    assert m.OperationKind.MEMBER_REMOVE not in [o.kind for o in world.sim.operations()], "killed before the remove"
+
+    ok(engine.up())
+    assert world.member_ops() == ["member_drain", "member_remove"], "the drain is not repeated"
+    workers = [x for x in world.members() if x.component_key == "worker"]
+    assert len(workers) == 1 and workers[0].node and workers[0].node.hostname == "local-gpu-1"
