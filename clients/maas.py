@@ -150,7 +150,7 @@ class MaasClient:
         wanted = set(addresses)
         params = self._call("Machines", "power_parameters", read=True)
         return {
-            p.get("power_address"): sid
+            str(p["power_address"]): sid
             for sid, p in (params or {}).items()
             if isinstance(p, dict) and p.get("power_address") in wanted
         }

@@ -211,15 +211,16 @@ def references(doc: EnvironmentDocument, bp: Blueprint, file: str) -> Iterator[F
         if m.bundle is not None:
             yield from bundle_ref(m.bundle, m.site, f"{base}.bundle")
         if m.pool is not None:
-            pool = pools.get(m.pool)
-            if pool is None:
+            member_of = pools.get(m.pool)
+            if member_of is None:
                 yield finding(Code.UNKNOWN_POOL, file, f"{base}.pool", f"machine pool {m.pool!r} is not declared")
-            elif (pool.site, pool.profile) != (m.site, m.profile):
+            elif (member_of.site, member_of.profile) != (m.site, m.profile):
                 yield finding(
                     Code.POOL_MISMATCH,
                     file,
                     f"{base}.pool",
-                    f"pool {pool.name!r} is {pool.site}/{pool.profile}, the machine is {m.site}/{m.profile}",
+                    f"pool {member_of.name!r} is {member_of.site}/{member_of.profile}, "
+                    f"the machine is {m.site}/{m.profile}",
                 )
     for i, h in enumerate(doc.hosts):
         if h.machine is not None and h.machine not in machines:

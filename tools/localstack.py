@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import secrets
+from typing import Any
 
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ed25519
@@ -28,7 +29,10 @@ SIM_SKU = {"h200": "h200", "cpu-small": "generic-small"}
 
 def maas_inventory(env: Environment, *, enlisted: bool = False) -> SimInventory:
     """`enlisted=False`: machines are racked but unknown to MAAS until the provider creates them."""
-    sites, fabrics, subnets, machines = [], [], [], []
+    sites: list[dict[str, Any]] = []
+    fabrics: list[dict[str, Any]] = []
+    subnets: list[dict[str, Any]] = []
+    machines: list[dict[str, Any]] = []
     for i, site in enumerate(env.sites):
         sites.append({"name": site.name})
         fabrics.append({"name": f"pxe-{site.name}"})
