@@ -20,6 +20,8 @@ import yaml
 # seed 003 / environments.model.CONTROL_PLANE_AND_CI_ROLES (a test keeps the two equal)
 CONTROL_PLANE_AND_CI_ROLES = frozenset({"platform_control", "app_control", "control_plane_k3s", "gitlab", "runner"})
 WORKER_ROLE = "worker_compute"
+# An AppInstance's topology calls a MAAS machine that is not a declared host a `gpu_node`.
+WORKER_ROLES = frozenset({WORKER_ROLE, "gpu_node"})
 # App component keys that are control-plane members when the instance does not say (seed 004).
 DEFAULT_CONTROL_PLANE_KEYS = frozenset({"controller", "head", "control_plane", "scheduler", "server"})
 PROD_ENVIRONMENTS = frozenset({"prod", "production"})
@@ -207,23 +209,40 @@ def worker_hosts_with_control_roles(resources: Sequence[Res]) -> list[tuple[str,
 
 # -- 2. app control-plane members never on worker_compute hosts -------------------------------
 def worker_hostnames(resources: Sequence[Res]) -> set[str]:
+    """MAAS machines, hosts declared worker_compute, and nodes an AppInstance's topology calls GPU nodes."""
     workers = {h for r in resources for h in machine_hostnames(r)}
     declared = {}
     for r in resources:
         for host in hosts_of(r):
             declared[str(_field(host, "hostname"))] = _field(host, "logical_role")
+        topology = _field(r.props, "topology") if r.kind == "AppInstance" else None
+        if isinstance(topology, Mapping):
+            for node in list(topology):
+                role = _field(topology, node)
+                declared.setdefault(str(node), WORKER_ROLE if role in WORKER_ROLES else role)
     workers |= {h for h, role in declared.items() if role == WORKER_ROLE}
     return {h for h in workers if declared.get(h, WORKER_ROLE) == WORKER_ROLE}
 
 
+def app_members(res: Res) -> Mapping[str, Any]:
+    """component key -> {count, nodes}: `instance.members` (AppInstance provider) or `members`."""
+    members = _field(res.props, "instance", "members")
+    if not isinstance(members, Mapping):
+        members = _field(res.props, "members")
+    return members if isinstance(members, Mapping) else {}
+
+
 def control_plane_keys(res: Res) -> set[str]:
-    members = _field(res.props, "members")
+    """From the blueprint the instance carries, else a member's own flag, else the usual names."""
+    members = app_members(res)
     keys = {str(k) for k in _list(_field(res.props, "control_plane_keys"))}
-    if isinstance(members, Mapping):
-        for key in list(members):
+    declared = _field(res.props, "blueprint", "app", "component_keys")
+    for key in list(members):
+        flag = _field(declared, key, "control_plane") if isinstance(declared, Mapping) else None
+        if flag is None:
             flag = _field(members, key, "control_plane")
-            if flag is True or (flag is None and key in DEFAULT_CONTROL_PLANE_KEYS):
-                keys.add(str(key))
+        if flag is True or (flag is None and key in DEFAULT_CONTROL_PLANE_KEYS):
+            keys.add(str(key))
     return keys
 
 
@@ -233,9 +252,9 @@ def app_members_on_workers(resources: Sequence[Res]) -> list[tuple[str, str]]:
     for r in resources:
         if r.kind != "AppInstance":
             continue
+        members = app_members(r)
         for key in sorted(control_plane_keys(r)):
-            nodes = [str(n) for n in _list(_field(r.props, "members", key, "nodes"))]
-            for node in nodes:
+            for node in [str(n) for n in _list(_field(members, key, "nodes"))]:
                 if node in workers:
                     out.append(
                         (

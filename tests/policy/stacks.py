@@ -1,12 +1,11 @@
 """The resources a stack declares, as the engine would hand them to the policy pack.
 
-Machines and pools come from a preview (the CLI-free engine, same JSON as `pulumi preview --json`)
-of the project itself when it declares them, otherwise of `tests/policy/program`, which runs the real
-`components.machines` over the compiled environment (the sites area is not in BUILDERS yet).
-
-SiteProfile, HostConvergence and AppInstance have no provider yet, so no program can declare them:
-`environment_resources` builds them from the compiled environment, field for field (interim; replace
-with the preview's resources when those providers land).
+Resources come from previews by the CLI-free engine (same JSON as `pulumi preview --json`): of the
+project itself, and, for the kinds whose inputs a first preview can't know yet (machines, pools, app
+instances), of `tests/policy/program`, which declares them through the same components with those
+values known. HostConvergence gets the inputs `components.host_roles.spec_for` builds (the project
+declares it only for stacks with `hostRoles` config). Only if the project's own preview fails in
+another area are SiteProfiles built from the compiled environment instead (with a warning).
 """
 
 from __future__ import annotations
@@ -17,6 +16,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from components.host_roles import spec_for
+from components.settings import StackSettings
 from environments import Environment, load_environment
 from tests.policy.analyzer import REPO, Resource
 from tools.engine.api import Engine
@@ -25,6 +26,8 @@ from tools.engine.crypto import TEST_PASSPHRASE
 DYNAMIC = "pulumi-python:dynamic/gpuaas:"
 UNKNOWN = "04da6b54-80e4-46f7-96ec-b56ff0331ba9"  # how the engine (and the CLI) spell an unknown value
 MACHINE_KINDS = ("MaasMachine", "MachinePool")
+# Kinds whose first-preview inputs wait on other resources' outputs; the stand-in program knows them.
+STAND_IN_KINDS = (*MACHINE_KINDS, "AppInstance")
 STAND_IN_PROGRAM = REPO / "tests" / "policy" / "program"
 
 
@@ -68,29 +71,6 @@ def _kind(r: Resource) -> str:
     return r.type.rsplit(":", 1)[-1]
 
 
-def declared_resources(stack: str) -> tuple[list[Resource], str]:
-    """(gpuaas resources of the stack's preview, which program declared the machines).
-
-    The project's own program first; machines from the stand-in program while the project declares none.
-    """
-    try:
-        own = _preview_resources(REPO, stack)
-    except PreviewFailed as exc:
-        # Another area's resource is broken at preview: that is its own tests' failure, not the policy
-        # pack's. Say so loudly and judge what the machines component declares.
-        warnings.warn(f"policy tests fall back to the stand-in program: {exc.first_error}", stacklevel=2)
-        own = []
-    machines = [r for r in own if _kind(r) in MACHINE_KINDS]
-    if machines and not any(_has_unknown(r.inputs) for r in machines):
-        return own, "project"
-    # A first preview of a stack knows no bundle digest or platform id yet, so the machines' inputs
-    # are unknown and CrossGuard can't judge them; the stand-in program declares the same machines
-    # with those values known.
-    rest = [r for r in own if _kind(r) not in MACHINE_KINDS]
-    stand_in = [r for r in _preview_resources(STAND_IN_PROGRAM, stack) if _kind(r) in MACHINE_KINDS]
-    return rest + stand_in, "project + stand-in machines" if own else "stand-in"
-
-
 def _has_unknown(value: Any) -> bool:
     if isinstance(value, dict):
         return any(_has_unknown(v) for k, v in value.items() if not k.startswith("__"))
@@ -99,11 +79,45 @@ def _has_unknown(value: Any) -> bool:
     return value == UNKNOWN
 
 
+def declared_resources(stack: str) -> tuple[list[Resource], str]:
+    """(gpuaas resources of the stack's preview, where each kind came from).
+
+    The project's own program first; the stand-in kinds it can't show with known inputs come from
+    the stand-in program, which declares them through the same components.
+    """
+    try:
+        own = _preview_resources(REPO, stack)
+    except PreviewFailed as exc:
+        # Another area's resource is broken at preview: that is its own tests' failure, not the policy
+        # pack's. Say so loudly and judge what the components declare through the stand-in program.
+        warnings.warn(f"policy tests fall back to the stand-in program: {exc.first_error}", stacklevel=2)
+        own = []
+    out = [r for r in own if _kind(r) not in STAND_IN_KINDS]
+    sources = [f"{k}: project" for k in sorted({_kind(r) for r in out})]
+    stand_in: list[Resource] | None = None
+    for kind in STAND_IN_KINDS:
+        mine = [r for r in own if _kind(r) == kind]
+        if mine and not any(_has_unknown(r.inputs) for r in mine):
+            out += mine
+            sources.append(f"{kind}: project")
+            continue
+        # A first preview knows no bundle digest, platform or node id yet: those inputs are unknown
+        # and CrossGuard can't judge them, so take the stand-in program's declarations of the kind.
+        if stand_in is None:
+            stand_in = _preview_resources(STAND_IN_PROGRAM, stack)
+        theirs = [r for r in stand_in if _kind(r) == kind]
+        out += theirs
+        sources.append(f"{kind}: stand-in" if theirs else f"{kind}: none")
+    return out, "; ".join(sources)
+
+
 def _urn(env: Environment, kind: str, name: str) -> str:
     return f"urn:pulumi:{env.name}::gpuaas-infra::{DYNAMIC}{kind}::{name}"
 
 
-def environment_resources(env: Environment) -> list[Resource]:
+def environment_site_profiles(env: Environment) -> list[Resource]:
+    """SiteProfiles in the SiteProfile provider's shape, built from the compiled environment; used only
+    while the project's own preview fails in another area (the stand-in program declares no sites)."""
     out = []
     for site in env.sites:
         for p in site.profiles:
@@ -118,52 +132,36 @@ def environment_resources(env: Environment) -> list[Resource]:
                 },
                 "profile": p.model_dump(mode="json"),
             }
-            out.append(Resource(_urn(env, "SiteProfile", f"{site.name}-{p.name}"), DYNAMIC + "SiteProfile", inputs))
-    hosts = [
-        {
-            "hostname": h.hostname,
-            "logical_role": h.logical_role.value,
-            "roles": [r.value for r in h.roles],
-            "runner_tags": [t.value for t in h.runner_tags],
-            "ssh_key_path": h.ssh_key_path,
-        }
-        for h in env.hosts
-    ]
-    out.append(
-        Resource(
-            _urn(env, "HostConvergence", f"{env.name}-hosts"),
-            DYNAMIC + "HostConvergence",
-            {"environment": env.name, "hosts": hosts},
-        )
-    )
-    for a in env.app_instances:
-        keys = env.blueprint_model.apps[a.app.slug].component_keys
-        members = {
-            k: {"count": m.count, "nodes": list(m.nodes), "control_plane": keys[k].control_plane}
-            for k, m in a.members.items()
-        }
-        out.append(
-            Resource(
-                _urn(env, "AppInstance", a.name),
-                DYNAMIC + "AppInstance",
-                {
-                    "project_id": a.project_id,
-                    "app": a.app.slug,
-                    "version": a.app.version,
-                    "service_account_token_path": a.service_account_token_path,
-                    "members": members,
-                },
+            out.append(
+                Resource(_urn(env, "SiteProfile", f"profile-{site.name}-{p.name}"), DYNAMIC + "SiteProfile", inputs)
             )
-        )
     return out
 
 
+def host_convergence(env: Environment, stack: str) -> Resource:
+    """HostConvergence with the inputs `components.host_roles.spec_for` gives it (the project declares
+    it only for stacks with `hostRoles` config, which prod has not yet)."""
+    spec = spec_for(env, StackSettings.from_config(stack, {"environment": env.name}), {})
+    return Resource(
+        f"urn:pulumi:{stack}::gpuaas-infra::gpuaas:index:HostRoles${DYNAMIC}HostConvergence::"
+        f"{env.name}-host-roles-convergence",
+        DYNAMIC + "HostConvergence",
+        spec.model_dump(mode="json"),
+    )
+
+
 def stack_resources(stack: str) -> tuple[list[Resource], str]:
-    """Declared resources, plus environment-built ones for the kinds no program declares yet."""
+    """Declared resources, plus what no program declares for the stack yet (see the functions above)."""
     declared, source = declared_resources(stack)
-    have = {_kind(r) for r in declared}
-    interim = [r for r in environment_resources(load_environment(stack)) if _kind(r) not in have]
-    return declared + interim, source
+    env = load_environment(stack)
+    kinds = {_kind(r) for r in declared}
+    if "SiteProfile" not in kinds:
+        declared += environment_site_profiles(env)
+        source += "; SiteProfile: environment"
+    if "HostConvergence" not in kinds and env.hosts:
+        declared.append(host_convergence(env, stack))
+        source += "; HostConvergence: components.host_roles.spec_for"
+    return declared, source
 
 
 def project_resources(stack: str) -> list[Resource]:

@@ -51,6 +51,11 @@ def _nothing(_: dict[str, Any]) -> None:
     pass
 
 
+def _members(inputs: dict[str, Any]) -> dict[str, Any]:
+    """The AppInstance provider's `instance.members` (or a flat `members`)."""
+    return inputs["instance"]["members"] if "instance" in inputs else inputs["members"]
+
+
 def _profile_on(resources: list[Resource], site: str) -> str:
     return next(r.name for r in resources if r.type.endswith(":SiteProfile") and r.inputs["site"]["name"] == site)
 
@@ -123,23 +128,12 @@ MUTATIONS: dict[str, tuple[Callable[[list[Resource], Path], Mutation], set[str]]
         {"no-plaintext-secrets"},
     ),
     "runner on a worker host": (
-        lambda rs, tmp: _edit(
-            "HostConvergence",
-            None,
-            lambda i: i["hosts"].append(
-                {
-                    "hostname": _first_pool_host(rs),
-                    "logical_role": "worker_compute",
-                    "roles": ["common", "worker_compute", "runner"],
-                    "runner_tags": ["worker-compute"],
-                }
-            ),
-        ),
+        _worker_with_runner,
         {"no-control-plane-or-ci-on-worker", "no-control-plane-or-ci-on-gpu-machine"},
     ),
     "Slurm controller on a GPU node": (
         lambda rs, tmp: _edit(
-            "AppInstance", None, lambda i: i["members"]["controller"].update(nodes=[_first_pool_host(rs)])
+            "AppInstance", None, lambda i: _members(i)["controller"].update(nodes=[_first_pool_host(rs)])
         ),
         {"app-control-plane-not-on-workers"},
     ),

@@ -19,7 +19,7 @@ PROD_ENVIRONMENTS = frozenset({"prod", "production"})
 # Top-level inputs shown by a kind's own view rather than as generic field rows.
 OWN_VIEW_FIELDS: dict[str, frozenset[str]] = {
     "MachinePool": frozenset({"machines"}),
-    "AppInstance": frozenset({"members"}),
+    "AppInstance": frozenset({"members", "instance.members"}),
 }
 # Pool-level inputs whose change redeploys every machine that stays in the pool.
 _POOL_WIDE = ("site", "profile", "deploy")
@@ -132,16 +132,23 @@ def _members(value: Any) -> dict[str, tuple[int, list[str]]]:
     return out
 
 
+def _member_input(inputs: dict[str, Any]) -> Any:
+    """`instance.members` (the AppInstance provider's shape) or `members`."""
+    instance = inputs.get("instance")
+    return instance.get("members") if isinstance(instance, dict) else inputs.get("members")
+
+
 def member_view(change: Change) -> MemberView:
-    old = _members(change.inputs("old").get("members"))
-    new = {} if change.action is Action.DELETE else _members(change.inputs("new").get("members"))
+    old = _members(_member_input(change.inputs("old")))
+    new = {} if change.action is Action.DELETE else _members(_member_input(change.inputs("new")))
     if change.action is Action.REPLACE:
         new = {}  # the instance is recreated: every current member goes, the new ones come fresh
     outputs = change.old.outputs.get("members") if change.old else None
     ids_on: dict[tuple[str, str], list[str]] = {}
     for m in outputs if isinstance(outputs, list) else []:
         if isinstance(m, dict):
-            ids_on.setdefault((str(m.get("component_key")), str(m.get("node"))), []).append(str(m.get("member_id")))
+            node = m.get("node") or m.get("host") or m.get("hostname")
+            ids_on.setdefault((str(m.get("component_key")), str(node)), []).append(str(m.get("member_id")))
     lines: list[str] = []
     removals: list[tuple[str, int]] = []
     for key in sorted(old.keys() | new.keys()):
@@ -275,7 +282,7 @@ def destructive(change: Change, environment: str) -> list[Destructive]:
         n = (
             len(outputs)
             if isinstance(outputs, list)
-            else max(1, sum(c for c, _ in _members(old_in.get("members")).values()))
+            else max(1, sum(c for c, _ in _members(_member_input(old_in)).values()))
         )
         verb = "deleted" if act is Action.DELETE else "replaced (members recreated)"
         return [

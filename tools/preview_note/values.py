@@ -123,9 +123,13 @@ def show(value: Any, path: str = "") -> str:
 def changed_paths(
     old: dict[str, Any] | None, new: dict[str, Any] | None, skip: frozenset[str] = frozenset()
 ) -> list[tuple[str, Any, Any]]:
-    """(path, before, after) for every leaf that differs; `skip` drops top-level keys shown elsewhere."""
-    before = {k: v for k, v in flatten(old or {}).items() if k.split(".")[0].split("[")[0] not in skip}
-    after = {k: v for k, v in flatten(new or {}).items() if k.split(".")[0].split("[")[0] not in skip}
+    """(path, before, after) for every leaf that differs; `skip` drops paths (and below) shown elsewhere."""
+
+    def kept(path: str) -> bool:
+        return not any(path == p or path.startswith((p + ".", p + "[")) for p in skip)
+
+    before = {k: v for k, v in flatten(old or {}).items() if kept(k)}
+    after = {k: v for k, v in flatten(new or {}).items() if kept(k)}
     rows = []
     for key in sorted(before.keys() | after.keys()):
         b, a = before.get(key, ABSENT), after.get(key, ABSENT)

@@ -1,15 +1,17 @@
-"""Declares a stack's machines through the real `components.machines` over its compiled environment.
+"""Declares a stack's machines and app instances through the real components.
 
-The project's own program (`/__main__.py`) gets these resources once the sites area is wired into
-`components.stack.BUILDERS`; until then this program hands the machines component what the sites
-area will (platform ids, bundle ref/digest, RoCE links, scripts) as fixed, known values, so the
-policy tests see the machines' real inputs and options (protect) as the program declares them.
+The project's own program declares the same resources, but before a stack's first `up` their inputs
+depend on outputs nobody has yet (bundle digests, platform ids, node ids), so a preview shows them
+as unknown and the policy pack can't judge them. This program hands the components those values as
+fixed, known stand-ins (what the sites area and the machines' enrollment produce), so the policy
+tests see the real inputs and options (protect) the components declare.
 """
 
 import hashlib
 
 import pulumi
 
+from components.apps import declare_apps
 from components.machines import declare_machines
 from components.settings import StackSettings
 from environments import load_environment
@@ -39,3 +41,5 @@ class StandInSites:
 
 for key, value in declare_machines(env, settings, StandInSites()).items():
     pulumi.export(key.replace(":", "_"), value)
+# Members bind to machines by the platform node id each enrolled as; stand-ins here.
+declare_apps(env, settings, {m.hostname: f"node-{m.hostname}" for m in env.machines})
