@@ -22,10 +22,19 @@ from pathlib import Path
 from typing import Any
 
 import pulumi
-from pulumi.dynamic import CheckFailure, CheckResult, CreateResult, DiffResult, ResourceProvider, UpdateResult
+from pulumi.dynamic import (
+    CheckFailure,
+    CheckResult,
+    ConfigureRequest,
+    CreateResult,
+    DiffResult,
+    ResourceProvider,
+    UpdateResult,
+)
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
 
 from clients.ansible import ANSIBLE_DIR, SITE_PLAYBOOK, PlaybookRun, RunResult, TaskEvent, TaskStatus, run_playbook
+from clients.vault import credentials_from_config
 from environments import Environment, EnvironmentInvalid, Finding, Level, validate_environment
 from providers.common import VaultInputs, has_unknown, plain, vault_reader
 
@@ -238,16 +247,14 @@ def _spec(props: Mapping[str, Any]) -> HostConvergenceSpec:
 class HostConvergenceProvider(ResourceProvider):
     """Thin adapter. Nothing on self but the configure()d Vault credentials config (DESIGN 3.1)."""
 
-    def configure(self, req: Any) -> None:
-        self._config = dict(getattr(req, "config", {}) or {})
+    def configure(self, req: ConfigureRequest) -> None:
+        # Vault credentials from the stack config (or VAULT_* env vars); never written to state.
+        self._credentials = credentials_from_config(req.config)
 
     def _reader(self, spec: HostConvergenceSpec) -> SecretReader:
-        from clients.vault import credentials_from_config
-
         if spec.vault is None:
             raise ValueError("HostConvergence needs the environment's vault settings (input 'vault')")
-        reader = vault_reader(spec.vault, credentials_from_config(getattr(self, "_config", {})))
-        return reader.read
+        return vault_reader(spec.vault, getattr(self, "_credentials", None)).read
 
     def check(self, olds: dict[str, Any], news: dict[str, Any]) -> CheckResult:
         if has_unknown(news):
