@@ -133,3 +133,20 @@ def test_unknown_constant_matches_the_sdk() -> None:
     from pulumi.runtime import rpc
 
     assert UNKNOWN == rpc.UNKNOWN
+
+
+def test_state_errors_name_the_file_and_the_fix(tmp_path: Path) -> None:
+    from tools.engine.state import StateError
+
+    with pytest.raises(StateError, match="no such state file"):
+        read_state(tmp_path / "missing.json")
+    bad = tmp_path / "bad.json"
+    bad.write_text("{not json")
+    with pytest.raises(StateError, match=r"bad.json: not valid JSON \(line 1\)"):
+        StateStore(bad, "pp", "p", "s")
+    other = tmp_path / "other.json"
+    StateStore(other, "pp", "p", "stack-a").save([], [], {})
+    with pytest.raises(StateError, match="holds stack 'stack-a', not 'stack-b'"):
+        StateStore(other, "pp", "p", "stack-b")
+    with pytest.raises(StateError, match="does not match the passphrase"):
+        StateStore(other, "wrong", "p", "stack-a")

@@ -91,6 +91,8 @@ def decrypt_tree(value: Any, crypter: Crypter) -> Any:
 def _load_raw(path: Path) -> dict[str, Any]:
     try:
         raw = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise StateError(f"{path}: no such state file (an `up` creates it)") from None
     except json.JSONDecodeError as exn:
         raise StateError(f"{path}: not valid JSON (line {exn.lineno}): restore it or delete it to start over") from None
     if not isinstance(raw, dict) or raw.get("version") != STATE_VERSION:
