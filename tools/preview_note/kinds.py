@@ -19,7 +19,8 @@ PROD_ENVIRONMENTS = frozenset({"prod", "production"})
 # Top-level inputs shown by a kind's own view rather than as generic field rows.
 OWN_VIEW_FIELDS: dict[str, frozenset[str]] = {
     "MachinePool": frozenset({"machines"}),
-    "AppInstance": frozenset({"members", "instance.members"}),
+    # topology and placements follow from the members (which node, which platform node id).
+    "AppInstance": frozenset({"members", "instance.members", "topology", "placements"}),
 }
 # Pool-level inputs whose change redeploys every machine that stays in the pool.
 _POOL_WIDE = ("site", "profile", "deploy")
