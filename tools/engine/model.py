@@ -142,6 +142,7 @@ class EngineResult(BaseModel):
     outputs: dict[str, Any] = Field(default_factory=dict)  # stack outputs, secrets masked
     failed: list[str] = Field(default_factory=list)  # URNs whose step failed
     exitCode: int = 0
+    durationNs: int = 0  # wall time of the operation (the CLI's digest has `duration` in nanoseconds)
     log: str = ""  # captured stdout/stderr of the engine process (Python API only)
 
     def preview_digest(self, show_sames: bool = False, show_replacement_steps: bool = False) -> dict[str, Any]:
@@ -159,6 +160,8 @@ class EngineResult(BaseModel):
         digest: dict[str, Any] = {"steps": [s.digest() for s in self.steps if shown(s)]}
         if self.diagnostics:
             digest["diagnostics"] = [d.digest() for d in self.diagnostics]
+        if self.durationNs:
+            digest["duration"] = self.durationNs
         digest["changeSummary"] = self.changeSummary
         return digest
 

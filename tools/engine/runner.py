@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -46,6 +47,7 @@ def run_operation(
 ) -> EngineResult:
     """Run one operation. ``on_deployment`` receives the deployment once it exists (the CLI uses it to
     wire SIGINT/SIGTERM to ``deployment.cancelled``)."""
+    started = time.monotonic_ns()
     passphrase = opts.passphrase or os.environ.get("PULUMI_CONFIG_PASSPHRASE")
     warnings: list[str] = []
     if not passphrase:
@@ -103,4 +105,5 @@ def run_operation(
         outputs=mask_secrets(dep.stack_outputs),
         failed=sorted(dep.failed),
         exitCode=EXIT_OK if ok else EXIT_FAILED,
+        durationNs=time.monotonic_ns() - started,
     )
