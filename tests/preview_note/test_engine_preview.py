@@ -1,4 +1,4 @@
-"""A note from real engine output: the CLI-free engine previews the machines component for prod."""
+"""A note from real engine output: the CLI-free engine previews the machines and apps components for prod."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ def test_prod_machines_preview_renders(tmp_path: Path) -> None:
     assert result.ok, result.log[-2000:]
     text = json.dumps(result.preview_digest())
     note = render_note([StackPreview(stack="prod", digest=parse_preview(text, "engine preview"))])
-    assert "- **`prod`**: 3 to create (MachinePool 3)" in note
+    assert "- **`prod`**: 4 to create (MachinePool 3, AppInstance 1)" in note
     assert "  - joins (32): `dal1-h200-001`–`dal1-h200-032`" in note
     assert "  - joins (24): `sjc1-h200-001`–`sjc1-h200-024`" in note
     assert "  - `connection.maas.site` = `dal1`" in note
