@@ -100,10 +100,11 @@ class AppInstanceProvider(ResourceProvider):
         if has_unknown({k: v for k, v in inputs.items() if k != "placements"}):
             return CheckResult(news, [])
         # Node ids of machines not created yet are unknown at preview: check everything else.
-        placements = {k: [None if is_unknown(i) else i for i in v] if isinstance(v, list) else v
-                      for k, v in (inputs.get("placements") or {}).items()}
-        if is_unknown(inputs.get("placements")):
-            placements = {}
+        members = _get(inputs, "instance.members") or {}
+        raw = {} if is_unknown(inputs.get("placements")) else (inputs.get("placements") or {})
+        placements = {k: [None] * len((members.get(k) or {}).get("nodes") or ()) if is_unknown(v)
+                      else [None if is_unknown(i) else i for i in v] if isinstance(v, list) else v
+                      for k, v in raw.items()}
         try:
             spec = AppInstanceSpec.model_validate({**inputs, "placements": placements})
         except ValidationError as e:

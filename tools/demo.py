@@ -59,6 +59,27 @@ def _show(outputs: dict[str, Any]) -> None:
         print(f"{key}:\n  " + text.replace("\n", "\n  "))
 
 
+def _show_apps(world: LocalStack) -> None:
+    """App instances as the platform reports them (public API, a project service account): members, last ops."""
+    from clients.platform import PlatformClient
+    from clients.platform.models import Role
+
+    assert world.platform is not None
+    for app in world.env.app_instances:
+        token = world.platform.issue_token(Role.SERVICE_ACCOUNT, project_id=app.project_id, name="demo-viewer")
+        with PlatformClient(world.platform.url, token) as api:
+            for inst in api.list_instances(app.project_id, name=app.name):
+                print(f"{inst.name} ({inst.instance_id}): {inst.status.value}, "
+                      f"{inst.app_type.value} {inst.app_version}")
+                ops = {o.operation_id: o for o in api.list_operations(app.project_id, inst.instance_id)}
+                for mem in api.list_members(app.project_id, inst.instance_id):
+                    op = ops.get(mem.last_operation_id or "")
+                    last = f"{op.kind.value} {op.status.value}" if op else "-"
+                    print(f"  {mem.component_key:<10} {mem.member_id} {mem.status.value:<9} on "
+                          f"{mem.node.hostname if mem.node else '-':<22} last op: {last} "
+                          f"(correlation {mem.last_correlation_id})")
+
+
 def run_with_engine(stack: str, world: LocalStack, keep: bool) -> None:
     state_dir = REPO / ".state"
     state_dir.mkdir(exist_ok=True)
@@ -72,6 +93,8 @@ def run_with_engine(stack: str, world: LocalStack, keep: bool) -> None:
     up = _engine_run("up", stack, state, config, passphrase)
     _banner("what was built")
     _show(up["outputs"])
+    _banner("app instances, members and their last operations (as the platform reports them)")
+    _show_apps(world)
     _banner("second up: must change nothing")
     again = _engine_run("up", stack, state, config, passphrase)
     changed = {k: v for k, v in again["summary"].items() if k != "same"}

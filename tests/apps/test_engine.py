@@ -66,6 +66,7 @@ def ok(result: Any) -> Any:
 
 def test_create_same_scale_rebind_upgrade_destroy(world: World, env_file: Path, tmp_path: Path) -> None:
     engine = world.engine
+    assert world.app_op(ok(engine.preview())) == "create", "preview passes check with node ids still unknown"
     up = ok(engine.up())
     assert world.app_op(up) == "create"
     inst = world.instance()

@@ -88,3 +88,5 @@ def test_check_uses_the_environment_codes(lab: Lab) -> None:
     bad = check(lab, max_parallel=0)
     assert bad and bad[0].startswith("ENV005 app_instances[slurm-t]: max_parallel")
     assert check(lab, placements={"controller": [None], "worker": [UNKNOWN]}) == [], "preview: node ids unknown"
+    assert check(lab, placements={"controller": [None], "worker": UNKNOWN}) == []
+    assert check(lab, placements=UNKNOWN) == []
