@@ -22,4 +22,5 @@ def test_prod_machines_preview_renders(tmp_path: Path) -> None:
     assert "  - joins (24): `sjc1-h200-001`–`sjc1-h200-024`" in note
     assert "  - `connection.maas.site` = `dal1`" in note
     assert "__provider" not in note and "gAWV" not in note  # the pickled provider never shows
+    assert "  - members: `worker` ×8 on `dal1-h200-001`–`dal1-h200-008`" in note
     assert "Destructive" not in note

@@ -139,6 +139,11 @@ def _member_input(inputs: dict[str, Any]) -> Any:
     return instance.get("members") if isinstance(instance, dict) else inputs.get("members")
 
 
+def members_of(inputs: dict[str, Any]) -> dict[str, tuple[int, list[str]]]:
+    """component key -> (count, nodes) of an AppInstance's inputs."""
+    return _members(_member_input(inputs))
+
+
 def member_view(change: Change) -> MemberView:
     old = _members(_member_input(change.inputs("old")))
     new = {} if change.action is Action.DELETE else _members(_member_input(change.inputs("new")))

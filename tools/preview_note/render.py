@@ -29,6 +29,7 @@ from tools.preview_note.kinds import (
     destructive,
     host_ranges,
     member_view,
+    members_of,
     pool_view,
 )
 from tools.preview_note.model import Diagnostic, EnforcementLevel, PolicyViolation, PreviewDigest, Severity
@@ -90,7 +91,16 @@ CREATE_FIELDS: dict[str, tuple[str, ...]] = {
         "machine.deploy.bundle_digest",
     ),
     "MachinePool": ("pool", "connection.maas.site", "policy.batch_max_parallel", "policy.release_erase_mode"),
-    "AppInstance": ("project_id", "app", "version"),
+    "AppInstance": (
+        "instance.name",
+        "instance.project_id",
+        "instance.app.slug",
+        "instance.app.version",
+        "instance.runtime.runtime_backend",
+        "project_id",
+        "app",
+        "version",
+    ),
     "HostConvergence": ("environment",),
 }
 MAX_MESSAGE_LINES = 30
@@ -202,7 +212,12 @@ def _resource_lines(change: Change, steps: list, environment: str) -> list[str]:
             out.append("  - no machine redeploys or leaves")
         if view.unchanged and change.action is not Action.CREATE:
             out.append(f"  - unchanged machines: {view.unchanged}")
-    if change.kind == "AppInstance" and change.action is not Action.CREATE:
+    if change.kind == "AppInstance" and change.action is Action.CREATE:
+        out += [
+            f"  - members: `{key}` ×{count}" + (f" on {host_ranges(nodes)}" if nodes else "")
+            for key, (count, nodes) in sorted(members_of(change.inputs("new")).items())
+        ]
+    elif change.kind == "AppInstance":
         members = member_view(change)
         out += [f"  - members: {line}" for line in members.removals + members.lines]
     rows = field_changes(change, steps, OWN_VIEW_FIELDS.get(change.kind, frozenset()))
