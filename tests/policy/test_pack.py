@@ -6,6 +6,7 @@ Prod as declared passes; each mutation of its real inputs fails with exactly the
 from __future__ import annotations
 
 import copy
+import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -184,3 +185,44 @@ def test_first_preview_of_prod_with_unknowns_is_judged_without_errors(prod_analy
         pytest.skip("the project's program declares no gpuaas resources for prod yet")
     violations = prod_analyzer.check(resources)
     assert [v for v in violations if v.enforcement == "mandatory"] == []
+
+
+def test_violations_reach_the_preview_note(
+    prod_analyzer: PolicyAnalyzer, prod_resources: tuple[list[Resource], str], tmp_path: Path
+) -> None:
+    """The analyzer's diagnostics, written as the CLI's `--event-log` policy events, show in the MR note."""
+    from tools.cli import main
+
+    resources, _ = prod_resources
+    mutated = _edit("MachinePool", "pool-dal1-h200-a", _nothing, protect=False)(resources)
+    violations = prod_analyzer.check(mutated)
+    assert violations
+    log = tmp_path / "events.jsonl"
+    log.write_text(
+        "".join(
+            json.dumps(
+                {
+                    "sequence": i,
+                    "timestamp": 0,
+                    "policyEvent": {
+                        "resourceUrn": v.urn,
+                        "message": v.message,
+                        "color": "never",
+                        "policyName": v.policy,
+                        "policyPackName": "gpuaas-policies",
+                        "policyPackVersion": "0.1.0",
+                        "enforcementLevel": v.enforcement,
+                    },
+                }
+            )
+            + "\n"
+            for i, v in enumerate(violations)
+        )
+    )
+    preview = tmp_path / "preview.json"
+    preview.write_text(json.dumps({"config": {"gpuaas-infra:environment": "prod"}, "steps": []}))
+    note = tmp_path / "note.md"
+    assert main(["preview-note", f"prod={preview}", "--event-log", f"prod={log}", "--out", str(note)]) == 0
+    text = note.read_text()
+    assert "**1 mandatory policy violation(s)**" in text
+    assert "- **mandatory** `prod-machines-protected` (gpuaas-policies@0.1.0) on MachinePool `pool-dal1-h200-a`" in text
