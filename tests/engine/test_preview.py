@@ -125,3 +125,14 @@ def test_preview_of_empty_state_through_python_api(stack: FixtureStack) -> None:
 def test_schema_rejects_malformed_documents(bad: dict) -> None:
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate({"changeSummary": {}, **bad}, SCHEMA)
+
+
+def test_expect_no_changes(stack: FixtureStack) -> None:
+    declared = [widget("a", size=1)]
+    assert_ok(stack.up(declared))
+    assert_ok(stack.engine(declared).preview(expect_no_changes=True))
+    result = stack.engine([widget("a", size=2)]).up(expect_no_changes=True)
+    assert result.exitCode == 1
+    assert result.errors() == [
+        f"no changes were expected (--expect-no-changes), but 1 resource(s) changed: {stack.urn('a')}"
+    ]

@@ -89,7 +89,9 @@ class Engine:
         self.passphrase = passphrase
         self.env = dict(env or {})
 
-    def start(self, operation: Operation | str, targets: list[str] | None = None) -> EngineHandle:
+    def start(
+        self, operation: Operation | str, targets: list[str] | None = None, expect_no_changes: bool = False
+    ) -> EngineHandle:
         operation = Operation(operation)
         workdir = Path(tempfile.mkdtemp(prefix="engine-run-"))
         args = [
@@ -107,6 +109,8 @@ class Engine:
             "--result-file",
             str(workdir / "result.json"),
         ]
+        if expect_no_changes:
+            args.append("--expect-no-changes")
         for urn in targets or []:
             args += ["--target", urn]
         env = dict(os.environ)
@@ -130,9 +134,15 @@ class Engine:
         return EngineHandle(operation, popen, workdir)
 
     def run(
-        self, operation: Operation | str, targets: list[str] | None = None, timeout: float | None = None
+        self,
+        operation: Operation | str,
+        targets: list[str] | None = None,
+        timeout: float | None = None,
+        expect_no_changes: bool = False,
     ) -> EngineResult:
-        handle = self.start(operation, targets)
+        """Run one operation to completion. ``expect_no_changes`` fails the run (exit 1) if any resource
+        would be created, updated, replaced or deleted (the CLI's ``--expect-no-changes``)."""
+        handle = self.start(operation, targets, expect_no_changes)
         try:
             return handle.wait(timeout)
         except subprocess.TimeoutExpired:
@@ -143,11 +153,15 @@ class Engine:
     def start_up(self, targets: list[str] | None = None) -> EngineHandle:
         return self.start(Operation.UP, targets)
 
-    def preview(self, targets: list[str] | None = None, timeout: float | None = None) -> EngineResult:
-        return self.run(Operation.PREVIEW, targets, timeout)
+    def preview(
+        self, targets: list[str] | None = None, timeout: float | None = None, expect_no_changes: bool = False
+    ) -> EngineResult:
+        return self.run(Operation.PREVIEW, targets, timeout, expect_no_changes)
 
-    def up(self, targets: list[str] | None = None, timeout: float | None = None) -> EngineResult:
-        return self.run(Operation.UP, targets, timeout)
+    def up(
+        self, targets: list[str] | None = None, timeout: float | None = None, expect_no_changes: bool = False
+    ) -> EngineResult:
+        return self.run(Operation.UP, targets, timeout, expect_no_changes)
 
     def refresh(self, targets: list[str] | None = None, timeout: float | None = None) -> EngineResult:
         return self.run(Operation.REFRESH, targets, timeout)

@@ -59,6 +59,7 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="preview --json: include the create-replacement/delete-replaced halves of replacements",
     )
+    p.add_argument("--expect-no-changes", action="store_true", help="fail (exit 1) if any resource changes")
     p.add_argument("--result-file", help=argparse.SUPPRESS)
     return p
 
@@ -103,6 +104,7 @@ def main(argv: list[str] | None = None) -> int:
         state_path=Path(args.state).resolve(),
         config_overrides=overrides,
         targets=args.target,
+        expect_no_changes=args.expect_no_changes,
     )
 
     def on_deployment(dep: Deployment) -> None:

@@ -12,7 +12,7 @@ from pydantic import BaseModel, Field
 from tools.engine.config import ConfigError, load_stack_config
 from tools.engine.crypto import TEST_PASSPHRASE
 from tools.engine.deployment import Deployment
-from tools.engine.model import SUMMARY_OPS, Diagnostic, EngineResult, Operation, Severity
+from tools.engine.model import SUMMARY_OPS, Diagnostic, EngineResult, Operation, Severity, StepOp
 from tools.engine.program import run_program
 from tools.engine.provider_host import ProviderError, ProviderHost
 from tools.engine.state import StateError, StateStore
@@ -31,6 +31,7 @@ class RunOptions(BaseModel):
     state_path: Path
     config_overrides: dict[str, str] = Field(default_factory=dict)
     targets: list[str] = Field(default_factory=list)
+    expect_no_changes: bool = False
     passphrase: str | None = None
 
 
@@ -40,6 +41,18 @@ def _summary(dep: Deployment) -> dict[str, int]:
         if step.op in SUMMARY_OPS:
             counts[step.op.value] = counts.get(step.op.value, 0) + 1
     return counts
+
+
+_CHANGES = (StepOp.CREATE, StepOp.UPDATE, StepOp.REPLACE, StepOp.DELETE)
+
+
+def _check_no_changes(dep: Deployment) -> None:
+    changed = sorted({s.urn for s in dep.steps if s.op in _CHANGES or (s.op is StepOp.REFRESH and s.diffReasons)})
+    if changed:
+        dep.diag(
+            f"no changes were expected (--expect-no-changes), but {len(changed)} resource(s) changed: "
+            + ", ".join(changed)
+        )
 
 
 def run_operation(
@@ -88,6 +101,8 @@ def run_operation(
             summary = refresh(dep)
         else:
             destroy(dep)
+        if opts.expect_no_changes:
+            _check_no_changes(dep)
         with dep.lock:
             dep.save()  # also clears pending operations left by an interrupted earlier run
     except ProviderError as exn:

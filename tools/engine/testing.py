@@ -24,8 +24,10 @@ class TrackedEngine(Engine):
         super().__init__(*args, **kwargs)  # type: ignore[arg-type]
         self.handles: list[EngineHandle] = []
 
-    def start(self, operation: Operation | str, targets: list[str] | None = None) -> EngineHandle:
-        handle = super().start(operation, targets)
+    def start(
+        self, operation: Operation | str, targets: list[str] | None = None, expect_no_changes: bool = False
+    ) -> EngineHandle:
+        handle = super().start(operation, targets, expect_no_changes)
         self.handles.append(handle)
         return handle
 
