@@ -144,7 +144,7 @@ def test_secret_plaintexts_are_redacted_from_messages_and_output(stack: FixtureS
 def test_interrupt_finishes_running_steps_and_starts_no_new_ones(stack: FixtureStack) -> None:
     declared = [
         widget("old", size=1),
-        widget("slow", size=1, delay=1.5),
+        widget("slow", size=1, delay=3),
         widget("next", size=1, opts={"depends_on": ["slow"]}),
     ]
     assert_ok(stack.up(declared[:1]))

@@ -129,9 +129,9 @@ def test_additional_secret_outputs_marks_only_those(stack: FixtureStack) -> None
 def test_depends_on_orders_creates_and_independents_run_in_parallel(stack: FixtureStack) -> None:
     result = stack.up(
         [
-            widget("first", size=1, delay=0.4),
+            widget("first", size=1, delay=1.0),
             widget("after", size=1, opts={"depends_on": ["first"]}),
-            widget("free", size=1, delay=0.4),
+            widget("free", size=1),
         ]
     )
     assert_ok(result)
