@@ -18,7 +18,7 @@ failed member still holds that node) `remove` then `add` on the same node.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from enum import IntEnum, StrEnum
 
 from pydantic import BaseModel, ConfigDict
@@ -111,34 +111,44 @@ def _key_plan(slots: list[Slot], members: list[Observed], hosts: dict[str, str |
     actions = [Action(kind=ActionKind.REMOVE, phase=Phase.FREE, component_key=m.component_key, member_id=m.member_id)
                for m in members if DISPOSITION[m.status] is Disposition.LEAVING]
     fill: dict[int, Observed] = {}
-    free = list(live)
+    free = {m.member_id: m for m in live}  # ordered by member id; dict lookups keep big instances linear
     pinned = {s.node_id for s in slots if s.node_id}
+    by_node: dict[str, str] = {}
+    by_host: dict[str, list[str]] = {}
+    for o in live:
+        if o.node_id:
+            by_node.setdefault(o.node_id, o.member_id)
+        if hosts.get(o.member_id):
+            by_host.setdefault(hosts[o.member_id] or "", []).append(o.member_id)
 
-    def take(slot: Slot, member: Observed) -> None:
-        fill[slot.index] = member
-        free.remove(member)
+    def take(slot: Slot, member_id: str) -> None:
+        fill[slot.index] = free.pop(member_id)
+
+    def first(candidates: Iterator[str]) -> str | None:
+        return next((mid for mid in candidates if mid in free), None)
 
     for s in slots:  # 1. pinned to a node
-        if s.node_id and (m := next((m for m in free if m.node_id == s.node_id), None)):
-            take(s, m)
+        if s.node_id and (mid := first(iter([by_node.get(s.node_id, "")]))):
+            take(s, mid)
     for s in slots:  # 2. bound to a host the platform places
-        if s.host and not s.node_id and (m := next((m for m in free if hosts.get(m.member_id) == s.host), None)):
-            take(s, m)
+        if s.host and not s.node_id and (mid := first(iter(by_host.get(s.host, [])))):
+            take(s, mid)
+    fresh = iter([mid for mid, m in free.items() if mid not in hosts and m.node_id not in pinned])
     for s in slots:  # 2b. ... or, right after create/adoption, a member this stack has not assigned yet
-        if s.host and not s.node_id and s.index not in fill:
-            if m := next((m for m in free if m.member_id not in hosts and m.node_id not in pinned), None):
-                take(s, m)
+        if s.host and not s.node_id and s.index not in fill and (mid := first(fresh)):
+            take(s, mid)
+    unbound_first = iter(sorted(free, key=lambda mid: hosts.get(mid) is not None))
     for s in slots:  # 3. unbound: never-bound members first
-        if s.host is None and s.index not in fill and free:
-            take(s, sorted(free, key=lambda m: hosts.get(m.member_id) is not None)[0])
+        if s.host is None and s.index not in fill and (mid := first(unbound_first)):
+            take(s, mid)
     assigned: dict[str, str | None] = {}
     for s in slots:
         m = fill.get(s.index)
         if m is None:  # 4. rebind a leftover member, else add
             if free:
-                m = free.pop(0)
+                moved = free.pop(next(iter(free)))
                 actions.append(Action(kind=ActionKind.REPLACE, phase=Phase.FILL, component_key=s.component_key,
-                                      member_id=m.member_id, node_id=s.node_id, slot=s))
+                                      member_id=moved.member_id, node_id=s.node_id, slot=s))
             else:
                 actions.append(Action(kind=ActionKind.ADD, phase=Phase.FILL, component_key=s.component_key,
                                       node_id=s.node_id, slot=s))
@@ -153,7 +163,7 @@ def _key_plan(slots: list[Slot], members: list[Observed], hosts: dict[str, str |
                                       member_id=m.member_id, slot=s))
         else:
             assigned[m.member_id] = s.host
-    for m in free:  # 5. surplus
+    for m in free.values():  # 5. surplus
         if drainable and DISPOSITION[m.status] is Disposition.SERVING:
             actions.append(Action(kind=ActionKind.DRAIN, phase=Phase.DRAIN, component_key=m.component_key,
                                   member_id=m.member_id))

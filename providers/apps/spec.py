@@ -89,7 +89,7 @@ class AppInstanceSpec(_M):
     def control_plane_keys(self) -> frozenset[str]:
         return frozenset(k for k, c in self.blueprint.app.component_keys.items() if c.control_plane)
 
-    def config(self) -> dict[str, str]:
+    def config(self) -> dict[str, str | int | bool]:
         """Runtime metadata handed to the platform as instance config (the app reads it; we never interpret it)."""
         return {k: str(v) for k, v in self.instance.runtime.model_dump(mode="json").items()}
 
