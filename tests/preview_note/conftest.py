@@ -14,6 +14,7 @@ PROJECT = "4242"
 MR_IID = 7
 WRITE_TOKEN = "writer-token-for-tests-only"
 READ_TOKEN = "reader-token-for-tests-only"
+BOT = {"id": 4242001, "username": "project_4242_bot_preview"}  # the write token's user
 
 
 @pytest.fixture
@@ -26,5 +27,6 @@ def fake_gitlab() -> Iterator[FakeGitLab]:
     """A notes server on 127.0.0.1 with project 4242, MR !7 (empty) and a write and a read token."""
     with FakeGitLab() as gl:
         gl.state.tokens = {WRITE_TOKEN: "write", READ_TOKEN: "read"}
+        gl.state.users = {WRITE_TOKEN: BOT, READ_TOKEN: {"id": 4242002, "username": "project_4242_bot_reader"}}
         gl.state.notes[(PROJECT, MR_IID)] = []
         yield gl

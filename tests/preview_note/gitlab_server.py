@@ -24,6 +24,7 @@ class GitLabState:
     """What the fake holds; tests read and seed it directly."""
 
     tokens: dict[str, str] = field(default_factory=dict)  # token -> "write" | "read"
+    users: dict[str, dict[str, Any]] = field(default_factory=dict)  # token -> its user ({id, username})
     # (project id or path, mr iid) -> notes (dicts as GitLab returns them)
     notes: dict[tuple[str, int], list[dict[str, Any]]] = field(default_factory=dict)
     requests: list[tuple[str, str]] = field(default_factory=list)  # (method, path?query)
@@ -31,7 +32,9 @@ class GitLabState:
     next_id: int = 1000
     lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def add_note(self, project: str, iid: int, body: str, *, system: bool = False, author: str = "alice") -> int:
+    def add_note(
+        self, project: str, iid: int, body: str, *, system: bool = False, author: dict[str, Any] | None = None
+    ) -> int:
         with self.lock:
             self.next_id += 1
             self.notes.setdefault((project, iid), []).append(
@@ -39,7 +42,7 @@ class GitLabState:
                     "id": self.next_id,
                     "body": body,
                     "system": system,
-                    "author": {"username": author},
+                    "author": author or {"id": 7, "username": "alice"},
                     "noteable_type": "MergeRequest",
                     "noteable_iid": iid,
                 }
@@ -76,6 +79,8 @@ class _Handler(BaseHTTPRequestHandler):
         role = st.tokens.get(self.headers.get("PRIVATE-TOKEN", ""))
         if role is None:
             return self._reply(401, {"message": "401 Unauthorized"})
+        if url.path == "/api/v4/user" and method == "GET":
+            return self._reply(200, st.users.get(self.headers.get("PRIVATE-TOKEN", ""), {"id": 1, "username": "?"}))
         m = _NOTES.match(url.path)
         if not m:
             return self._reply(404, {"error": "404 Not Found"})
@@ -90,7 +95,8 @@ class _Handler(BaseHTTPRequestHandler):
         if method == "POST" and m.group(3) is None:
             if not body:
                 return self._reply(400, {"message": {"body": ["can't be blank"]}})
-            note_id = st.add_note(key[0], key[1], body, author="project_bot")
+            token = self.headers.get("PRIVATE-TOKEN", "")
+            note_id = st.add_note(key[0], key[1], body, author=st.users.get(token, {"id": 1, "username": "?"}))
             return self._reply(201, self._find(key, note_id))
         if method == "PUT" and m.group(3) is not None:
             note = self._find(key, int(m.group(3)))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.preview_note.conftest import MR_IID, PROJECT, READ_TOKEN, WRITE_TOKEN
+from tests.preview_note.conftest import BOT, MR_IID, PROJECT, READ_TOKEN, WRITE_TOKEN
 from tests.preview_note.gitlab_server import FakeGitLab
 from tools.preview_note import NotesClient, NotesError, PostResult, marker_for
 
@@ -45,14 +45,14 @@ def test_one_note_per_stack(fake_gitlab: FakeGitLab) -> None:
 def test_marker_found_past_the_first_page(fake_gitlab: FakeGitLab) -> None:
     for i in range(150):
         fake_gitlab.state.add_note(PROJECT, MR_IID, f"review comment {i}")
-    note_id = fake_gitlab.state.add_note(PROJECT, MR_IID, f"{marker_for('prod')}\nold note")
+    note_id = fake_gitlab.state.add_note(PROJECT, MR_IID, f"{marker_for('prod')}\nold note", author=BOT)
     for i in range(60):
         fake_gitlab.state.add_note(PROJECT, MR_IID, f"later comment {i}")
     with _client(fake_gitlab) as c:
         assert len(c.list_notes()) == 211
         out = c.upsert("prod", "new note")
     assert out.result is PostResult.UPDATED and out.note_id == note_id
-    gets = [p for m, p in fake_gitlab.state.requests if m == "GET"]
+    gets = [p for m, p in fake_gitlab.state.requests if m == "GET" and "/notes" in p]
     assert any("page=3" in p for p in gets) and all("per_page=100" in p for p in gets)
     assert len(_notes(fake_gitlab)) == 211
 
@@ -66,9 +66,19 @@ def test_marker_quoted_by_a_person_or_system_note_is_not_taken(fake_gitlab: Fake
     assert len(_notes(fake_gitlab)) == 3
 
 
+def test_a_persons_note_with_the_marker_is_never_overwritten(fake_gitlab: FakeGitLab) -> None:
+    copied = fake_gitlab.state.add_note(PROJECT, MR_IID, f"{marker_for('dev')}\nmy own copy, please keep")
+    with _client(fake_gitlab) as c:
+        out = c.upsert("dev", "the bot's note")
+    assert out.result is PostResult.CREATED and out.note_id != copied
+    notes = {n["id"]: n for n in _notes(fake_gitlab)}
+    assert notes[copied]["body"].endswith("please keep")
+    assert notes[out.note_id]["author"] == BOT
+
+
 def test_duplicates_from_earlier_runs_are_reported_and_the_oldest_updated(fake_gitlab: FakeGitLab) -> None:
-    first = fake_gitlab.state.add_note(PROJECT, MR_IID, f"{marker_for('dev')}\na")
-    fake_gitlab.state.add_note(PROJECT, MR_IID, f"{marker_for('dev')}\nb")
+    first = fake_gitlab.state.add_note(PROJECT, MR_IID, f"{marker_for('dev')}\na", author=BOT)
+    fake_gitlab.state.add_note(PROJECT, MR_IID, f"{marker_for('dev')}\nb", author=BOT)
     with _client(fake_gitlab) as c:
         out = c.upsert("dev", "c")
     assert (out.result, out.note_id, out.duplicates) == (PostResult.UPDATED, first, 1)
@@ -101,7 +111,7 @@ def test_403_read_only_token_says_which_role_is_needed(fake_gitlab: FakeGitLab) 
 
 
 def test_403_on_update(fake_gitlab: FakeGitLab) -> None:
-    fake_gitlab.state.add_note(PROJECT, MR_IID, f"{marker_for('dev')}\nold")
+    fake_gitlab.state.add_note(PROJECT, MR_IID, f"{marker_for('dev')}\nold", author=fake_gitlab.state.users[READ_TOKEN])
     msg = _error(fake_gitlab, token=READ_TOKEN)
     assert "403" in msg and "update a note" in msg
 
@@ -121,7 +131,13 @@ def test_transient_get_is_retried_but_post_is_not(fake_gitlab: FakeGitLab) -> No
     fake_gitlab.state.fail_next = [503]
     with _client(fake_gitlab) as c:
         assert c.upsert("dev", "x").result is PostResult.CREATED
-    assert [m for m, _ in fake_gitlab.state.requests] == ["GET", "GET", "POST"]
+    # /user answered 503 once and was retried; then the notes list; then one POST.
+    assert [(m, p.split("?")[0].rsplit("/", 1)[-1]) for m, p in fake_gitlab.state.requests] == [
+        ("GET", "user"),
+        ("GET", "user"),
+        ("GET", "notes"),
+        ("POST", "notes"),
+    ]
     fake_gitlab.state.requests.clear()
     with _client(fake_gitlab) as c:
         c.list_notes()

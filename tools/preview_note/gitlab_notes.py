@@ -33,12 +33,20 @@ class PostResult(StrEnum):
     UNCHANGED = "unchanged"
 
 
+class Author(BaseModel):
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    id: int
+    username: str = ""
+
+
 class Note(BaseModel):
     model_config = ConfigDict(extra="ignore", frozen=True)
 
     id: int
     body: str = ""
     system: bool = False
+    author: Author | None = None
 
 
 class Outcome(BaseModel):
@@ -192,11 +200,24 @@ class NotesClient:
         resp = self._send("PUT", f"{self._path}/{note_id}", "update a note", retry_ok=True, json={"body": body})
         return Note.model_validate(resp.json())
 
+    def whoami(self) -> Author:
+        """The token's own user (a project access token acts as the project's bot user)."""
+        return Author.model_validate(self._send("GET", "/user", "identify the token's user", retry_ok=True).json())
+
     def upsert(self, key: str, body: str) -> Outcome:
-        """Create the note for `key`, or update the one that carries its marker."""
+        """Create the note for `key`, or update the one this token's user wrote with its marker.
+
+        Only the bot's own notes are candidates: a person's note that starts with the marker (a
+        quote, a copy) is never overwritten.
+        """
         full = with_marker(key, body)
         marker = marker_for(key)
-        mine = [n for n in self.list_notes() if not n.system and n.body.startswith(marker)]
+        me = self.whoami().id
+        mine = [
+            n
+            for n in self.list_notes()
+            if not n.system and n.body.startswith(marker) and n.author is not None and n.author.id == me
+        ]
         if not mine:
             return Outcome(result=PostResult.CREATED, note_id=self.create_note(full).id)
         first = mine[0]
