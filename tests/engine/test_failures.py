@@ -47,14 +47,24 @@ def test_check_failure_names_property_and_reason(stack: FixtureStack) -> None:
     assert stack.backend()["objects"] == {}
 
 
-def test_failed_delete_keeps_what_it_depends_on(stack: FixtureStack) -> None:
-    assert_ok(stack.up([widget("base", size=1), widget("user", size=1, fail_delete=True, refs={"upstream": "base"})]))
+def test_failed_delete_keeps_everything_it_depends_on(stack: FixtureStack) -> None:
+    assert_ok(
+        stack.up(
+            [
+                widget("base", size=1),
+                widget("mid", size=1, refs={"upstream": "base"}),
+                widget("user", size=1, fail_delete=True, refs={"upstream": "mid"}),
+                widget("other", size=1),
+            ]
+        )
+    )
     result = stack.up([])
     assert not result.ok
     assert result.errors() == ["RuntimeError: widget user is busy"]
-    assert any("still depends on it" in w for w in result.warnings())
-    assert stack.resource("user") is not None and stack.resource("base") is not None
-    assert "base" in stack.objects_by_name()
+    kept = {d.urn for d in result.diagnostics if "still depends on it" in d.message}
+    assert kept == {stack.urn("mid"), stack.urn("base")}  # transitively
+    assert set(stack.objects_by_name()) == {"base", "mid", "user"}  # `other` was deleted
+    assert all(stack.resource(n) is not None for n in ("base", "mid", "user"))
 
 
 def test_program_error_skips_deletes(stack: FixtureStack) -> None:

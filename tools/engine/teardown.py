@@ -35,39 +35,46 @@ def _try_delete(dep: Deployment, res: ResourceState, op: StepOp) -> bool:
     return False
 
 
+def _blocked(remaining: list[ResourceState]) -> set[int]:
+    """Indexes of resources something else in ``remaining`` still depends on."""
+    needed: set[str] = set()
+    for res in remaining:
+        needed |= res.all_dependencies() - {res.urn}
+    return {i for i, res in enumerate(remaining) if res.urn in needed}
+
+
 def delete_in_waves(dep: Deployment, condemned: list[ResourceState]) -> None:
     remaining = list(condemned)
     with ThreadPoolExecutor(max_workers=_WORKERS) as pool:
         while remaining:
-            blocked: set[int] = set()
-            for i, res in enumerate(remaining):
-                for other in remaining:
-                    if other is not res and res.urn in other.all_dependencies() and other.urn != res.urn:
-                        blocked.add(i)
-                        break
+            blocked = _blocked(remaining)
             wave = [r for i, r in enumerate(remaining) if i not in blocked]
             if not wave:  # a cycle cannot come from the SDK; never spin on a hand-edited file
                 wave = remaining[:1]
             ops = [StepOp.DELETE_REPLACED if r.delete else StepOp.DELETE for r in wave]
             results = list(pool.map(lambda pair: _try_delete(dep, *pair), zip(wave, ops, strict=True)))
-            done = [r for r, ok in zip(wave, results, strict=True) if ok]
+            in_wave = {id(r) for r in wave}
+            remaining = [r for r in remaining if id(r) not in in_wave]
             failed = [r for r, ok in zip(wave, results, strict=True) if not ok]
-            remaining = [r for r in remaining if r not in wave]
             if failed:
-                # Everything a failed delete depends on must stay: it is still in use.
-                keep: set[str] = set()
-                for res in failed:
-                    keep |= res.all_dependencies()
-                kept = [r for r in remaining if r.urn in keep and not r.delete]
-                for res in kept:
-                    dep.diag(
-                        f"not deleted: {', '.join(f.urn for f in failed if res.urn in f.all_dependencies())} "
-                        "still depends on it",
-                        Severity.WARNING,
-                        res.urn,
-                    )
-                remaining = [r for r in remaining if r not in kept]
-            del done
+                remaining = _keep_what_failed_deletes_need(dep, failed, remaining)
+
+
+def _keep_what_failed_deletes_need(
+    dep: Deployment, failed: list[ResourceState], remaining: list[ResourceState]
+) -> list[ResourceState]:
+    """Drop from ``remaining`` everything the failed resources (transitively) depend on: still in use."""
+    by_urn = {r.urn: r for r in remaining if not r.delete}
+    keep: dict[str, str] = {}  # kept urn -> the failed resource that needs it
+    frontier = [(d, f.urn) for f in failed for d in f.all_dependencies() - {f.urn}]
+    while frontier:
+        urn, user = frontier.pop()
+        if urn in by_urn and urn not in keep:
+            keep[urn] = user
+            frontier += [(d, user) for d in by_urn[urn].all_dependencies() - {urn}]
+    for urn, user in sorted(keep.items()):
+        dep.diag(f"not deleted: {user}, which could not be deleted, still depends on it", Severity.WARNING, urn)
+    return [r for r in remaining if r.delete or r.urn not in keep]
 
 
 def finish_up(dep: Deployment) -> None:
