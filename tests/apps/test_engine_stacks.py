@@ -1,0 +1,40 @@
+"""The real project's previews: dev declares its Slurm instance (controller on the app_control host,
+the worker bound to the node the dev-gpu-1 machine will enroll as), and a controller placed on a
+worker_compute host is refused by validation before anything runs (seed 003, ROLE002)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from providers.common import UNKNOWN
+
+from .conftest import REPO, edit
+
+
+def test_dev_previews_its_slurm_instance_bound_to_its_machine(engine_factory: Any, tmp_path: Path) -> None:
+    engine = engine_factory(REPO, "dev", config={"gpuaas-infra:environment": "dev"}, state_path=tmp_path / "s.json")
+    preview = engine.preview(timeout=300)
+    assert preview.ok, preview.errors()
+    step = next(s for s in preview.steps if s.urn.endswith("gpuaas:AppInstance::app-slurm-lab"))
+    assert step.op.value == "create"
+    state = step.newState or {}
+    inputs = state["inputs"]
+    assert inputs["topology"] == {"dev-gpu-1": "worker_compute", "dev-lab-1": "app_control"}
+    assert inputs["instance"]["members"]["controller"]["nodes"] == ["dev-lab-1"]
+    # the app_control host is not a MAAS machine: the platform places it; the worker waits for the machine
+    assert inputs["placements"]["controller"] == [None] and inputs["placements"]["worker"] == UNKNOWN
+    assert any(d.endswith("gpuaas:MaasMachine::machine-dev-gpu-1") for d in state["dependencies"])
+
+def test_a_controller_on_a_worker_compute_host_is_refused(engine_factory: Any, tmp_path: Path,
+                                                          env_file: Path) -> None:
+    def misplace(doc: dict[str, Any]) -> None:
+        doc["app_instances"][0]["members"]["controller"]["nodes"] = ["local-gpu-1"]
+    edit(env_file, misplace)
+    engine = engine_factory(REPO, "local", config={"gpuaas-infra:environment": str(env_file)},
+                            state_path=tmp_path / "s.json")
+    preview = engine.preview(timeout=300)
+    assert not preview.ok
+    text = "\n".join(preview.errors()) + preview.log
+    assert "ROLE002" in text and "app_instances[0].members.controller.nodes[0]" in text
+    assert not [s for s in preview.steps if "AppInstance" in s.urn]
