@@ -103,3 +103,26 @@ def test_refresh_sees_a_member_removed_out_of_band(lab: Lab) -> None:
     assert seen is not None and gone.member_id not in {x.member_id for x in seen.members}
     refreshed = {**olds, **seen.model_dump(mode="json")}
     assert drift(refreshed, olds) == ["members"]
+
+
+def test_a_failed_upgrade_is_retried_in_place(lab: Lab) -> None:
+    out = lab.rec(lab.spec()).apply()
+    lab.sim.inject(FaultPlan(operation_failures=[OperationFailure(kind=m.OperationKind.INSTANCE_UPGRADE)]))
+    with pytest.raises(AppInstanceFailed, match=r"upgrade 23.11.10 -> 24.05.1: adapter_step_failed"):
+        lab.rec(lab.spec(version="24.05.1")).apply(out.instance_id, hosts(out))
+    assert lab.api.get_instance(lab.pid, out.instance_id).app_version == "23.11.10", "the app rolled back"
+    again = lab.rec(lab.spec(version="24.05.1")).apply(out.instance_id, hosts(out))
+    assert again.app_version == "24.05.1" and again.instance_id == out.instance_id
+    upgrades = [o.status.value for o in lab.sim.operations() if o.kind is m.OperationKind.INSTANCE_UPGRADE]
+    assert upgrades == ["failed", "succeeded"] and kinds(lab) == []
+
+
+def test_an_operation_past_its_deadline_is_reported_and_awaited_by_the_next_run(lab: Lab) -> None:
+    out = lab.rec(lab.spec()).apply()
+    with pytest.raises(AppInstanceFailed) as err:  # a deadline shorter than any add
+        lab.rec(lab.spec(workers=3, operation_timeout_s=0.001)).apply(out.instance_id, hosts(out))
+    assert [f.code for f in err.value.failures] == ["wait_timeout", "wait_timeout"]
+    assert all(f.operation_id and f.correlation_id for f in err.value.failures)
+    done = lab.rec(lab.spec(workers=3)).apply(out.instance_id, hosts(out))
+    assert kinds(lab) == ["member_add", "member_add"], "the adds still running are awaited, not repeated"
+    assert len([x for x in done.members if x.component_key == "worker"]) == 3
