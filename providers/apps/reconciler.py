@@ -24,6 +24,7 @@ import hashlib
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
+from enum import StrEnum
 
 from pydantic import BaseModel, ConfigDict
 
@@ -37,6 +38,25 @@ from .plan import Action, ActionKind, Observed, Phase, plan_members
 from .spec import AppInstanceSpec
 
 S = pm.InstanceStatus
+
+
+class Entry(StrEnum):
+    USE = "use"  # converge it
+    WAIT = "wait"  # an instance-level operation is in flight: await it, then look again
+    REBUILD = "rebuild"  # failed: decommission it, then create a new one
+    GONE = "gone"  # decommissioned: create a new one
+
+
+# What `apply` does with an instance it finds, per platform status.
+ENTRY: dict[pm.InstanceStatus, Entry] = {
+    S.PROVISIONING: Entry.WAIT,
+    S.READY: Entry.USE,
+    S.DEGRADED: Entry.USE,  # members failed: the member plan heals them
+    S.UPGRADING: Entry.WAIT,
+    S.DECOMMISSIONING: Entry.WAIT,
+    S.DECOMMISSIONED: Entry.GONE,
+    S.FAILED: Entry.REBUILD,
+}
 Result = tuple[Action, "pm.Operation | None", "OpFailure | None"]
 _REFUSED = {401, 403}
 
@@ -164,25 +184,40 @@ class AppInstanceReconciler:
         self._instance_op(api, "decommission instance", lambda: api.decommission_instance(
             self.spec.project_id, inst.instance_id, "managed by gpuaas-infra", idempotency_key=key))
 
+    def _get(self, api: PlatformClient, instance_id: str) -> pm.AppInstance | None:
+        try:
+            return api.get_instance(self.spec.project_id, instance_id)
+        except PlatformApiError as e:
+            if e.code == ErrorCode.APP_INSTANCE_NOT_FOUND:
+                return None
+            raise
+
+    def _enter(self, api: PlatformClient, inst: pm.AppInstance) -> pm.AppInstance | None:
+        """The instance to converge, or None when it is (now) gone; see ENTRY."""
+        if ENTRY[inst.status] is Entry.WAIT:
+            self._settle(api, inst.instance_id)
+            inst = self._get(api, inst.instance_id) or inst
+        entry = ENTRY[inst.status]
+        if entry is Entry.WAIT:
+            raise RuntimeError(f"{self.where}: instance {inst.instance_id} is still {inst.status.value} after "
+                               f"its operations' deadline ({self.spec.operation_timeout_s:.0f}s); run up again later")
+        if entry is Entry.REBUILD:
+            self._decommission(api, inst)
+            return None
+        return inst if entry is Entry.USE else None
+
     def _ensure(self, api: PlatformClient, instance_id: str | None) -> pm.AppInstance:
+        """The instance from state, else the live one of that name (adopted: a lost create response, a
+        killed run, a lost state file), else a new one."""
         pid = self.spec.project_id
-        if instance_id:
-            try:
-                inst = api.get_instance(pid, instance_id)
-                if inst.status is not S.DECOMMISSIONED and inst.status is not S.FAILED:
-                    return inst
-            except PlatformApiError as e:
-                if e.code != ErrorCode.APP_INSTANCE_NOT_FOUND:
-                    raise
-        named = api.list_instances(pid, name=self.spec.name)
-        live = next((i for i in named if i.status is not S.DECOMMISSIONED), None)
-        if live is not None and live.status is S.FAILED:  # a failed create: tear it down, then start over
-            self._settle(api, live.instance_id)
-            self._decommission(api, api.get_instance(pid, live.instance_id))
-            named, live = api.list_instances(pid, name=self.spec.name), None
-        if live is not None:  # adopt (a lost create response, a killed run, or a lost state file)
-            return live
-        return self._create(api, generation=len(named))
+        known = self._get(api, instance_id) if instance_id else None
+        if known is not None and (inst := self._enter(api, known)):
+            return inst
+        for named in api.list_instances(pid, name=self.spec.name):
+            if ENTRY[named.status] is not Entry.GONE and (inst := self._enter(api, named)):
+                return inst
+        # The key counts this name's earlier (decommissioned) instances: a recreate is a new request.
+        return self._create(api, generation=len(api.list_instances(pid, name=self.spec.name)))
 
     def _upgrade(self, api: PlatformClient, inst: pm.AppInstance) -> None:
         to = self.spec.instance.app.version
@@ -266,8 +301,7 @@ class AppInstanceReconciler:
     def apply(self, instance_id: str | None = None, hosts: dict[str, str | None] | None = None) -> InstanceOut:
         with self.client() as api:
             inst = self._ensure(api, instance_id)
-            self._settle(api, inst.instance_id)
-            inst = api.get_instance(self.spec.project_id, inst.instance_id)
+            self._settle(api, inst.instance_id)  # member operations a killed run left in flight
             if inst.app_version != self.spec.instance.app.version:
                 self._upgrade(api, inst)
             kept = self._converge(api, inst.instance_id, dict(hosts or {}))

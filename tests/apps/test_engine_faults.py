@@ -33,8 +33,8 @@ def world(engine_factory: Any, tmp_path: Path, env_file: Path) -> Iterator[World
 
 @pytest.fixture
 def slow_world(engine_factory: Any, tmp_path: Path, env_file: Path) -> Iterator[World]:
-    # 0.1 real s per simulated s: a drain takes ~0.35 s, long enough to kill the run in the middle of it
-    yield from world_at(engine_factory, tmp_path, env_file, platform_time_scale=0.1)
+    # 0.2 real s per simulated s: a drain takes ~0.7 s, long enough to kill the run in the middle of it
+    yield from world_at(engine_factory, tmp_path, env_file, platform_time_scale=0.2)
 
 
 def test_failed_operation_then_retry_and_refresh_finds_a_member_removed_by_hand(

@@ -117,7 +117,8 @@ def test_a_failed_upgrade_is_retried_in_place(lab: Lab) -> None:
     assert upgrades == ["failed", "succeeded"] and kinds(lab) == []
 
 
-def test_an_operation_past_its_deadline_is_reported_and_awaited_by_the_next_run(lab: Lab) -> None:
+def test_an_operation_past_its_deadline_is_reported_and_awaited_by_the_next_run(slow_lab: Lab) -> None:
+    lab = slow_lab
     out = lab.rec(lab.spec()).apply()
     with pytest.raises(AppInstanceFailed) as err:  # a deadline shorter than any add
         lab.rec(lab.spec(workers=3, operation_timeout_s=0.001)).apply(out.instance_id, hosts(out))
