@@ -87,6 +87,7 @@ class TaskEvent(BaseModel):
     status: TaskStatus
     diff: str | None = None
     message: str | None = None
+    duration_s: float | None = None
 
 
 class RunResult(BaseModel):
@@ -150,7 +151,8 @@ def task_event(event: Mapping[str, Any]) -> TaskEvent | None:
         message = str(res.get("censored") if censored else res.get("msg") or res.get("stderr") or "")[:1000]
     return TaskEvent(host=data["host"], task=data.get("task", ""), role=data.get("role"),
                      action=data.get("task_action"), status=status, message=message,
-                     diff=None if censored else _render_diff(res.get("diff")))
+                     diff=None if censored else _render_diff(res.get("diff")),
+                     duration_s=round(float(data["duration"]), 2) if data.get("duration") is not None else None)
 
 
 def _write_private(path: Path, text: str) -> None:
