@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from clients.platform import models as m
+from simulators.platform import ErrorBurst, FaultPlan
 from tools.localstack import LocalStack
 
 from .conftest import REPO, edit, set_workers
@@ -66,9 +67,17 @@ def ok(result: Any) -> Any:
 
 def test_create_same_scale_rebind_upgrade_destroy(world: World, env_file: Path, tmp_path: Path) -> None:
     engine = world.engine
-    assert world.app_op(ok(engine.preview())) == "create", "preview passes check with node ids still unknown"
+    runs = [ok(engine.preview())]
+    assert world.app_op(runs[0]) == "create", "preview passes check with node ids still unknown"
+    apps = f"/api/v1/projects/{world.pid}/app-instances"
+    # every response to the app lane's first two mutations is lost after the platform committed them
+    world.sim.inject(FaultPlan(error_bursts=[ErrorBurst(status=503, count=2, path_prefix=apps, methods=["POST"],
+                                                        after_commit=True)]))
     up = ok(engine.up())
+    runs.append(up)
     assert world.app_op(up) == "create"
+    assert world.sim.store.faults.plan.error_bursts == [], "the burst hit the create"
+    assert [o.kind for o in world.sim.operations()] == [m.OperationKind.INSTANCE_CREATE], "one create"
     inst = world.instance()
     assert inst.status is m.InstanceStatus.READY and inst.app_version == "23.11.10"
     members = {x.component_key: x for x in world.members()}
@@ -83,8 +92,11 @@ def test_create_same_scale_rebind_upgrade_destroy(world: World, env_file: Path, 
 
     edit(env_file, set_workers(3, ["local-gpu-1"]))
     assert world.app_op(ok(engine.preview())) == "update"
-    ok(engine.up())
-    assert world.member_ops() == ["member_add", "member_add"]
+    world.sim.inject(FaultPlan(error_bursts=[ErrorBurst(status=502, count=3, path_prefix=apps, methods=["POST"],
+                                                        after_commit=True)]))
+    runs.append(ok(engine.up()))
+    assert world.sim.store.faults.plan.error_bursts == []
+    assert world.member_ops() == ["member_add", "member_add"], "lost responses replayed, not repeated"
 
     edit(env_file, set_workers(2, ["local-gpu-1"]))
     ok(engine.up())
@@ -104,10 +116,12 @@ def test_create_same_scale_rebind_upgrade_destroy(world: World, env_file: Path, 
     assert world.app_op(up) == "update" and world.instance().app_version == "24.05.1"
     assert world.member_ops()[5:] == [] and world.instance().instance_id == inst.instance_id
 
-    ok(engine.destroy())
+    runs.append(ok(engine.destroy()))
     assert world.sim.store.instances[inst.instance_id].status is m.InstanceStatus.DECOMMISSIONED
     assert world.member_ops()[5:] == ["member_drain", "member_drain"]
     roles = {e.role for e in world.sim.audit() if e.project_id == world.pid}
     assert roles == {m.Role.SERVICE_ACCOUNT}, "the app lane is driven by the project's service account only"
     state = (tmp_path / "state.json").read_text()
-    assert not [s for s in world.stack.secret_values() if s in state], "a secret value is in the state file"
+    secrets = world.stack.secret_values()
+    assert not [s for s in secrets if s in state], "a secret value is in the state file"
+    assert not [s for s in secrets for r in runs if s in r.log or s in str(r.outputs)], "a secret in a log"
