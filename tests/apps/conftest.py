@@ -145,3 +145,20 @@ def env_file(tmp_path: Path) -> Path:
     path.write_text((REPO / "environments" / "local.yaml").read_text())
     edit(path, trim)
     return path
+
+
+def bare(doc: dict[str, Any]) -> None:
+    """Only the hosts and the app instance: no site, bundle, RoCE or machine (the platform places every member)."""
+    for key in ("sites", "machines", "machine_pools", "roce_pools", "bootstrap_bundles"):
+        doc.pop(key, None)
+    for host in doc["hosts"]:
+        host.pop("machine", None)
+
+
+@pytest.fixture
+def bare_env_file(tmp_path: Path) -> Path:
+    """A copy of environments/local.yaml with the app instance and hosts only (fast engine runs)."""
+    path = tmp_path / "local-bare.yaml"
+    path.write_text((REPO / "environments" / "local.yaml").read_text())
+    edit(path, bare)
+    return path

@@ -26,6 +26,13 @@ def world_at(engine_factory: Any, tmp_path: Path, env_file: Path, **kw: Any) -> 
         yield World(stack, engine_factory(REPO, "local", config=cfg, state_path=tmp_path / "state.json"))
 
 
+# These runs need no machine: the environment is reduced to its hosts and the app instance
+# (test_engine.py covers members bound to enrolled machines).
+@pytest.fixture
+def env_file(bare_env_file: Path) -> Path:
+    return bare_env_file
+
+
 @pytest.fixture
 def world(engine_factory: Any, tmp_path: Path, env_file: Path) -> Iterator[World]:
     yield from world_at(engine_factory, tmp_path, env_file)
@@ -73,7 +80,9 @@ def test_failed_operation_then_retry_and_refresh_finds_a_member_removed_by_hand(
 def test_provider_killed_between_drain_and_remove_then_rerun(slow_world: World, env_file: Path) -> None:
     world, engine = slow_world, slow_world.engine
     edit(env_file, set_workers(2, ["local-gpu-1"]))
-    ok(engine.up())
+    up = ok(engine.up())
+    kept = next(x["member_id"] for x in up.outputs["app_instances"]["slurm-local"]["members"]
+                if x["host"] == "local-gpu-1")
     edit(env_file, set_workers(1, ["local-gpu-1"]))
     handle = engine.start_up()
     deadline = time.monotonic() + 60
@@ -91,4 +100,4 @@ def test_provider_killed_between_drain_and_remove_then_rerun(slow_world: World, 
     ok(engine.up())
     assert world.member_ops() == ["member_drain", "member_remove"], "the drain is not repeated"
     workers = [x for x in world.members() if x.component_key == "worker"]
-    assert len(workers) == 1 and workers[0].node and workers[0].node.hostname == "local-gpu-1"
+    assert [(x.member_id, x.status) for x in workers] == [(kept, m.MemberStatus.ACTIVE)], "local-gpu-1's member stays"
