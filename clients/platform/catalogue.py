@@ -338,7 +338,19 @@ _LINKS: dict[str, dict[str, tuple[str, dict[str, str]]]] = {
         "GetOperation": ("getOperation", {"project_id": _PROJECT, "operation_id": "$response.body#/operation_id"}),
     },
 }
-ENDPOINTS = tuple(replace(e, links=_LINKS.get(e.operation_id, {})) for e in ENDPOINTS)
+PAGE_LIMIT_MAX = 500
+PAGE_QUERY = (
+    QueryParam("limit", f"Page size, 1..{PAGE_LIMIT_MAX} (default 100).", pattern=r"^([1-9][0-9]?|[1-4][0-9]{2}|500)$"),
+    QueryParam("cursor", "The previous page's next_cursor.", pattern=r"^[A-Za-z0-9_-]{1,64}$"),
+)
+
+
+def _finish(e: Endpoint) -> Endpoint:
+    paged = e.response is not None and issubclass(e.response, m.Page)
+    return replace(e, links=_LINKS.get(e.operation_id, {}), query=e.query + (PAGE_QUERY if paged else ()))
+
+
+ENDPOINTS = tuple(_finish(e) for e in ENDPOINTS)
 BY_OPERATION_ID: dict[str, Endpoint] = {e.operation_id: e for e in ENDPOINTS}
 
 ERROR_DESCRIPTIONS: dict[int, str] = {

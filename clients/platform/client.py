@@ -56,6 +56,17 @@ class PlatformClient:
         )
         self._call = self._t.call
 
+    def _all(self, operation_id: str, **kw: Any) -> list[Any]:
+        """Every item of a list endpoint, following `next_cursor` page by page."""
+        query: dict[str, str | None] = dict(kw.pop("query", None) or {})
+        items: list[Any] = []
+        while True:
+            page = self._call(operation_id, query=query, **kw)
+            items.extend(page.items)
+            if not page.next_cursor:
+                return items
+            query["cursor"] = page.next_cursor
+
     def __repr__(self) -> str:
         return f"PlatformClient({self._t.base_url})"
 
@@ -75,7 +86,7 @@ class PlatformClient:
     # --- admin: MAAS sites ---------------------------------------------------------------------
     @endpoint("listMaasSites")
     def list_sites(self, name: str | None = None) -> list[m.MaasSite]:
-        return self._call("listMaasSites", query={"name": name}).items
+        return self._all("listMaasSites", query={"name": name})
 
     @endpoint("createMaasSite")
     def create_site(self, spec: m.MaasSiteCreate, *, idempotency_key: str | None = None) -> m.MaasSite:
@@ -100,7 +111,7 @@ class PlatformClient:
     # --- admin: site profiles ------------------------------------------------------------------
     @endpoint("listSiteProfiles")
     def list_profiles(self, site_id: str, name: str | None = None) -> list[m.SiteProfile]:
-        return self._call("listSiteProfiles", path={"site_id": site_id}, query={"name": name}).items
+        return self._all("listSiteProfiles", path={"site_id": site_id}, query={"name": name})
 
     @endpoint("createSiteProfile")
     def create_profile(
@@ -158,7 +169,7 @@ class PlatformClient:
             "system_id": system_id,
             "status": status.value if status else None,
         }
-        return self._call("listNodes", query=query).items
+        return self._all("listNodes", query=query)
 
     @endpoint("getNode")
     def get_node(self, node_id: str) -> m.Node:
@@ -208,7 +219,7 @@ class PlatformClient:
     # --- projects: app instances -----------------------------------------------------------------
     @endpoint("listAppInstances")
     def list_instances(self, project_id: str, name: str | None = None) -> list[m.AppInstance]:
-        return self._call("listAppInstances", path={"project_id": project_id}, query={"name": name}).items
+        return self._all("listAppInstances", path={"project_id": project_id}, query={"name": name})
 
     @endpoint("createAppInstance")
     def create_instance(
@@ -256,7 +267,7 @@ class PlatformClient:
 
     @endpoint("listMembers")
     def list_members(self, project_id: str, instance_id: str) -> list[m.Member]:
-        return self._call("listMembers", path={"project_id": project_id, "instance_id": instance_id}).items
+        return self._all("listMembers", path={"project_id": project_id, "instance_id": instance_id})
 
     @endpoint("getMember")
     def get_member(self, project_id: str, instance_id: str, member_id: str) -> m.Member:
@@ -328,7 +339,7 @@ class PlatformClient:
 
     @endpoint("listInstanceOperations")
     def list_operations(self, project_id: str, instance_id: str) -> list[m.Operation]:
-        return self._call("listInstanceOperations", path={"project_id": project_id, "instance_id": instance_id}).items
+        return self._all("listInstanceOperations", path={"project_id": project_id, "instance_id": instance_id})
 
     @endpoint("getOperation")
     def get_operation(self, project_id: str, operation_id: str) -> m.Operation:
@@ -358,4 +369,4 @@ class PlatformClient:
 
     @endpoint("listAuditEvents")
     def list_audit_events(self, project_id: str) -> list[m.AuditEvent]:
-        return self._call("listAuditEvents", path={"project_id": project_id}).items
+        return self._all("listAuditEvents", path={"project_id": project_id})

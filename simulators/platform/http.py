@@ -5,12 +5,13 @@ request id -> faults -> auth -> authz -> idempotency -> body validation -> handl
 from __future__ import annotations
 
 import asyncio
+import base64
 import hashlib
 import json
 import re
 import traceback
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, cast
 
 from aiohttp import web
 from pydantic import TypeAdapter, ValidationError
@@ -23,6 +24,7 @@ from clients.platform.models import (
     REQUEST_ID_HEADER,
     AuditOutcome,
     ErrorEnvelope,
+    Page,
 )
 from clients.platform.models.codes import ErrorCode
 from clients.platform.models.codes import ErrorCode as E
@@ -171,7 +173,7 @@ def _process(store: Store, endpoint: Endpoint, request: web.Request, raw: bytes,
                 return _json(record.status, record.body or None, corr, replay=True)
         body = _body(endpoint, request, raw)
         ctx = Ctx(store, endpoint, principal, params, query, body, corr, key)
-        result = HANDLERS[endpoint.operation_id](ctx)
+        result = _paginate(HANDLERS[endpoint.operation_id](ctx), query)
         payload = _serialize(result)
         if key is not None and endpoint.mutation:
             store.idempotency[(scope, key)] = IdempotencyRecord(
@@ -181,6 +183,33 @@ def _process(store: Store, endpoint: Endpoint, request: web.Request, raw: bytes,
         if endpoint.audit_action:
             _audit_accepted(store, endpoint, principal, result, params, corr, key)
         return _json(result.status, payload, corr)
+
+
+DEFAULT_PAGE = 100
+
+
+def _paginate(result: Result, query: dict[str, str]) -> Result:
+    """Lists are cut into pages; the cursor is an opaque offset into the (insertion-ordered) list."""
+    if not isinstance(result.body, Page):
+        return result
+    items = list(cast(Any, result.body).items)  # every Page subclass has `items`
+    start = 0
+    if "cursor" in query:
+        try:
+            start = int(base64.urlsafe_b64decode(query["cursor"] + "=" * (-len(query["cursor"]) % 4)).decode())
+        except ValueError:
+            raise ApiError(
+                422,
+                E.INVALID_CURSOR,
+                "cursor is not one this API issued; start over without it",
+                {"parameter": "cursor"},
+            ) from None
+    if start < 0:
+        raise ApiError(422, E.INVALID_CURSOR, "cursor is not one this API issued", {"parameter": "cursor"})
+    end = start + int(query.get("limit", DEFAULT_PAGE))
+    cursor = base64.urlsafe_b64encode(str(end).encode()).decode().rstrip("=") if end < len(items) else None
+    page = result.body.model_copy(update={"items": items[start:end], "next_cursor": cursor})
+    return Result(result.status, page, result.target)
 
 
 def _serialize(result: Result) -> bytes | None:

@@ -35,6 +35,7 @@ SEMANTIC_REJECTIONS = frozenset(
         "profile_not_in_site",
         "node_not_available",
         "operation_not_supported",
+        "invalid_cursor",
     }
 )
 

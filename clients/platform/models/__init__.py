@@ -34,6 +34,7 @@ from .common import (
     AuditEventList,
     AuditOutcome,
     ErrorEnvelope,
+    Page,
     Role,
 )
 from .nodes import (
@@ -101,6 +102,7 @@ __all__ = [
     "NodeStatus",
     "NodeTransitionRequest",
     "Operation",
+    "Page",
     "OperationError",
     "OperationKind",
     "OperationList",

@@ -12,7 +12,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
-from .common import ID_PATTERN, NAME_PATTERN, RequestModel, ResponseModel
+from .common import ID_PATTERN, NAME_PATTERN, Page, RequestModel, ResponseModel
 
 COMPONENT_KEY_PATTERN = r"^[a-z][a-z0-9_-]{0,31}$"
 VERSION_PATTERN = r"^[0-9A-Za-z][0-9A-Za-z.+_-]{0,63}$"
@@ -110,7 +110,7 @@ class AppInstance(ResponseModel):
     updated_at: datetime
 
 
-class AppInstanceList(ResponseModel):
+class AppInstanceList(Page):
     items: list[AppInstance]
 
 
@@ -132,7 +132,7 @@ class Member(ResponseModel):
     updated_at: datetime
 
 
-class MemberList(ResponseModel):
+class MemberList(Page):
     items: list[Member]
 
 
@@ -201,5 +201,5 @@ class Operation(ResponseModel):
     finished_at: datetime | None
 
 
-class OperationList(ResponseModel):
+class OperationList(Page):
     items: list[Operation]

@@ -16,6 +16,7 @@ class ErrorCode(StrEnum):
     UNSUPPORTED_MEDIA_TYPE = "unsupported_media_type"
     VALIDATION_FAILED = "validation_failed"
     INVALID_QUERY_PARAMETER = "invalid_query_parameter"
+    INVALID_CURSOR = "invalid_cursor"
     IDEMPOTENCY_KEY_REQUIRED = "idempotency_key_required"
     IDEMPOTENCY_KEY_INVALID = "idempotency_key_invalid"
     IDEMPOTENCY_KEY_REUSED = "idempotency_key_reused"

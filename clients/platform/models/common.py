@@ -54,6 +54,12 @@ class ErrorEnvelope(ResponseModel):
     details: dict[str, Any] = Field(default_factory=dict)
 
 
+class Page(ResponseModel):
+    """A list response. `next_cursor` set: more items; pass it back as `cursor` to get them."""
+
+    next_cursor: str | None = Field(default=None, description="Opaque; absent or null on the last page.")
+
+
 class AuditOutcome(StrEnum):
     ACCEPTED = "accepted"
     DENIED = "denied"
@@ -75,5 +81,5 @@ class AuditEvent(ResponseModel):
     idempotency_key: str | None
 
 
-class AuditEventList(ResponseModel):
+class AuditEventList(Page):
     items: list[AuditEvent]

@@ -8,7 +8,7 @@ from enum import StrEnum
 from pydantic import Field, FieldSerializationInfo, SecretStr, field_serializer
 from pydantic.config import JsonDict
 
-from .common import ID_PATTERN, RequestModel, ResponseModel
+from .common import ID_PATTERN, Page, RequestModel, ResponseModel
 
 HOSTNAME_PATTERN = r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$"
 SYSTEM_ID_PATTERN = r"^[a-z0-9]{4,16}$"
@@ -97,7 +97,7 @@ class Node(ResponseModel):
     updated_at: datetime
 
 
-class NodeList(ResponseModel):
+class NodeList(Page):
     items: list[Node]
 
 

@@ -7,7 +7,7 @@ from enum import StrEnum
 
 from pydantic import Field, model_validator
 
-from .common import ID_PATTERN, NAME_PATTERN, RequestModel, ResponseModel
+from .common import ID_PATTERN, NAME_PATTERN, Page, RequestModel, ResponseModel
 
 # A Vault/OpenBao path segment list: letters, digits, '_', '-', '.', '/'. No ':' so a MAAS API
 # key ("consumer:token:secret") can never be registered where a reference belongs.
@@ -53,7 +53,7 @@ class MaasSite(ResponseModel):
     updated_at: datetime
 
 
-class MaasSiteList(ResponseModel):
+class MaasSiteList(Page):
     items: list[MaasSite]
 
 
@@ -117,5 +117,5 @@ class SiteProfile(ResponseModel):
     updated_at: datetime
 
 
-class SiteProfileList(ResponseModel):
+class SiteProfileList(Page):
     items: list[SiteProfile]
