@@ -15,6 +15,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from clients.platform.models import AppType
 from environments import rules
 from environments.findings import Code, Level
 from environments.model import AppInstance as AppDoc
@@ -107,6 +108,9 @@ def rule_failures(spec: AppInstanceSpec) -> list[tuple[str, str]]:
                          apps={spec.instance.app.slug: spec.blueprint.app})
     source = f"{SOURCE}[{spec.name}]"
     out = []
+    if spec.instance.app.slug not in {t.value for t in AppType}:
+        out.append(("instance", f"{Code.INVALID_VALUE.value} {source}: app.slug: the platform has no app type "
+                    f"{spec.instance.app.slug!r}; fix: use one of {sorted(t.value for t in AppType)}"))
     for key, ids in spec.placements.items():  # the component's side of the contract
         nodes = spec.instance.members[key].nodes if key in spec.instance.members else None
         if nodes is None or len(ids) != len(nodes):

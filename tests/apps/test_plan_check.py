@@ -85,6 +85,8 @@ def test_check_uses_the_environment_codes(lab: Lab) -> None:
     assert counts and counts[0].startswith("APP004 app_instances[slurm-t]: members.controller.count")
     shape = check(lab, placements={"controller": [None], "worker": []})
     assert shape and shape[0].startswith("ENV004 app_instances[slurm-t]: placements.worker: 0 node ids for 1")
+    assert any(r.startswith("ENV004 app_instances[slurm-t]: app.slug: the platform has no app type 'ray'")
+               for r in check(lab, instance__app={"slug": "ray", "version": "2.9"}))
     bad = check(lab, max_parallel=0)
     assert bad and bad[0].startswith("ENV005 app_instances[slurm-t]: max_parallel")
     assert check(lab, placements={"controller": [None], "worker": [UNKNOWN]}) == [], "preview: node ids unknown"
