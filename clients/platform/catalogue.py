@@ -360,6 +360,7 @@ ERROR_DESCRIPTIONS: dict[int, str] = {
     404: "No such resource within the caller's scope.",
     409: "Conflicts with the current state (name taken, operation in progress, token used).",
     415: "The body is not application/json.",
+    429: "Throttled; retry after the Retry-After header's seconds (safe or idempotency-keyed requests only).",
     422: "Invalid body, unknown or invalid query parameter, or an idempotency key reused for another "
     "request; details say which.",
 }

@@ -108,7 +108,7 @@ def _operation(e: Endpoint) -> dict[str, Any]:
         ok["headers"]["X-Idempotent-Replay"] = {"$ref": "#/components/headers/IdempotentReplay"}
     responses: dict[str, Any] = {str(e.status): ok}
     # Everywhere: 400 for a malformed X-Request-Id, 422 for an unknown query parameter.
-    for code in sorted({400, 422, *e.errors}):
+    for code in sorted({400, 422, 429, *e.errors}):
         responses[str(code)] = {"$ref": f"#/components/responses/E{code}"}
     responses["5XX"] = {"$ref": "#/components/responses/E5XX"}
     op: dict[str, Any] = {
@@ -143,6 +143,12 @@ def build_openapi() -> dict[str, Any]:
         paths.setdefault(e.path, {})[e.method.value.lower()] = _operation(e)
     responses = {f"E{c}": _error_response(d) for c, d in ERROR_DESCRIPTIONS.items()}
     responses["E5XX"] = _error_response("Platform fault; retry only idempotent requests or with the same key.")
+    for throttled in ("E429", "E5XX"):
+        responses[throttled]["headers"]["Retry-After"] = {
+            "required": False,
+            "description": "Seconds to wait before retrying.",
+            "schema": {"type": "integer", "minimum": 0},
+        }
     token_schema = {"type": "string", "pattern": common.IDEMPOTENCY_KEY_PATTERN}
     return {
         "openapi": "3.1.0",

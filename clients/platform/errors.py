@@ -22,8 +22,10 @@ class PlatformApiError(Exception):
         correlation_id: str | None,
         details: dict[str, Any] | None = None,
         operation_id: str | None = None,
+        retry_after_s: float | None = None,
     ) -> None:
         self.status = status
+        self.retry_after_s = retry_after_s  # the server's Retry-After, when it sent one
         self.code = code
         self.message = message
         self.correlation_id = correlation_id

@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 import certifi
 import httpx
 from pydantic import BaseModel, SecretStr, TypeAdapter, ValidationError
-from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_exponential_jitter
+from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_attempt, wait_exponential_jitter
 
 from . import models as m
 from .catalogue import BY_OPERATION_ID, Endpoint, Method
@@ -100,15 +100,20 @@ class Transport:
             return send()
         retrying = Retrying(
             stop=stop_after_attempt(self.retry.attempts),
-            wait=wait_exponential_jitter(
-                multiplier=self.retry.initial_backoff_s,
-                max=self.retry.max_backoff_s,
-                jitter=self.retry.initial_backoff_s,
-            ),
+            wait=self._wait,
             retry=retry_if_exception(lambda e: isinstance(e, PlatformApiError) and e.retryable_status),
             reraise=True,
         )
         return retrying(send)
+
+    def _wait(self, state: RetryCallState) -> float:
+        """Exponential backoff with jitter, or the server's Retry-After when longer (capped)."""
+        backoff = wait_exponential_jitter(
+            multiplier=self.retry.initial_backoff_s, max=self.retry.max_backoff_s, jitter=self.retry.initial_backoff_s
+        )(state)
+        exc = state.outcome.exception() if state.outcome else None
+        asked = exc.retry_after_s if isinstance(exc, PlatformApiError) and exc.retry_after_s else 0.0
+        return max(backoff, min(asked, self.retry.max_retry_after_s))
 
     def send(self, ep: Endpoint, url: str, headers: dict[str, str], payload: str | None, params: dict[str, str]) -> Any:
         try:
@@ -167,4 +172,12 @@ def _error_from(resp: httpx.Response, corr: str) -> PlatformApiError:
             f"HTTP {resp.status_code} without the error envelope: {resp.text[:200]!r}",
             corr,
         )
-    return PlatformApiError(resp.status_code, env.code, env.message, env.correlation_id, env.details)
+    return PlatformApiError(
+        resp.status_code, env.code, env.message, env.correlation_id, env.details, retry_after_s=_retry_after(resp)
+    )
+
+
+def _retry_after(resp: httpx.Response) -> float | None:
+    """Retry-After in delta-seconds (the HTTP-date form is not used by the platform)."""
+    value = resp.headers.get("Retry-After", "")
+    return float(value) if value.isdigit() else None

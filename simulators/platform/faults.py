@@ -9,7 +9,7 @@ from __future__ import annotations
 import threading
 from enum import StrEnum
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from clients.platform.models import OperationKind
 
@@ -19,14 +19,22 @@ class FaultModel(BaseModel):
 
 
 class ErrorBurst(FaultModel):
-    """The next `count` matching requests answer `status` with the error envelope."""
+    """The next `count` matching requests answer `status` (429 or 5xx) with the error envelope,
+    and with `Retry-After` when `retry_after_s` is set."""
 
-    status: int = Field(default=503, ge=500, le=599)
+    status: int = Field(default=503, ge=429, le=599)
+    retry_after_s: int | None = Field(default=None, ge=0, le=3600)
     count: int = Field(default=1, ge=1)
     path_prefix: str = "/api/"
     methods: list[str] = Field(default_factory=lambda: ["GET", "POST", "PUT", "DELETE"])
     # True: the request takes effect, then the response is lost (the case idempotency keys exist for).
     after_commit: bool = False
+
+    @model_validator(mode="after")
+    def _throttle_or_server_error(self) -> ErrorBurst:
+        if self.status != 429 and self.status < 500:
+            raise ValueError(f"status must be 429 or 5xx, got {self.status}")
+        return self
 
 
 class Latency(FaultModel):
@@ -89,7 +97,7 @@ class FaultState:
                             self.plan.latency.remove(rule)
             return total
 
-    def burst_for(self, method: str, path: str, phase: FaultPhase) -> int | None:
+    def burst_for(self, method: str, path: str, phase: FaultPhase) -> ErrorBurst | None:
         with self._lock:
             for rule in self.plan.error_bursts:
                 if (
@@ -101,7 +109,7 @@ class FaultState:
                     if rule.count == 0:
                         self.plan.error_bursts.remove(rule)
                     self.fired += 1
-                    return rule.status
+                    return rule.model_copy()
             return None
 
     def operation_failure(self, kind: OperationKind, component_key: str | None) -> OperationFailure | None:

@@ -34,7 +34,7 @@ from . import apps, engine, nodes, sites
 from .authz import authenticate, authorize
 from .context import Ctx, Handler, Result
 from .errors import ApiError
-from .faults import FaultPhase
+from .faults import ErrorBurst, FaultPhase
 from .state import IdempotencyRecord, Principal, Store, new_id
 from .validation import check_body
 
@@ -239,6 +239,13 @@ def _audit_accepted(
     )
 
 
+def _injected(burst: ErrorBurst, message: str, corr: str) -> web.Response:
+    response = error_response(ApiError(burst.status, E.INJECTED_FAULT, message), corr)
+    if burst.retry_after_s is not None:
+        response.headers["Retry-After"] = str(burst.retry_after_s)
+    return response
+
+
 def make_handler(store: Store, endpoint: Endpoint) -> Callable[[web.Request], Awaitable[web.Response]]:
     async def handle(request: web.Request) -> web.Response:
         supplied = request.headers.get(REQUEST_ID_HEADER)
@@ -251,7 +258,7 @@ def make_handler(store: Store, endpoint: Endpoint) -> Callable[[web.Request], Aw
                 await asyncio.sleep(delay)
             burst = store.faults.burst_for(request.method, request.path, FaultPhase.BEFORE)
             if burst:
-                raise ApiError(burst, E.INJECTED_FAULT, "simulated platform fault; retry if safe")
+                return _injected(burst, "simulated platform fault; retry if safe", corr)
             raw = await request.read()
             response = _process(store, endpoint, request, raw, corr)
         except ApiError as err:
@@ -260,7 +267,7 @@ def make_handler(store: Store, endpoint: Endpoint) -> Callable[[web.Request], Aw
         if 200 <= response.status < 300:
             burst = store.faults.burst_for(request.method, request.path, FaultPhase.AFTER)
             if burst:  # the change happened; the caller only sees a failure
-                return error_response(ApiError(burst, E.INJECTED_FAULT, "simulated fault after commit"), corr)
+                return _injected(burst, "simulated fault after commit", corr)
         return response
 
     return handle

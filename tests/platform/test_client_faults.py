@@ -142,3 +142,27 @@ def test_standalone_prints_its_url_and_tokens_and_serves() -> None:
     finally:
         proc.terminate()
         assert proc.wait(timeout=10) == 0
+
+
+def test_throttling_is_retried_after_the_servers_retry_after(platform_sim: RunningSim, client_for: ClientFor) -> None:
+    platform_sim.inject(FaultPlan(error_bursts=[ErrorBurst(status=429, count=1, retry_after_s=1, methods=["GET"])]))
+    raw = HTTP.get(
+        f"{platform_sim.url}/api/v1/admin/maas-sites",
+        headers={"Authorization": f"Bearer {platform_sim.creds.platform_admin}"},
+    )
+    assert raw.status_code == 429 and raw.headers["Retry-After"] == "1"
+    platform_sim.inject(FaultPlan(error_bursts=[ErrorBurst(status=429, count=1, retry_after_s=1, methods=["GET"])]))
+    api = client_for("platform_admin", FAST)  # its own backoff is 10-20 ms; the server asked for 1 s
+    start = time.monotonic()
+    assert api.list_sites() == []
+    assert time.monotonic() - start >= 1.0
+    capped = client_for("platform_admin", FAST.model_copy(update={"attempts": 1}))
+    platform_sim.inject(FaultPlan(error_bursts=[ErrorBurst(status=429, count=1, retry_after_s=7, methods=["GET"])]))
+    with pytest.raises(PlatformApiError) as err:
+        capped.list_sites()
+    assert (err.value.status, err.value.code, err.value.retry_after_s) == (429, "injected_fault", 7.0)
+
+
+def test_only_throttling_and_server_statuses_can_be_injected() -> None:
+    with pytest.raises(ValueError, match="429 or 5xx"):
+        ErrorBurst(status=450)
