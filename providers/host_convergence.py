@@ -244,6 +244,11 @@ def _spec(props: Mapping[str, Any]) -> HostConvergenceSpec:
         {k: v for k, v in plain(props).items() if k in HostConvergenceSpec.model_fields})
 
 
+def _unresolved(props: Mapping[str, Any]) -> bool:
+    """Unknown inputs during preview; `__provider` itself may arrive unknown and does not count."""
+    return has_unknown({k: v for k, v in props.items() if not str(k).startswith("__")})
+
+
 class HostConvergenceProvider(ResourceProvider):
     """Thin adapter. Nothing on self but the configure()d Vault credentials config (DESIGN 3.1)."""
 
@@ -257,7 +262,7 @@ class HostConvergenceProvider(ResourceProvider):
         return vault_reader(spec.vault, getattr(self, "_credentials", None)).read
 
     def check(self, olds: dict[str, Any], news: dict[str, Any]) -> CheckResult:
-        if has_unknown(news):
+        if _unresolved(news):
             return CheckResult(news, [])
         try:
             spec = _spec(news)
@@ -276,7 +281,7 @@ class HostConvergenceProvider(ResourceProvider):
     def diff(self, id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:  # noqa: A002
         keys = [k for k in ("content_hash", "environment", "address_overrides", "secret_refs")
                 if plain(olds.get(k)) != plain(news.get(k))]
-        if not keys or has_unknown(news):
+        if not keys or _unresolved(news):
             return DiffResult(changes=bool(keys), replaces=[], delete_before_replace=False)
         spec = _spec(news)
         if spec.preview_check:

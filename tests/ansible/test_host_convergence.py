@@ -130,3 +130,30 @@ def test_unreachable_hosts_fail_the_run_named_and_leave_no_private_data(
     out = capfd.readouterr()
     for value in SECRET.values():
         assert value.splitlines()[1 if "\n" in value else 0] not in msg + out.out + out.err
+
+
+def test_preview_diff_runs_check_mode_through_vault_even_with_an_unknown_provider(
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    """diff() with preview_check: secrets via clients.vault from a real OpenBao, a real --check run
+    (hosts unreachable here), reported not raised; `__provider` may arrive unknown in a preview."""
+    from environments.model import VaultAuthMethod
+    from providers.common import UNKNOWN, VaultInputs
+    from tools.openbao import OpenBaoDevServer
+
+    with OpenBaoDevServer() as bao:
+        bao.ensure_kv_mount("gpuaas")
+        bao.put_secret("gpuaas", "dev/ssh/lab-admin", {"private_key": SECRET["dev/ssh/lab-admin#private_key"]})
+        overrides = {h: f"127.0.0.{20 + i}" for i, h in enumerate(DEV)}
+        spec = HostConvergenceSpec(environment="dev", address_overrides=overrides, preview_check=True,
+                                   vault=VaultInputs(address=bao.address, auth_method=VaultAuthMethod.TOKEN),
+                                   timeout_s=120)
+        p = HostConvergenceProvider()
+        p.configure(type("Req", (), {"config": {"gpuaas-infra:vault_token": bao.root_token}})())
+        news = {**p.check({"environment": "dev"}, json.loads(spec.model_dump_json())).inputs, "__provider": UNKNOWN}
+        olds = {**news, "content_hash": "0" * 64, "__provider": "x"}
+        assert p.diff("id", olds, news).changes is True
+    err = capfd.readouterr().err
+    assert "[host-convergence preview] hosts that would change: none; check run failed on: " \
+           "dev-control-1 (unreachable), dev-gpu-1 (unreachable), dev-lab-1 (unreachable)" in err
+    assert "c2VjcmV0LWtleS1ib2R5" not in err
