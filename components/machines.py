@@ -105,9 +105,26 @@ def _connection(env: Environment, settings: StackSettings, site_name: str, ids: 
 
 def _spec_output(env: Environment, sites: SiteOutputs, m: MachineDoc) -> pulumi.Output[dict[str, Any]]:
     bundle = sites.bundle(env.machine_bundle(m).name)
-    return pulumi.Output.all(bundle, sites.roce_links(m.hostname)).apply(
-        lambda args, m=m: _machine_spec(env, m, args[0], args[1])
-    )
+
+    def spec(args: list[Any]) -> dict[str, Any]:
+        return _machine_spec(env, m, args[0], args[1])
+
+    return pulumi.Output.all(bundle, sites.roce_links(m.hostname)).apply(spec)
+
+
+def _props(env: Environment, settings: StackSettings, sites: SiteOutputs, site: str, profile: str) -> dict[str, Any]:
+    """The connection and policy inputs every machine resource of (site, profile) shares."""
+
+    def connection(ids: tuple[str, str]) -> dict[str, Any]:
+        return _connection(env, settings, site, ids)
+
+    def policy(scripts: list[str]) -> dict[str, Any]:
+        return _policy(env, site, profile, scripts)
+
+    return {
+        "connection": sites.platform_ids(site, profile).apply(connection),
+        "policy": sites.commissioning_scripts(site, profile).apply(policy),
+    }
 
 
 def declare_machines(
@@ -116,29 +133,20 @@ def declare_machines(
     protect = env.tier.value == "prod"  # machines and pools in prod are protected (policy pack checks it)
     outputs: dict[str, Any] = {}
     for m in env.standalone_machines():
-        ids = sites.platform_ids(m.site, m.profile)
-        scripts = sites.commissioning_scripts(m.site, m.profile)
-        props = {
+        props: dict[str, Any] = {
             "machine": _spec_output(env, sites, m),
-            "connection": ids.apply(lambda i, s=m.site: _connection(env, settings, s, i)),
-            "policy": scripts.apply(lambda sc, m=m: _policy(env, m.site, m.profile, sc)),
+            **_props(env, settings, sites, m.site, m.profile),
         }
-        res = MaasMachine(f"machine-{m.hostname}", props, pulumi.ResourceOptions(parent=parent, protect=protect))
-        outputs[m.hostname] = {"system_id": res.system_id, "status": res.status}
+        machine = MaasMachine(f"machine-{m.hostname}", props, pulumi.ResourceOptions(parent=parent, protect=protect))
+        outputs[m.hostname] = {"system_id": machine.system_id, "status": machine.status, "node_id": machine.node_id}
     for pool in env.machine_pools:
         members = env.machines_in_pool(pool.name)
         if not members:
             continue
-        ids = sites.platform_ids(pool.site, pool.profile)
-        scripts = sites.commissioning_scripts(pool.site, pool.profile)
-        props = {
-            "pool": pool.name,
-            "machines": pulumi.Output.all(*[_spec_output(env, sites, m) for m in members]).apply(list),
-            "connection": ids.apply(lambda i, s=pool.site: _connection(env, settings, s, i)),
-            "policy": scripts.apply(lambda sc, p=pool: _policy(env, p.site, p.profile, sc)),
-        }
-        res = MachinePool(f"pool-{pool.name}", props, pulumi.ResourceOptions(parent=parent, protect=protect))
-        outputs[f"pool:{pool.name}"] = res.machines_state
+        specs = pulumi.Output.all(*[_spec_output(env, sites, m) for m in members])
+        props = {"pool": pool.name, "machines": specs, **_props(env, settings, sites, pool.site, pool.profile)}
+        resource = MachinePool(f"pool-{pool.name}", props, pulumi.ResourceOptions(parent=parent, protect=protect))
+        outputs[f"pool:{pool.name}"] = resource.machines_state
     return outputs
 
 
@@ -155,19 +163,9 @@ def build_machines(env: Environment, settings: StackSettings, handles: dict[str,
     node_ids: dict[str, pulumi.Output[Any]] = {}
     for m in env.machines:
         if m.pool is None and m.hostname in machines:
-            node_ids[m.hostname] = _resource_output(machines[m.hostname]["system_id"], "node_id")
+            node_ids[m.hostname] = machines[m.hostname]["node_id"]
         elif f"pool:{m.pool}" in machines:
             node_ids[m.hostname] = machines[f"pool:{m.pool}"].apply(
-                lambda s, h=m.hostname: ((s or {}).get(h) or {}).get("node_id"))
+                lambda s, h=m.hostname: ((s or {}).get(h) or {}).get("node_id")
+            )
     return {"machines": machines, "_node_ids": node_ids}
-
-
-def _resource_output(output: pulumi.Output[Any], name: str) -> pulumi.Output[Any]:
-    """Another output (`name`) of the resource `output` belongs to: declare_machines hands out only a
-    standalone machine's system_id and status, and its resource also carries `node_id`."""
-
-    async def other() -> Any:
-        (res,) = await output.resources()
-        return getattr(res, name)
-
-    return pulumi.Output.from_input(other()).apply(lambda o: o)

@@ -178,6 +178,7 @@ class MaasMachineProvider(ResourceProvider):
 class MaasMachine(Resource, module="gpuaas", name="MaasMachine"):
     system_id: pulumi.Output[str]
     status: pulumi.Output[str]
+    node_id: pulumi.Output[str]
 
     def __init__(self, name: str, props: dict[str, Any], opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__(
