@@ -157,3 +157,19 @@ def test_preview_diff_runs_check_mode_through_vault_even_with_an_unknown_provide
     assert "[host-convergence preview] hosts that would change: none; check run failed on: " \
            "dev-control-1 (unreachable), dev-gpu-1 (unreachable), dev-lab-1 (unreachable)" in err
     assert "c2VjcmV0LWtleS1ib2R5" not in err
+
+
+def test_component_spec_comes_from_the_environment_and_the_hostroles_config() -> None:
+    from components.host_roles import spec_for
+    from components.settings import StackSettings
+
+    sha = "a" * 64
+    spec = spec_for(load_environment("dev"), StackSettings(stack="dev", environment="dev"), {
+        "artifacts": {"k3s": {"url": "https://artifacts.example/k3s", "sha256": sha}},
+        "secret_refs": {"gpuaas_munge_key": "dev/slurm/munge#key"}, "preview_check": True})
+    assert spec.environment == "dev" and spec.preview_check
+    assert spec.vault is not None and spec.vault.address == "https://vault.dev.gpuaas.internal:8200"
+    assert spec.artifacts["k3s"].sha256 == sha and spec.address_overrides == {}
+    with pytest.raises(ValidationError, match="sha256"):
+        spec_for(load_environment("dev"), StackSettings(stack="dev", environment="dev"),
+                 {"artifacts": {"k3s": {"url": "https://x", "sha256": "not-a-digest"}}})
