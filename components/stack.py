@@ -12,6 +12,7 @@ from typing import Any
 from environments import Environment
 
 from .apps import build_apps
+from .host_roles import build_host_roles
 from .machines import build_machines
 from .settings import StackSettings
 from .site import build_sites
@@ -24,6 +25,7 @@ BUILDERS: list[tuple[str, Builder]] = []
 BUILDERS.append(("sites", build_sites))  # sites, profiles, bundles, RoCE (components/site.py)
 BUILDERS.append(("machines", build_machines))  # MaasMachine / MachinePool (components/machines.py)
 BUILDERS.append(("apps", build_apps))  # AppInstance per app_instances entry (components/apps.py)
+BUILDERS.append(("host_roles", build_host_roles))  # HostConvergence when gpuaas-infra:hostRoles is set
 
 
 def declare_environment(env: Environment, settings: StackSettings) -> dict[str, Any]:
