@@ -29,14 +29,14 @@ import yaml  # noqa: E402
 
 from clients.platform.client import PlatformClient  # noqa: E402
 from clients.platform.models import sites as site_models  # noqa: E402
-from components.machines import _machine_spec, _policy  # noqa: E402
+from components.machines import _policy  # noqa: E402
 from environments import load_environment  # noqa: E402
 from providers.machines.lifecycle import Context  # noqa: E402
 from providers.machines.runtime import PlatformEnrollment  # noqa: E402
 from providers.machines.scheduler import Scheduler  # noqa: E402
 from providers.machines.spec import Deadlines, LifecyclePolicy, MachineSpec  # noqa: E402
 from tools.engine.api import Engine  # noqa: E402
-from tools.localstack import LocalStack  # noqa: E402
+from tools.localstack import LocalStack, machine_specs  # noqa: E402
 
 N = 64
 P = 16
@@ -69,22 +69,8 @@ def bench_environment(tmp: Path) -> Path:
 
 
 def specs(env: Any) -> list[dict[str, Any]]:
-    out = []
-    pools = env.roce_pools_of("local")
-    for i, m in enumerate(env.machines):
-        sku = env.sku(m.sku)
-        links = [
-            {
-                "interface": sku.fabric_interfaces[p.rail],
-                "subnet": str(p.subnet),
-                "address": str(p.range.start + i),
-                "mtu": p.mtu,
-            }
-            for p in pools
-        ]
-        bundle = {"ref": f"gpuaas-local-bundles/bundles/local/bench/{'a' * 64}.tar.gz", "digest": "a" * 64}
-        out.append(_machine_spec(env, m, bundle, links))
-    return out
+    by_host = machine_specs(env, bundle_digest="a" * 64)
+    return [by_host[m.hostname] for m in env.machines]
 
 
 def register(world: LocalStack, env: Any) -> tuple[str, str]:

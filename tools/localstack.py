@@ -218,3 +218,38 @@ def _ssh_private_key() -> str:
     return key.private_bytes(
         serialization.Encoding.PEM, serialization.PrivateFormat.OpenSSH, serialization.NoEncryption()
     ).decode()
+
+
+def machine_specs(env: Environment, bundle_digest: str = "0" * 64) -> dict[str, dict[str, Any]]:
+    """Machine specs as the machines component builds them, without the sites' resources: RoCE
+    links from the real allocator over the site's pools, a stand-in bundle of the given digest.
+    For tests and benchmarks that drive the lifecycle directly."""
+    from components.machines import _machine_spec
+    from providers.roce_assignment import Nic, Pool, allocate
+
+    out: dict[str, dict[str, Any]] = {}
+    for site in env.sites:
+        pools = [
+            Pool(site=p.site, rail=p.rail, subnet=p.subnet, start=p.range.start, end=p.range.end, mtu=p.mtu)
+            for p in env.roce_pools_of(site.name)
+        ]
+        roce = {m.hostname for m in env.roce_machines(site.name)}
+        nics = [
+            Nic(hostname=m.hostname, interface=iface, rail=rail)
+            for m in env.machines
+            if m.hostname in roce
+            for rail, iface in enumerate(env.sku(m.sku).fabric_interfaces)
+        ]
+        table = allocate(pools, nics, {}) if nics else {}
+        for m in (m for m in env.machines if m.site == site.name):
+            links = [
+                {"interface": e.interface, "subnet": e.subnet, "address": e.address, "mtu": e.mtu}
+                for (host, _), e in sorted(table.items(), key=lambda kv: kv[1].rail)
+                if host == m.hostname
+            ]
+            bundle = {
+                "ref": f"s3://{env.artifact_store.bucket}/bundles/{site.name}/{bundle_digest}.tar.gz",
+                "digest": bundle_digest,
+            }
+            out[m.hostname] = _machine_spec(env, m, bundle, links)
+    return out

@@ -13,7 +13,6 @@ import pytest
 from clients.maas import MaasClient
 from clients.platform.client import PlatformClient
 from clients.platform.models import sites as site_models
-from components.machines import _machine_spec
 from environments import Environment, load_environment
 from providers.machines.lifecycle import Context
 from providers.machines.runtime import PlatformEnrollment
@@ -22,7 +21,7 @@ from providers.machines.spec import Deadlines, LifecyclePolicy, MachineSpec
 from simulators.maas import MaasSimulator, SimInventory
 from simulators.maas.testing import TEST_TIME_SCALE as MAAS_SCALE
 from simulators.platform.testing import platform_sim_factory  # noqa: F401
-from tools.localstack import maas_inventory
+from tools.localstack import maas_inventory, machine_specs
 
 DEADLINE_SCALE = 1e-3  # MAAS-scale deadlines (45 min commissioning) -> 2.7 s
 
@@ -56,25 +55,10 @@ class World:
 
 
 def specs_for(env: Environment, roce: bool = True) -> dict[str, MachineSpec]:
-    out = {}
-    for m in env.machines:
-        links = []
-        if roce:
-            pools = env.roce_pools_of(m.site)
-            index = [x.hostname for x in env.machines if x.site == m.site].index(m.hostname)
-            sku = env.sku(m.sku)
-            links = [
-                {
-                    "interface": sku.fabric_interfaces[p.rail],
-                    "subnet": str(p.subnet),
-                    "address": str(p.range.start + index),
-                    "mtu": p.mtu,
-                }
-                for p in pools
-            ]
-        bundle = {"ref": f"gpuaas-local-bundles/bundles/{m.site}/b/{'0' * 64}.tar.gz", "digest": "0" * 64}
-        out[m.hostname] = MachineSpec.model_validate(_machine_spec(env, m, bundle, links))
-    return out
+    specs = machine_specs(env)
+    if not roce:
+        specs = {h: {**s, "roce_links": []} for h, s in specs.items()}
+    return {h: MachineSpec.model_validate(s) for h, s in specs.items()}
 
 
 @pytest.fixture
