@@ -2,8 +2,15 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 
+import pytest
+import yaml
+
+from clients.platform.client import PlatformClient
+from clients.platform.errors import PlatformApiError
+from clients.platform.models.nodes import EnrollmentRequest
 from environments.model import TeardownMode
 from providers.machines.scheduler import Scheduler
 from providers.machines.status import MachineOutcome
@@ -145,13 +152,31 @@ def test_deadline_mid_deploy_then_resume(world_factory: Callable[..., World]) ->
 
 
 def test_expired_enrollment_token_between_retries(world_factory: Callable[..., World]) -> None:
-    """Each deploy attempt mints a fresh token, so a token that expired during a failed attempt
-    never blocks the retry."""
+    """A deploy attempt fails; its token expires before the next run; the next attempt mints a fresh
+    one and the node enrolls. The expired token itself is refused by the platform."""
     w = world_factory()
     w.maas.admin.set_machine_faults("local-gpu-1", MachineFaults(deploy_failures=1))
-    r = Scheduler(w.context(enrollment_token_ttl_seconds=60)).onboard([_one(w)])[0]
-    assert r.outcome is MachineOutcome.READY, r.reason
-    user_data = (w.maas.admin.user_data(r.system_id) or b"").decode()
-    assert r.node_id in user_data
+    first = Scheduler(
+        w.context(enrollment_token_ttl_seconds=60, enable_deploy_retry_on_datasource_failure=False)
+    ).onboard([_one(w)])[0]
+    assert first.outcome is MachineOutcome.FAILED
+    stale = json.loads(
+        yaml.safe_load((w.maas.admin.user_data(first.system_id) or b"").decode())["write_files"][0]["content"]
+    )
+    w.platform.advance(3600 + 60)  # past the profile's token TTL (the platform profile's default, 1 h)
+    admin = PlatformClient(w.platform.url, w.platform.creds.platform_admin)
+    with pytest.raises(PlatformApiError) as refused:
+        admin.enroll(
+            EnrollmentRequest(
+                node_id=stale["node_id"],
+                enrollment_token=stale["enrollment_token"],
+                hostname="local-gpu-1",
+                system_id=first.system_id,
+            )
+        )
+    assert refused.value.status in (401, 403, 409, 410, 422)
+    again = Scheduler(w.context()).onboard([_one(w)], {first.hostname: first.system_id})[0]
+    assert again.outcome is MachineOutcome.READY, again.reason
+    assert admin.get_node(again.node_id).status.value == "active"
     mints = [a for a in w.platform.audit() if "mint" in str(a).lower()]
     assert len(mints) == 2, "one fresh token per deploy attempt"
