@@ -99,6 +99,8 @@ class Context:
     policy: LifecyclePolicy
     deadlines: Deadlines
     platform_url: str = ""
+    bmc_credentials: Callable[[str], tuple[str, str]] | None = None
+    """Vault ref -> (user, password) of a machine's BMC, read at create time (never stored)."""
     clock: Callable[[], float] = time.monotonic
     log: Callable[[str], None] = print
 

@@ -72,7 +72,14 @@ def build_context(
     platform_token = vault.read(conn.platform.token_path)
     maas = MaasClient(conn.maas.maas_url, maas_key.get_secret_value(), tls_verify=conn.maas.tls_verify)
     platform = PlatformClient(conn.platform.url, platform_token)
+
+    def bmc_credentials(ref: str) -> tuple[str, str]:
+        # The ref holds JSON {"user": ..., "password": ...} (one secret, one reference).
+        blob = vault.read_json(ref)
+        return blob["user"].get_secret_value(), blob["password"].get_secret_value()
+
     ctx = Context(
+        bmc_credentials=bmc_credentials,
         ops=maas,
         enrollment=PlatformEnrollment(platform, conn.platform_site_id, conn.platform_profile_id),
         policy=policy,

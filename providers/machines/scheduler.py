@@ -127,6 +127,14 @@ class Scheduler:
         """Create a machine MAAS doesn't know. A create is retried only after checking it did not
         happen: a 5xx or dropped connection may still have created the machine."""
         last: PortError | None = None
+        power_user = power_pass = None
+        if t.spec.power_user_path and self.ctx.bmc_credentials is not None:
+            try:
+                power_user, power_pass = self.ctx.bmc_credentials(t.spec.power_user_path)
+            except Exception as e:  # noqa: BLE001 - e.g. VaultError: names the path, never a value
+                t.outcome, t.stage = MachineOutcome.FAILED, Stage.FAILED
+                t.reason = f"{t.spec.hostname}: BMC credentials unavailable: {e}"
+                return None
         for attempt in range(CREATE_ATTEMPTS):
             if attempt:
                 again = resolve_machines(self.ctx.ops, [t.spec], {})
@@ -139,8 +147,8 @@ class Scheduler:
                     pxe_mac=t.spec.pxe_mac,
                     power_type=t.spec.power_type.value,
                     power_address=t.spec.ipmi_address,
-                    power_user=None,
-                    power_pass=None,
+                    power_user=power_user,
+                    power_pass=power_pass,
                     commission=False,
                 )
                 self.ctx.log(f"{t.spec.hostname}: created in MAAS as {view.system_id}")

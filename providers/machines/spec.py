@@ -126,7 +126,3 @@ class Connection(_Spec):
     vault: VaultInputs
     platform_site_id: str
     platform_profile_id: str
-
-
-# Fields whose change is an in-place update, never a redeploy.
-IN_PLACE_FIELDS = frozenset({"tags", "hostname", "power_type", "power_user_path", "ipmi_address", "teardown_mode"})

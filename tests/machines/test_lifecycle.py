@@ -156,3 +156,36 @@ def test_in_place_tags_and_hostname_through_the_client(world_factory: Callable[.
         if r.system_id in [m["system_id"] for m in maas._call("Tag", "machines", read=True, name=t)]
     }
     assert tagged == {"gpu", "rack-a"}
+
+
+def test_bmc_credentials_come_from_the_secret_source_at_create(world_factory: Callable[..., World]) -> None:
+    w = world_factory()
+    password = "bmc-pw-" + "x7" * 8
+    asked: list[str] = []
+
+    def bmc(ref: str) -> tuple[str, str]:
+        asked.append(ref)
+        return "root", password
+
+    spec = w.specs["local-gpu-2"].model_copy(update={"power_user_path": "local/bmc/local-gpu-2#credentials"})
+    ctx = w.context()
+    ctx.bmc_credentials = bmc
+    r = Scheduler(ctx).onboard([spec])[0]
+    assert r.outcome is MachineOutcome.READY and asked == ["local/bmc/local-gpu-2#credentials"]
+    params = w.client()._call("Machines", "power_parameters", read=True)[r.system_id]
+    assert params["power_user"] == "root" and params["power_pass"] == password
+    assert password not in r.model_dump_json()
+
+
+def test_bmc_credentials_unavailable_fails_that_machine_only(world_factory: Callable[..., World]) -> None:
+    w = world_factory()
+
+    def bmc(ref: str) -> tuple[str, str]:
+        raise RuntimeError(f"Vault: {ref} not found; write it or fix power_user_path")
+
+    specs = [w.specs["local-gpu-1"], w.specs["local-gpu-2"].model_copy(update={"power_user_path": "nope#creds"})]
+    ctx = w.context()
+    ctx.bmc_credentials = bmc
+    results = _by_host(Scheduler(ctx).onboard(specs))
+    assert results["local-gpu-1"].outcome is MachineOutcome.READY
+    assert results["local-gpu-2"].outcome is MachineOutcome.FAILED and "nope#creds" in results["local-gpu-2"].reason
