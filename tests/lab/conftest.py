@@ -65,14 +65,21 @@ def record_phase(name: str, seconds: float) -> None:
     _REPORT.setdefault("phases", {})[name] = round(seconds, 1)  # type: ignore[index]
 
 
+class _Secrets(dict[str, str]):
+    """Secret values by Vault ref; repr shows refs only, so a failing test never prints a value."""
+
+    def __repr__(self) -> str:
+        return "{" + ", ".join(f"{k!r}: '[secret]'" for k in self) + "}"
+
+
 @pytest.fixture(scope="session")
 def lab_secrets(lab: LabInfo) -> dict[str, str]:
-    return {
+    return _Secrets({
         SSH_KEY_REF: lab.ssh_key_file.read_text(),
         SECRET_REFS["gpuaas_munge_key"]: base64.b64encode(os.urandom(1024)).decode(),
         SECRET_REFS["gpuaas_runner_token"]: "glrt-" + secrets.token_urlsafe(20),
         SECRET_REFS["gpuaas_gitlab_root_password"]: secrets.token_urlsafe(24),
-    }
+    })
 
 
 @pytest.fixture(scope="session")

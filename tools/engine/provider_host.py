@@ -87,6 +87,9 @@ class ProviderHost:
         env = dict(os.environ)
         env["PYTHONUNBUFFERED"] = "1"  # the server writes its port without flushing
         env["PULUMI_PROJECT"] = self.project
+        # Providers fork (ansible-runner's pexpect, subprocesses). With gRPC's fork support on, the forked
+        # child restarts gRPC's poller threads before exec and can die on "epoll_wait: Bad file descriptor".
+        env.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")
         env["PYTHONPATH"] = os.pathsep.join(p for p in (str(self.project_dir), env.get("PYTHONPATH", "")) if p)
         self._proc = subprocess.Popen(
             [sys.executable, "-m", "pulumi.dynamic"],
