@@ -121,7 +121,7 @@ class MaasClient:
             status=MaasStatus(int(raw["status"])),
             status_message=raw.get("status_message") or "",
             power_state=raw.get("power_state") or "unknown",
-            pxe_mac=(boot.get("mac_address") or raw.get("pxe_mac", {}) or None) if boot else None,
+            pxe_mac=(boot.get("mac_address") or "").lower() or None,
             owner_data={k: str(v) for k, v in (raw.get("owner_data") or {}).items()},
             enable_hw_sync=bool(raw.get("enable_hw_sync", False)),
         )

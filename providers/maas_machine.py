@@ -32,7 +32,7 @@ from providers.machines.resource_io import (
     failure_report,
     machine_state,
 )
-from providers.machines.runtime import build_context, time_scale_from
+from providers.machines.runtime import build_context, maas_client, time_scale_from
 from providers.machines.scheduler import Scheduler
 from providers.machines.status import MachineOutcome
 
@@ -127,9 +127,9 @@ class MaasMachineProvider(ResourceProvider):
     def update(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
         inputs = MachineInputs.model_validate(plain({k: news[k] for k in ("machine", "connection", "policy")}))
         outs, results = self._run(inputs, goal="deployed", system_id=_id)
-        self._apply_in_place(inputs, plain(olds).get("machine", {}), _id)
         if any_failed(results):
             raise Exception(failure_report(results))
+        self._apply_in_place(inputs, plain(olds).get("machine", {}), _id)
         return UpdateResult({**plain(news), **outs})
 
     def _apply_in_place(self, inputs: MachineInputs, old_machine: dict[str, Any], system_id: str) -> None:
@@ -137,8 +137,7 @@ class MaasMachineProvider(ResourceProvider):
         m = inputs.machine
         if old_machine.get("hostname") == m.hostname and sorted(old_machine.get("tags", [])) == sorted(m.tags):
             return
-        _, maas, platform = build_context(inputs.connection, inputs.policy, getattr(self, "_credentials", None), 1.0)
-        platform.close()
+        maas = maas_client(inputs.connection, getattr(self, "_credentials", None))
         if old_machine.get("hostname") != m.hostname:
             maas.set_hostname(system_id, m.hostname)
         if sorted(old_machine.get("tags", [])) != sorted(m.tags):
@@ -147,8 +146,7 @@ class MaasMachineProvider(ResourceProvider):
     def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
         state = plain(props)
         inputs = MachineInputs.model_validate({k: state[k] for k in ("machine", "connection", "policy")})
-        ctx, maas, platform = build_context(inputs.connection, inputs.policy, getattr(self, "_credentials", None), 1.0)
-        platform.close()
+        maas = maas_client(inputs.connection, getattr(self, "_credentials", None))
         views = maas.read_many([id_])
         if not views:
             return ReadResult(

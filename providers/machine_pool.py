@@ -27,7 +27,7 @@ from pulumi.dynamic import (
 from clients.vault import credentials_from_config
 from providers.common import plain
 from providers.machines.resource_io import PoolInputs, any_failed, check_inputs, failure_report, machine_state
-from providers.machines.runtime import build_context, time_scale_from
+from providers.machines.runtime import build_context, maas_client, time_scale_from
 from providers.machines.scheduler import MachineResult, Scheduler
 from providers.machines.spec import MachineSpec
 from providers.machines.status import MachineOutcome
@@ -134,8 +134,7 @@ class MachinePoolProvider(ResourceProvider):
     def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
         state = plain(props)
         inputs = PoolInputs.model_validate({k: state[k] for k in PoolInputs.model_fields})
-        _, maas, platform = build_context(inputs.connection, inputs.policy, getattr(self, "_credentials", None), 1.0)
-        platform.close()
+        maas = maas_client(inputs.connection, getattr(self, "_credentials", None))
         machines = _old_machines(state)
         ids = {m["system_id"]: h for h, m in machines.items() if m.get("system_id")}
         seen = {v.system_id: v for v in maas.read_many(list(ids))}  # one bulk request for the pool

@@ -86,7 +86,6 @@ class Tracked:
     deadline: float = float("inf")
     holds_slot: bool = False
     stage_times: dict[str, float] = field(default_factory=dict)
-    redeploy_requested: bool = False
     detail: MachineDetail | None = None
     owner_data_recorded: bool = False
     wait_stage: Stage | None = None
@@ -379,8 +378,6 @@ def handle_release(ctx: Context, m: Tracked) -> Step:
         ctx.ops.release(m.system_id, erase=False, secure_erase=False, quick_erase=False, force=True)
         return Step.wait(Stage.AWAIT_RELEASE)
     flags = _erase_flags(ctx.policy.release_erase_mode)
-    if m.goal is Goal.DEPLOYED:
-        m.redeploy_requested = True
     ctx.ops.release(m.system_id, force=m.view.status is MaasStatus.DEPLOYING, **flags)
     return Step.wait(Stage.AWAIT_RELEASE)
 

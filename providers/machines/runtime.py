@@ -13,7 +13,7 @@ from clients.maas import MaasClient
 from clients.platform.client import PlatformClient
 from clients.platform.errors import PlatformApiError
 from clients.platform.models import nodes as node_models
-from clients.vault import VaultCredentials
+from clients.vault import VaultCredentials, VaultReader
 from providers.common import vault_reader
 
 from .lifecycle import Context
@@ -64,14 +64,19 @@ def log(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
 
+def maas_client(conn: Connection, credentials: VaultCredentials | None, vault: VaultReader | None = None) -> MaasClient:
+    """MAAS alone (refresh, in-place edits): one Vault read for its key, no platform client."""
+    reader = vault or vault_reader(conn.vault, credentials)
+    key = reader.read(conn.maas.api_key_path)
+    return MaasClient(conn.maas.maas_url, key.get_secret_value(), tls_verify=conn.maas.tls_verify)
+
+
 def build_context(
     conn: Connection, policy: LifecyclePolicy, credentials: VaultCredentials | None, time_scale: float
 ) -> tuple[Context, MaasClient, PlatformClient]:
     vault = vault_reader(conn.vault, credentials)
-    maas_key = vault.read(conn.maas.api_key_path)
-    platform_token = vault.read(conn.platform.token_path)
-    maas = MaasClient(conn.maas.maas_url, maas_key.get_secret_value(), tls_verify=conn.maas.tls_verify)
-    platform = PlatformClient(conn.platform.url, platform_token)
+    maas = maas_client(conn, credentials, vault)
+    platform = PlatformClient(conn.platform.url, vault.read(conn.platform.token_path))
 
     def bmc_credentials(ref: str) -> tuple[str, str]:
         # The ref holds JSON {"user": ..., "password": ...} (one secret, one reference).
