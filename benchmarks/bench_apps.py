@@ -28,8 +28,8 @@ from environments import load_environment  # noqa: E402
 from providers.apps.plan import Observed, plan_members  # noqa: E402
 from providers.apps.reconciler import AppInstanceReconciler  # noqa: E402
 from providers.apps.spec import AppInstanceSpec, Slot  # noqa: E402
+from simulators.openbao import OpenBaoDevServer  # noqa: E402
 from simulators.platform import PlatformSimulator  # noqa: E402
-from tools.openbao import OpenBaoDevServer  # noqa: E402
 
 KV, REF = "gpuaas", "bench/platform/sa#token"
 

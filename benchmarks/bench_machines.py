@@ -30,13 +30,13 @@ import yaml  # noqa: E402
 from clients.platform.client import PlatformClient  # noqa: E402
 from clients.platform.models import sites as site_models  # noqa: E402
 from components.machines import _policy  # noqa: E402
+from engine.api import Engine  # noqa: E402
 from environments import load_environment  # noqa: E402
 from providers.machines.lifecycle import Context  # noqa: E402
 from providers.machines.runtime import PlatformEnrollment  # noqa: E402
 from providers.machines.scheduler import Scheduler  # noqa: E402
 from providers.machines.spec import Deadlines, LifecyclePolicy, MachineSpec  # noqa: E402
-from tools.engine.api import Engine  # noqa: E402
-from tools.localstack import LocalStack, machine_specs  # noqa: E402
+from simulators.localstack import LocalStack, machine_specs  # noqa: E402
 
 N = 64
 P = 16

@@ -15,7 +15,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tools.preview_note import StackPreview, parse_preview, render_note  # noqa: E402
+from preview_note import StackPreview, parse_preview, render_note  # noqa: E402
 
 BUDGET_S = 1.0
 DYN = "pulumi-python:dynamic/gpuaas:"

@@ -1,19 +1,19 @@
-# The three-host lab (tools/lab) and the host-roles tests. `make test` runs the lab tier too when
+# The three-host lab (lab) and the host-roles tests. `make test` runs the lab tier too when
 # the machine allows it (root + the Debian packages of tools/apt-packages.txt); otherwise that tier
 # is skipped with the reason in the summary.
 .PHONY: lab-preflight lab-build lab-up lab-clean lab-test ansible-check
 
 lab-preflight: setup
-	@$(PY) -m tools.lab preflight
+	@$(PY) -m lab preflight
 
 lab-build: setup
-	@$(PY) -m tools.lab build
+	@$(PY) -m lab build
 
 lab-up: setup
-	@$(PY) -m tools.lab up
+	@$(PY) -m lab up
 
 lab-clean: setup
-	@$(PY) -m tools.lab clean
+	@$(PY) -m lab clean
 
 lab-test: setup
 	@$(PY) -m pytest tests/lab tests/ansible $(PYTEST_ARGS)

@@ -1,3 +1,3 @@
 """Fixtures shared by every test area (each area's own conftest adds its servers)."""
 
-from tools.engine.testing import engine_factory  # noqa: F401  (the CLI-free engine)
+from tests.fixtures.engine import engine_factory  # noqa: F401  (the CLI-free engine)

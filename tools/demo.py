@@ -1,8 +1,8 @@
 """`make demo`: the `local` stack against the embedded simulators, end to end.
 
-Starts the MAAS and platform simulators, OpenBao and an S3 server (tools/localstack.py), then
+Starts the MAAS and platform simulators, OpenBao and an S3 server (simulators/localstack.py), then
 runs the stack: with the real Pulumi CLI when it is installed (a throwaway local backend), otherwise
-with the CLI-free engine (tools/engine, which runs the same program against the SDK's real dynamic
+with the CLI-free engine (engine, which runs the same program against the SDK's real dynamic
 provider server). It previews, brings the stack up, shows what was built, proves a second `up`
 changes nothing, and destroys it again.
 """
@@ -22,7 +22,7 @@ from typing import Any
 
 from environments import EnvironmentInvalid, load_environment
 from environments.summary import render_summary
-from tools.localstack import LocalStack
+from simulators.localstack import LocalStack
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -32,7 +32,7 @@ def _banner(text: str) -> None:
 
 
 def _engine_run(op: str, stack: str, state: Path, config: dict[str, str], passphrase: str) -> dict[str, Any]:
-    from tools.engine.api import Engine
+    from engine.api import Engine
 
     engine = Engine(REPO, stack, state, config_overrides=config, passphrase=passphrase)
     started = time.monotonic()

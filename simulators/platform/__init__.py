@@ -1,7 +1,7 @@
 """The GPUaaS platform API simulator: `PlatformSimulator(time_scale=..., faults=...)`.
 
 Runs standalone (`python -m simulators.platform`) or as the `platform_sim` pytest fixture
-(`simulators.platform.testing`). It serves `contracts/platform-api.yaml` and a test-only admin
+(`tests.fixtures.platform_sim`). It serves `contracts/platform-api.yaml` and a test-only admin
 view under /_sim/.
 """
 

@@ -139,7 +139,7 @@ def test_preview_diff_runs_check_mode_through_vault_even_with_an_unknown_provide
     (hosts unreachable here), reported not raised; `__provider` may arrive unknown in a preview."""
     from environments.model import VaultAuthMethod
     from providers.common import UNKNOWN, VaultInputs
-    from tools.openbao import OpenBaoDevServer
+    from simulators.openbao import OpenBaoDevServer
 
     with OpenBaoDevServer() as bao:
         bao.ensure_kv_mount("gpuaas")

@@ -6,7 +6,7 @@ import shutil
 
 import pytest
 
-from tools.lab import lab as lab_mod
+from lab import lab as lab_mod
 
 
 def test_preflight_names_missing_root(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -20,9 +20,9 @@ from clients.vault import VaultCredentials
 from environments import load_environment
 from providers.apps.reconciler import AppInstanceReconciler
 from providers.apps.spec import AppInstanceSpec
-from simulators.platform.testing import RunningSim, platform_sim_factory  # noqa: F401
-from tools.engine.testing import engine_factory  # noqa: F401
-from tools.openbao import OpenBaoDevServer
+from simulators.openbao import OpenBaoDevServer
+from tests.fixtures.engine import engine_factory  # noqa: F401
+from tests.fixtures.platform_sim import RunningSim, platform_sim_factory  # noqa: F401
 
 KV = "gpuaas"
 TOKEN_REF = "t/platform/sa-slurm#token"

@@ -1,5 +1,5 @@
 """The local stack's Slurm instance through the CLI-free engine and the real dynamic-provider server,
-against the embedded MAAS + platform simulators, OpenBao and S3 (tools/localstack.py).
+against the embedded MAAS + platform simulators, OpenBao and S3 (simulators/localstack.py).
 
 The environment is a copy of `local` trimmed to two MAAS machines (local-gpu-1 standalone, local-gpu-2
 in the pool), so the workers can move between enrolled nodes without deploying a fleet per test.
@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 
 from clients.platform import models as m
+from simulators.localstack import LocalStack
 from simulators.platform import ErrorBurst, FaultPlan
-from tools.localstack import LocalStack
 
 from .conftest import REPO, edit, set_workers
 

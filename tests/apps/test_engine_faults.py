@@ -12,8 +12,8 @@ import pytest
 
 from clients.platform import PlatformClient
 from clients.platform import models as m
+from simulators.localstack import LocalStack
 from simulators.platform import FaultPlan, OperationFailure
-from tools.localstack import LocalStack
 
 from .conftest import REPO, edit, set_workers
 from .test_engine import World, ok

@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from tools.engine import EngineResult, read_state
-from tools.engine.crypto import TEST_PASSPHRASE
-from tools.engine.testing import EngineFactory, TrackedEngine, engine_factory  # noqa: F401
+from engine import EngineResult, read_state
+from engine.crypto import TEST_PASSPHRASE
+from tests.fixtures.engine import EngineFactory, TrackedEngine, engine_factory  # noqa: F401
 
 FIXTURE_PROJECT = Path(__file__).parent / "fixture_project"
 WIDGET = "pulumi-python:dynamic/fixture:Widget"

@@ -8,9 +8,9 @@ import subprocess
 import sys
 import time
 
+from engine import StepOp, read_state
+from engine.crypto import TEST_PASSPHRASE
 from tests.engine.conftest import FIXTURE_PROJECT, FixtureStack, assert_ok, widget
-from tools.engine import StepOp, read_state
-from tools.engine.crypto import TEST_PASSPHRASE
 
 
 def test_failing_create_leaves_state_resumable(stack: FixtureStack) -> None:
@@ -125,7 +125,7 @@ def test_cli_reports_secure_config_values_with_file_and_key(tmp_path) -> None:  
         [
             sys.executable,
             "-m",
-            "tools.engine",
+            "engine",
             "preview",
             "--cwd",
             str(project),

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import json
 
+from engine import StepOp
 from tests.engine.conftest import FixtureStack, assert_ok, widget
-from tools.engine import StepOp
 
 PASSWORD = "hunter2-plaintext-input-7f3a"
 

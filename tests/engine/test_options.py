@@ -3,8 +3,8 @@ ignore_changes, additional_secret_outputs, depends_on, and reverse-dependency de
 
 from __future__ import annotations
 
+from engine import StepOp
 from tests.engine.conftest import FixtureStack, assert_ok, widget
-from tools.engine import StepOp
 
 
 def test_delete_before_replace_from_provider_or_option(stack: FixtureStack) -> None:

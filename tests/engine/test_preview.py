@@ -11,8 +11,8 @@ from pathlib import Path
 import jsonschema
 import pytest
 
+from engine.crypto import TEST_PASSPHRASE
 from tests.engine.conftest import FIXTURE_PROJECT, FixtureStack, assert_ok, widget
-from tools.engine.crypto import TEST_PASSPHRASE
 
 SCHEMA = json.loads((Path(__file__).parent / "preview_schema.json").read_text())
 PASSWORD = "preview-secret-value-91c2"
@@ -24,7 +24,7 @@ def cli_preview(stack: FixtureStack, declared: list[dict], *flags: str) -> subpr
         [
             sys.executable,
             "-m",
-            "tools.engine",
+            "engine",
             "preview",
             "--json",
             "--cwd",

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 
+from engine import StepOp
 from tests.engine.conftest import FixtureStack, assert_ok, widget
-from tools.engine import StepOp
 
 
 def test_refresh_drops_a_resource_whose_object_is_gone(stack: FixtureStack) -> None:

@@ -7,14 +7,14 @@ from pathlib import Path
 
 import pytest
 
-from tools.engine.config import ConfigError, load_stack_config, parse_overrides
-from tools.engine.crypto import Crypter, PassphraseError
-from tools.engine.graph import delete_order, topo_order
-from tools.engine.model import DiffKind, ResourceState, StepOp
-from tools.engine.planner import DIFF_NONE, DIFF_SOME, DIFF_UNKNOWN, apply_ignore_changes, decide
-from tools.engine.provider_host import provider_message
-from tools.engine.state import StateStore, read_state
-from tools.engine.values import SECRET_SIG, SIG_KEY, UNKNOWN, make_secret, mask_secrets, remark_secrets
+from engine.config import ConfigError, load_stack_config, parse_overrides
+from engine.crypto import Crypter, PassphraseError
+from engine.graph import delete_order, topo_order
+from engine.model import DiffKind, ResourceState, StepOp
+from engine.planner import DIFF_NONE, DIFF_SOME, DIFF_UNKNOWN, apply_ignore_changes, decide
+from engine.provider_host import provider_message
+from engine.state import StateStore, read_state
+from engine.values import SECRET_SIG, SIG_KEY, UNKNOWN, make_secret, mask_secrets, remark_secrets
 
 OLD = {"size": 1.0, "zone": "z1", "__provider": "p"}
 
@@ -136,7 +136,7 @@ def test_unknown_constant_matches_the_sdk() -> None:
 
 
 def test_state_errors_name_the_file_and_the_fix(tmp_path: Path) -> None:
-    from tools.engine.state import StateError
+    from engine.state import StateError
 
     with pytest.raises(StateError, match="no such state file"):
         read_state(tmp_path / "missing.json")

@@ -1,7 +1,7 @@
-"""The lab tier: the dev environment's three hosts as systemd-nspawn machines (tools/lab).
+"""The lab tier: the dev environment's three hosts as systemd-nspawn machines (lab).
 
 Fixtures (session-scoped: one lab per test session, torn down even when tests fail):
-  `lab`        -> tools.lab.LabInfo (addresses in the lab's own /24, SSH key, apt source, artifacts)
+  `lab`        -> lab.LabInfo (addresses in the lab's own /24, SSH key, apt source, artifacts)
   `lab_vault`  -> a real OpenBao dev server holding the lab's SSH key, munge key, runner token
   `lab_secrets`-> the secret values themselves (for "never in output" assertions only)
   `lab_spec`   -> providers.host_convergence.HostConvergenceSpec for the dev environment on the lab
@@ -22,10 +22,10 @@ from pydantic import SecretStr
 
 from clients.vault import VaultCredentials, VaultReader, VaultSettings
 from environments.model import VaultAuthMethod
+from lab import Lab, LabInfo, preflight
 from providers.common import VaultInputs
 from providers.host_convergence import HostConvergenceSpec, SecretReader
-from tools.lab import Lab, LabInfo, preflight
-from tools.openbao import OpenBaoDevServer
+from simulators.openbao import OpenBaoDevServer
 
 DEV_HOSTS = ["dev-control-1", "dev-lab-1", "dev-gpu-1"]
 SSH_KEY_REF = "dev/ssh/lab-admin#private_key"  # the dev environment's ssh_key_path

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from lab import LabInfo
 from providers.host_convergence import (
     ConvergenceFailed,
     ConvergenceResult,
@@ -21,7 +22,6 @@ from providers.host_convergence import (
     SecretReader,
     converge,
 )
-from tools.lab import LabInfo
 
 from .conftest import DEV_HOSTS, record_phase
 

@@ -1,4 +1,4 @@
-"""tools.lab itself: a lab leaves nothing behind — processes, mounts, namespaces, veths, run
+"""lab itself: a lab leaves nothing behind — processes, mounts, namespaces, veths, run
 directory — after a normal exit and after a failed start."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from tools.lab import Lab, preflight
-from tools.lab import net as lab_net
+from lab import Lab, preflight
+from lab import net as lab_net
 
 pytestmark = [pytest.mark.lab]
 

@@ -10,7 +10,7 @@ import maas.client
 import pytest
 
 from simulators.maas.simulator import MaasSimulator
-from simulators.maas.testing import maas_sim, maas_sim_factory  # noqa: F401 - re-exported fixtures
+from tests.fixtures.maas_sim import maas_sim, maas_sim_factory  # noqa: F401 - re-exported fixtures
 
 
 def connect_url(url: str, apikey: str) -> Any:

@@ -18,10 +18,10 @@ from providers.machines.lifecycle import Context
 from providers.machines.runtime import PlatformEnrollment
 from providers.machines.scheduler import Scheduler
 from providers.machines.spec import Deadlines, LifecyclePolicy, MachineSpec
+from simulators.localstack import maas_inventory, machine_specs
 from simulators.maas import MaasSimulator, SimInventory
-from simulators.maas.testing import TEST_TIME_SCALE as MAAS_SCALE
-from simulators.platform.testing import platform_sim_factory  # noqa: F401
-from tools.localstack import maas_inventory, machine_specs
+from tests.fixtures.maas_sim import TEST_TIME_SCALE as MAAS_SCALE
+from tests.fixtures.platform_sim import platform_sim_factory  # noqa: F401
 
 DEADLINE_SCALE = 1e-3  # MAAS-scale deadlines (45 min commissioning) -> 2.7 s
 

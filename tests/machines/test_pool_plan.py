@@ -6,7 +6,7 @@ from environments import load_environment
 from providers.machine_pool import pool_plan
 from providers.machines.resource_io import PoolInputs
 from providers.machines.spec import MachineSpec
-from tools.localstack import machine_specs
+from simulators.localstack import machine_specs
 
 
 def _inputs(specs: list[dict]) -> PoolInputs:

@@ -1,5 +1,5 @@
 """Fixtures of the platform tests; `platform_sim` is shared with other areas via
-`simulators.platform.testing`."""
+`tests.fixtures.platform_sim`."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import httpx
 import pytest
 
 from clients.platform import PlatformClient, RetryPolicy
-from simulators.platform.testing import RunningSim, platform_sim, platform_sim_factory  # noqa: F401
+from tests.fixtures.platform_sim import RunningSim, platform_sim, platform_sim_factory  # noqa: F401
 
 ClientFor = Callable[[str], PlatformClient]
 

@@ -13,7 +13,7 @@ import pytest
 from clients.platform import PlatformClient
 from clients.platform import models as m
 from clients.platform.catalogue import ENDPOINTS, Endpoint
-from simulators.platform.testing import RunningSim
+from tests.fixtures.platform_sim import RunningSim
 
 from .conftest import HTTP, ClientFor
 from .test_client_roundtrip import SLURM, make_site_and_profile

@@ -14,7 +14,7 @@ import pytest
 from clients.platform import PlatformApiError, PlatformClient, RetryPolicy
 from clients.platform import models as m
 from simulators.platform import ErrorBurst, FaultPlan, Latency
-from simulators.platform.testing import RunningSim
+from tests.fixtures.platform_sim import RunningSim
 
 from .conftest import HTTP, ClientFor
 from .test_client_roundtrip import SLURM

@@ -8,7 +8,7 @@ from clients.platform import CLIENT_METHODS, PlatformApiError, PlatformClient
 from clients.platform import models as m
 from clients.platform.catalogue import ENDPOINTS
 from clients.platform.contract import CONTRACT_PATH, render
-from simulators.platform.testing import RunningSim
+from tests.fixtures.platform_sim import RunningSim
 
 from .conftest import ClientFor
 

@@ -15,8 +15,8 @@ import pytest
 
 from clients.platform import PlatformApiError, PlatformClient
 from clients.platform import models as m
-from simulators.maas.testing import maas_sim_factory  # noqa: F401 - fixture
-from simulators.platform.testing import RunningSim
+from tests.fixtures.maas_sim import maas_sim_factory  # noqa: F401 - fixture
+from tests.fixtures.platform_sim import RunningSim
 
 from .conftest import HTTP
 from .test_client_roundtrip import make_site_and_profile

@@ -8,7 +8,7 @@ import pytest
 from clients.platform import PlatformApiError, PlatformClient
 from clients.platform import models as m
 from simulators.platform.nodes import NODE_TRANSITIONS
-from simulators.platform.testing import RunningSim
+from tests.fixtures.platform_sim import RunningSim
 
 from .test_client_roundtrip import make_site_and_profile
 

@@ -7,7 +7,7 @@ import pytest
 from clients.platform import PlatformApiError, PlatformClient
 from clients.platform import models as m
 from simulators.platform import FaultPlan, OperationFailure
-from simulators.platform.testing import RunningSim
+from tests.fixtures.platform_sim import RunningSim
 
 from .conftest import ClientFor
 from .test_client_roundtrip import SLURM, make_site_and_profile

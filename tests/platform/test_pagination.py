@@ -6,7 +6,7 @@ import pytest
 
 from clients.platform import PlatformClient
 from clients.platform import models as m
-from simulators.platform.testing import RunningSim
+from tests.fixtures.platform_sim import RunningSim
 
 from .conftest import HTTP
 

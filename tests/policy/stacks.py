@@ -18,10 +18,10 @@ from typing import Any
 
 from components.host_roles import spec_for
 from components.settings import StackSettings
+from engine.api import Engine
+from engine.crypto import TEST_PASSPHRASE
 from environments import Environment, load_environment
 from tests.policy.analyzer import REPO, Resource
-from tools.engine.api import Engine
-from tools.engine.crypto import TEST_PASSPHRASE
 
 DYNAMIC = "pulumi-python:dynamic/gpuaas:"
 UNKNOWN = "04da6b54-80e4-46f7-96ec-b56ff0331ba9"  # how the engine (and the CLI) spell an unknown value

@@ -191,7 +191,7 @@ def test_violations_reach_the_preview_note(
     prod_analyzer: PolicyAnalyzer, prod_resources: tuple[list[Resource], str], tmp_path: Path
 ) -> None:
     """The analyzer's diagnostics, written as the CLI's `--event-log` policy events, show in the MR note."""
-    from tools.cli import main
+    from cli.main import main
 
     resources, _ = prod_resources
     mutated = _edit("MachinePool", "pool-dal1-h200-a", _nothing, protect=False)(resources)

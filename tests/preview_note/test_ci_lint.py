@@ -6,14 +6,14 @@ from pathlib import Path
 
 import pytest
 
-from tools.preview_note.ci_rules import check_expression
+from ci_lint.rules import check_expression
 
 pytest.importorskip(
     "check_jsonschema",
     reason="check-jsonschema==0.39.0 (GitLab CI schema) not installed; `make ci-lint` installs it, "
     "the lead adds it to the test extras",
 )
-from tools.preview_note.ci_lint import lint  # noqa: E402
+from ci_lint.lint import lint  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
 CI_FILE = REPO / ".gitlab-ci.yml"

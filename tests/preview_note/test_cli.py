@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from cli.main import COMMANDS, main, resolve
 from tests.preview_note.conftest import GOLDEN, MR_IID, PROJECT, WRITE_TOKEN
 from tests.preview_note.gitlab_server import FakeGitLab
-from tools.cli import COMMANDS, main, resolve
 
 
 def test_usage_lists_every_registered_command(capsys: pytest.CaptureFixture[str]) -> None:

@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from tools.engine.api import Engine
-from tools.engine.crypto import TEST_PASSPHRASE
-from tools.preview_note import StackPreview, parse_preview, render_note
+from engine.api import Engine
+from engine.crypto import TEST_PASSPHRASE
+from preview_note import StackPreview, parse_preview, render_note
 
 PROGRAM = Path(__file__).resolve().parents[1] / "policy" / "program"
 

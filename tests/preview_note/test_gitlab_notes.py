@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from preview_note import NotesClient, NotesError, PostResult, marker_for
 from tests.preview_note.conftest import BOT, MR_IID, PROJECT, READ_TOKEN, WRITE_TOKEN
 from tests.preview_note.gitlab_server import FakeGitLab
-from tools.preview_note import NotesClient, NotesError, PostResult, marker_for
 
 
 def _client(gl: FakeGitLab, token: str = WRITE_TOKEN, project: str = PROJECT, iid: int = MR_IID) -> NotesClient:

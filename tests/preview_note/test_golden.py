@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tools.preview_note import StackPreview, load_preview, render_note
+from preview_note import StackPreview, load_preview, render_note
 
 GOLDEN = Path(__file__).parent / "golden"
 CASES = sorted(p.stem for p in GOLDEN.glob("*.json"))
@@ -76,6 +76,6 @@ def test_dev_change_reads_top_down() -> None:
 def test_in_place_machine_fields_match_the_provider() -> None:
     """The note calls a machine change in place exactly when the MaasMachine provider does."""
     maas_machine = pytest.importorskip("providers.maas_machine", reason="MaasMachine provider not importable")
-    from tools.preview_note.kinds import IN_PLACE_MACHINE
+    from preview_note.kinds import IN_PLACE_MACHINE
 
     assert frozenset(maas_machine.IN_PLACE) == IN_PLACE_MACHINE

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from tools.preview_note import PreviewInputError, StackPreview, load_event_log, parse_preview, render_note
-from tools.preview_note.model import EnforcementLevel, Op
-from tools.preview_note.values import (
+from preview_note import PreviewInputError, StackPreview, load_event_log, parse_preview, render_note
+from preview_note.model import EnforcementLevel, Op
+from preview_note.values import (
     SECRET_SIG,
     SECRET_SIG_KEY,
     UNKNOWN_SENTINEL,
@@ -156,7 +156,7 @@ def test_event_log_policy_events(tmp_path: Path) -> None:
 
 
 def test_host_ranges_fold_consecutive_numbers() -> None:
-    from tools.preview_note.kinds import by_reason, host_ranges
+    from preview_note.kinds import by_reason, host_ranges
 
     hosts = [f"dal1-h200-{i:03d}" for i in range(1, 33)] + ["dal1-h200-040", "gpu-a9", "gpu-a10", "lab-1", "lab-2"]
     assert (

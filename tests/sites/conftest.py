@@ -7,12 +7,13 @@ from collections.abc import Iterator
 
 import pytest
 
+from simulators.openbao import OpenBaoDevServer
+from simulators.s3 import FAKE_ACCESS_KEY_ID, FAKE_SECRET_ACCESS_KEY, MotoS3Server
+from tests.fixtures.engine import engine_factory  # noqa: F401
+
 # Real MAAS and platform simulators and the engine factory (function-scoped fixtures from their owners).
-from simulators.maas.testing import maas_sim, maas_sim_factory  # noqa: F401
-from simulators.platform.testing import platform_sim, platform_sim_factory  # noqa: F401
-from tools.engine.testing import engine_factory  # noqa: F401
-from tools.openbao import OpenBaoDevServer
-from tools.s3_server import FAKE_ACCESS_KEY_ID, FAKE_SECRET_ACCESS_KEY, MotoS3Server
+from tests.fixtures.maas_sim import maas_sim, maas_sim_factory  # noqa: F401
+from tests.fixtures.platform_sim import platform_sim, platform_sim_factory  # noqa: F401
 
 KV = "gpuaas"
 S3_CREDS_REF = "t/s3/publisher#credentials"

@@ -14,8 +14,8 @@ from clients.s3 import S3Error, S3ErrorKind
 from clients.vault import VaultCredentials, VaultError, VaultErrorKind
 from providers.bootstrap_bundle import BootstrapBundleProvider, BundlePublisher, BundleSpec
 from providers.common import UNKNOWN
-from tools.openbao import OpenBaoDevServer
-from tools.s3_server import FAKE_SECRET_ACCESS_KEY, MotoS3Server
+from simulators.openbao import OpenBaoDevServer
+from simulators.s3 import FAKE_SECRET_ACCESS_KEY, MotoS3Server
 
 from .conftest import S3_CREDS_REF
 

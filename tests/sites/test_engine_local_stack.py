@@ -1,5 +1,5 @@
 """The sites area of the local stack through the CLI-free engine, against the embedded servers
-(tools/localstack.py: MAAS + platform simulators, OpenBao, moto S3)."""
+(simulators/localstack.py: MAAS + platform simulators, OpenBao, moto S3)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tools.localstack import LocalStack
+from simulators.localstack import LocalStack
 
 PROJECT = Path(__file__).parent / "engine_project"
 pytestmark = pytest.mark.slow  # engine runs: a subprocess per operation

@@ -12,7 +12,7 @@ from pydantic import SecretStr
 from clients.maas import MaasSiteClient
 from clients.vault import VaultCredentials
 from providers.roce_assignment import RoceAssignmentProvider
-from tools.openbao import OpenBaoDevServer
+from simulators.openbao import OpenBaoDevServer
 
 from .conftest import KV
 

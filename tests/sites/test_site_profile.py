@@ -14,8 +14,8 @@ from clients.platform import PlatformClient
 from clients.vault import VaultCredentials, VaultError, VaultErrorKind
 from providers.bootstrap_bundle import BundlePublisher, BundleSpec
 from providers.site_profile import SiteProfileProvider
-from tools.openbao import OpenBaoDevServer
-from tools.s3_server import MotoS3Server
+from simulators.openbao import OpenBaoDevServer
+from simulators.s3 import MotoS3Server
 
 from .conftest import KV, S3_CREDS_REF
 

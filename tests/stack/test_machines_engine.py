@@ -1,5 +1,5 @@
 """The local stack's machines through the CLI-free engine and the real dynamic-provider server,
-against the embedded MAAS + platform simulators, OpenBao and S3 (tools/localstack.py)."""
+against the embedded MAAS + platform simulators, OpenBao and S3 (simulators/localstack.py)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from clients.maas import MaasClient
-from tools.localstack import LocalStack
+from simulators.localstack import LocalStack
 
 REPO = Path(__file__).resolve().parents[2]
 MACHINES = ("local-gpu-1", "local-gpu-2", "local-gpu-3", "local-gpu-4")

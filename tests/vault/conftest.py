@@ -1,4 +1,4 @@
-"""Fixtures: one real OpenBao dev server per test session (tools/openbao.py)."""
+"""Fixtures: one real OpenBao dev server per test session (simulators/openbao.py)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tools.openbao import OpenBaoDevServer
+from simulators.openbao import OpenBaoDevServer
 
 
 @pytest.fixture(scope="session")

@@ -12,8 +12,8 @@ from pathlib import Path
 import hvac
 import pytest
 
-from tools.openbao import OpenBaoDevServer
-from tools.s3_server import MotoS3Server
+from simulators.openbao import OpenBaoDevServer
+from simulators.s3 import MotoS3Server
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -31,7 +31,7 @@ def test_openbao_stops_with_the_context_and_with_a_killed_parent() -> None:
         pid = bao._proc.pid  # type: ignore[union-attr]
         assert bao.running and bao.address.startswith("http://127.0.0.1:")
     assert not _alive(pid)
-    code = ("from tools.openbao import OpenBaoDevServer; b = OpenBaoDevServer().start(); "
+    code = ("from simulators.openbao import OpenBaoDevServer; b = OpenBaoDevServer().start(); "
             "print(b._proc.pid, flush=True); import time; time.sleep(60)")
     parent = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, cwd=REPO)
     assert parent.stdout is not None

@@ -18,7 +18,7 @@ from clients.vault import (
     credentials_from_config,
     parse_ref,
 )
-from tools.openbao import OpenBaoDevServer
+from simulators.openbao import OpenBaoDevServer
 
 SECRET = "maas-key-8f3a:very-secret-value"
 

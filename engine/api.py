@@ -1,0 +1,170 @@
+"""Python API: every operation runs ``python -m engine`` in a fresh subprocess.
+
+A subprocess per run keeps the Pulumi SDK's process-global state fresh, and lets tests kill a run
+mid-operation (``start_up().kill()``): the engine runs in its own process group with its provider server.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from engine.cli import CONFIG_ENV
+from engine.model import Diagnostic, EngineResult, Operation, Severity
+
+_REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+class EngineHandle:
+    """A running engine process."""
+
+    def __init__(self, operation: Operation, popen: subprocess.Popen[bytes], workdir: Path) -> None:
+        self.operation = operation
+        self.popen = popen
+        self._workdir = workdir
+        self.result_path = workdir / "result.json"
+        self.log_path = workdir / "engine.log"
+
+    @property
+    def pid(self) -> int:
+        return self.popen.pid
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+    def kill(self, sig: int = signal.SIGKILL) -> None:
+        """Signal the engine's whole process group (engine + provider server)."""
+        try:
+            os.killpg(self.popen.pid, sig)
+        except ProcessLookupError:
+            pass
+
+    def interrupt(self, sig: int = signal.SIGINT) -> None:
+        """Ask the engine (only) to stop like Ctrl-C: steps in progress finish and are saved, no new one
+        starts, deletes are skipped. The provider server is left alone so running calls can complete."""
+        try:
+            os.kill(self.popen.pid, sig)
+        except ProcessLookupError:
+            pass
+
+    def wait(self, timeout: float | None = None) -> EngineResult:
+        code = self.popen.wait(timeout=timeout)
+        log = self.log()
+        if self.result_path.exists():
+            result = EngineResult.model_validate_json(self.result_path.read_text())
+        else:  # killed, or crashed before it could report
+            result = EngineResult(
+                operation=self.operation,
+                ok=False,
+                exitCode=code,
+                diagnostics=[Diagnostic(message=f"engine exited with {code} and no result", severity=Severity.ERROR)],
+            )
+        result.log = log
+        shutil.rmtree(self._workdir, ignore_errors=True)
+        return result
+
+
+class Engine:
+    """``Engine(project_dir, stack, state_path).up()`` and friends; see docs/engine.md."""
+
+    def __init__(
+        self,
+        project_dir: str | os.PathLike[str],
+        stack: str,
+        state_path: str | os.PathLike[str],
+        config_overrides: dict[str, str] | None = None,
+        passphrase: str | None = None,
+        env: dict[str, str] | None = None,
+    ) -> None:
+        self.project_dir = Path(project_dir).resolve()
+        self.stack = stack
+        self.state_path = Path(state_path).resolve()
+        self.config_overrides = dict(config_overrides or {})
+        self.passphrase = passphrase
+        self.env = dict(env or {})
+
+    def start(
+        self, operation: Operation | str, targets: list[str] | None = None, expect_no_changes: bool = False
+    ) -> EngineHandle:
+        operation = Operation(operation)
+        workdir = Path(tempfile.mkdtemp(prefix="engine-run-"))
+        args = [
+            sys.executable,
+            "-m",
+            "engine",
+            operation.value,
+            "--cwd",
+            str(self.project_dir),
+            "--stack",
+            self.stack,
+            "--state",
+            str(self.state_path),
+            "--json",
+            "--result-file",
+            str(workdir / "result.json"),
+        ]
+        if expect_no_changes:
+            args.append("--expect-no-changes")
+        for urn in targets or []:
+            args += ["--target", urn]
+        env = dict(os.environ)
+        env.update(self.env)
+        env[CONFIG_ENV] = json.dumps(self.config_overrides)
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(_REPO_ROOT), env.get("PYTHONPATH", "")) if p)
+        if self.passphrase is not None:
+            env["PULUMI_CONFIG_PASSPHRASE"] = self.passphrase
+        log = open(workdir / "engine.log", "wb")  # noqa: SIM115 - the child owns it; closed below
+        try:
+            popen = subprocess.Popen(
+                args,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=env,
+                cwd=self.project_dir,
+                start_new_session=True,
+            )
+        finally:
+            log.close()
+        return EngineHandle(operation, popen, workdir)
+
+    def run(
+        self,
+        operation: Operation | str,
+        targets: list[str] | None = None,
+        timeout: float | None = None,
+        expect_no_changes: bool = False,
+    ) -> EngineResult:
+        """Run one operation to completion. ``expect_no_changes`` fails the run (exit 1) if any resource
+        would be created, updated, replaced or deleted (the CLI's ``--expect-no-changes``)."""
+        handle = self.start(operation, targets, expect_no_changes)
+        try:
+            return handle.wait(timeout)
+        except subprocess.TimeoutExpired:
+            handle.kill()
+            handle.popen.wait()
+            raise
+
+    def start_up(self, targets: list[str] | None = None) -> EngineHandle:
+        return self.start(Operation.UP, targets)
+
+    def preview(
+        self, targets: list[str] | None = None, timeout: float | None = None, expect_no_changes: bool = False
+    ) -> EngineResult:
+        return self.run(Operation.PREVIEW, targets, timeout, expect_no_changes)
+
+    def up(
+        self, targets: list[str] | None = None, timeout: float | None = None, expect_no_changes: bool = False
+    ) -> EngineResult:
+        return self.run(Operation.UP, targets, timeout, expect_no_changes)
+
+    def refresh(self, targets: list[str] | None = None, timeout: float | None = None) -> EngineResult:
+        return self.run(Operation.REFRESH, targets, timeout)
+
+    def destroy(self, targets: list[str] | None = None, timeout: float | None = None) -> EngineResult:
+        return self.run(Operation.DESTROY, targets, timeout)

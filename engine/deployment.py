@@ -1,0 +1,238 @@
+"""One deployment's shared bookkeeping: old and live state, pending operations, steps, diagnostics.
+
+``register`` (registrations) and ``teardown`` (deletes, destroy, refresh) do the steps; both mutate
+this object under ``lock`` and call ``save`` after each change, so the state file always reflects every
+completed step.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from engine.model import (
+    ROOT_STACK_TYPE,
+    Diagnostic,
+    Operation,
+    PendingOperation,
+    PendingOpType,
+    ResourceState,
+    Severity,
+    Step,
+    StepOp,
+)
+from engine.provider_host import ProviderHost
+from engine.state import StateStore
+from engine.values import (
+    UNKNOWN,
+    Props,
+    Redactor,
+    mask_secrets,
+    strip_secrets,
+)
+
+STACK_TYPE = ROOT_STACK_TYPE
+DYNAMIC_PREFIX = "pulumi-python:dynamic"
+_SYMBOL = {
+    StepOp.SAME: " ",
+    StepOp.CREATE: "+",
+    StepOp.UPDATE: "~",
+    StepOp.DELETE: "-",
+    StepOp.REPLACE: "+-",
+    StepOp.CREATE_REPLACEMENT: "++",
+    StepOp.DELETE_REPLACED: "--",
+    StepOp.READ: ">",
+    StepOp.REFRESH: "~",
+}
+
+
+class StepFailed(Exception):
+    """This resource's step failed; the message is what the user sees (no traceback)."""
+
+
+@dataclass
+class Goal:
+    """What the program asked for (a RegisterResourceRequest, decoded)."""
+
+    urn: str
+    type: str
+    name: str
+    custom: bool
+    parent: str = ""
+    inputs: Props = field(default_factory=dict)
+    protect: bool = False
+    dependencies: list[str] = field(default_factory=list)
+    property_dependencies: dict[str, list[str]] = field(default_factory=dict)
+    ignore_changes: list[str] = field(default_factory=list)
+    additional_secret_outputs: list[str] = field(default_factory=list)
+    retain_on_delete: bool = False
+    replace_on_changes: list[str] = field(default_factory=list)
+    delete_before_replace: bool | None = None
+
+
+@dataclass
+class Registered:
+    """What goes back to the SDK."""
+
+    id: str = ""
+    outputs: Props = field(default_factory=dict)
+    ok: bool = True
+    unknown: bool = False
+
+
+def now() -> str:
+    return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+
+
+def display_state(res: ResourceState | None) -> dict[str, Any] | None:
+    if res is None:
+        return None
+    data = res.model_dump(mode="json", exclude_defaults=True)
+    data.update(urn=res.urn, custom=res.custom, type=res.type, id=res.id)
+    data["inputs"] = mask_secrets(res.inputs)
+    data["outputs"] = mask_secrets(res.outputs)
+    return data
+
+
+class Deployment:
+    def __init__(
+        self,
+        operation: Operation,
+        store: StateStore,
+        host: ProviderHost | None,
+        project: str,
+        stack: str,
+        targets: list[str] | None = None,
+        emit: Callable[[str], None] | None = None,
+    ) -> None:
+        self.operation = operation
+        self.dry_run = operation is Operation.PREVIEW
+        self.store = store
+        self.host = host
+        self.project = project
+        self.stack = stack
+        self.targets = set(targets or [])
+        # Everything bound for the user goes through the redactor: known secret plaintexts become [secret].
+        self.redact = Redactor()
+        raw_emit = emit or (lambda line: None)
+        self.emit: Callable[[str], None] = lambda line: raw_emit(self.redact(line))
+        self.lock = threading.RLock()
+        initial = store.initial
+        self.old: dict[str, ResourceState] = {r.urn: r for r in initial.resources if not r.delete}
+        self.live: dict[str, ResourceState] = dict(self.old)
+        # Replaced (create-before-delete) or left over from an earlier run: deleted at the end.
+        self.condemned_replaced: list[ResourceState] = [r for r in initial.resources if r.delete]
+        self.pending: dict[int, PendingOperation] = {}
+        self.registered: set[str] = set()
+        self.failed: set[str] = set()
+        # Dependents deleted ahead of a delete-before-replace; their registration recreates them.
+        self.replaced_early: set[str] = set()
+        # Set by SIGINT/SIGTERM (see cli): steps already running finish and are recorded; no new step starts.
+        self.cancelled = threading.Event()
+        self.steps: list[Step] = []
+        self.diagnostics: list[Diagnostic] = []
+        self.stack_outputs: Props = dict(initial.outputs)
+        for res in initial.resources:
+            self.redact.add(res.inputs)
+            self.redact.add(res.outputs)
+        self._pending_seq = 0
+        self._report_interrupted(initial.pending_operations)
+
+    # -- bookkeeping ---------------------------------------------------------------------------
+    @property
+    def provider_ref(self) -> str:
+        return f"urn:pulumi:{self.stack}::{self.project}::pulumi:providers:pulumi-python::default::{UNKNOWN}"
+
+    def diag(self, message: str, severity: Severity = Severity.ERROR, urn: str | None = None) -> None:
+        message = self.redact(message)
+        with self.lock:
+            self.diagnostics.append(Diagnostic(urn=urn, message=message, severity=severity))
+        self.emit(f"{severity.value}: {urn + ': ' if urn else ''}{message}\n")
+
+    def _report_interrupted(self, pending: list[PendingOperation]) -> None:
+        hints = {
+            PendingOpType.CREATING: "the provider may have created it; it is not in state, so this run "
+            "creates it again (providers must adopt an existing object in create)",
+            PendingOpType.UPDATING: "state still holds the values from before the update; this run diffs "
+            "against them and updates again if needed",
+            PendingOpType.DELETING: "the resource is still in state; it is deleted again if still condemned",
+            PendingOpType.READING: "the read is repeated on the next refresh",
+        }
+        for op in pending:
+            self.diag(
+                f"the previous run was interrupted while {op.type.value} this resource: {hints[op.type]}",
+                Severity.WARNING,
+                op.resource.urn,
+            )
+
+    def record(self, step: Step) -> None:
+        with self.lock:
+            self.steps.append(step)
+        if step.op is not StepOp.SAME or os.environ.get("GPUAAS_ENGINE_SHOW_SAME"):
+            self.emit(f"  {_SYMBOL[step.op]:<2} {step.op.value:<18} {step.urn}\n")
+
+    def save(self) -> None:
+        """Write the current snapshot (caller holds the lock). Previews never write."""
+        if self.dry_run:
+            return
+        resources = list(self.live.values()) + self.condemned_replaced
+        self.store.save(resources, list(self.pending.values()), self.stack_outputs)
+
+    def begin(self, res: ResourceState, kind: PendingOpType) -> int:
+        with self.lock:
+            self._pending_seq += 1
+            self.pending[self._pending_seq] = PendingOperation(resource=res, type=kind)
+            self.save()
+            return self._pending_seq
+
+    def end(self, token: int) -> None:
+        with self.lock:
+            self.pending.pop(token, None)
+
+    def check_cancelled(self) -> None:
+        if self.cancelled.is_set():
+            raise StepFailed("not started: the run was interrupted (steps already running were completed)")
+
+    def targeted(self, urn: str) -> bool:
+        return not self.targets or urn in self.targets
+
+    # -- registration --------------------------------------------------------------------------
+    def delete_one(self, res: ResourceState, op: StepOp = StepOp.DELETE) -> None:
+        """Delete one resource (provider Delete unless retained) and drop it from state."""
+        if res.protect and op is StepOp.DELETE:
+            raise StepFailed(
+                f"cannot delete {res.urn}: it is protected. Set protect=False in the program and "
+                "run up first (or keep the resource in the program)"
+            )
+        provider = self.provider_ref if res.custom else None
+        if self.dry_run:
+            self.record(Step(op=op, urn=res.urn, provider=provider, oldState=display_state(res)))
+            return
+        if res.custom and res.id and not res.retainOnDelete and not res.external:
+            assert self.host is not None, "custom resources need the provider server"
+            token = self.begin(res, PendingOpType.DELETING)
+            try:
+                self.host.delete(res.urn, res.id, strip_secrets(res.outputs), strip_secrets(res.inputs))
+            finally:
+                self.end(token)
+        elif res.retainOnDelete:
+            self.diag(
+                "retained (retain_on_delete): removed from state, not deleted by the provider",
+                Severity.INFO,
+                res.urn,
+            )
+        with self.lock:
+            if res.delete:
+                self.condemned_replaced = [
+                    r
+                    for r in self.condemned_replaced
+                    if r is not res and not (r.urn == res.urn and r.id == res.id and r.delete)
+                ]
+            elif self.live.get(res.urn) is res or op is StepOp.DELETE:
+                self.live.pop(res.urn, None)
+            self.save()
+        self.record(Step(op=op, urn=res.urn, provider=provider, oldState=display_state(res)))

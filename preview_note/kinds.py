@@ -1,0 +1,315 @@
+"""Per-kind judgement: what a change means for machines, app members and bundles.
+
+Dynamic providers send no detailed diff, so a MachinePool's per-machine effect and an
+AppInstance's member removals are computed here from old and new state.
+"""
+
+from __future__ import annotations
+
+import re
+from enum import StrEnum
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+from preview_note.changes import Action, Change
+from preview_note.values import changed_paths, is_unknown, normalize, show
+
+PROD_ENVIRONMENTS = frozenset({"prod", "production"})
+# Top-level inputs shown by a kind's own view rather than as generic field rows.
+OWN_VIEW_FIELDS: dict[str, frozenset[str]] = {
+    "MachinePool": frozenset({"machines"}),
+    # topology and placements follow from the members (which node, which platform node id).
+    "AppInstance": frozenset({"members", "instance.members", "topology", "placements"}),
+}
+# Pool-level inputs whose change redeploys every machine that stays in the pool.
+_POOL_WIDE = ("site", "profile", "deploy")
+# Machine fields changed in place (mirrors providers.maas_machine.IN_PLACE; a test keeps them equal).
+# When a machine carries any of REDEPLOY_FIELDS, only those redeploy (providers' deploy fingerprint).
+IN_PLACE_MACHINE = frozenset({"tags", "hostname", "power_type", "power_user_path", "ipmi_address", "teardown_mode"})
+REDEPLOY_FIELDS = frozenset({"deploy", "storage", "roce_links"})
+# Where a pool's state records its machines: `machines_state` (MachinePool provider) or `machines`.
+_POOL_STATE_KEYS = ("machines_state", "machines")
+
+
+def is_prod(environment: str) -> bool:
+    return environment in PROD_ENVIRONMENTS or environment.startswith("prod-")
+
+
+class PoolView(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    joins: tuple[str, ...] = ()
+    redeploys: tuple[tuple[str, str], ...] = ()  # (hostname, why)
+    leaves: tuple[tuple[str, str], ...] = ()  # (hostname, system_id or "")
+    updates: tuple[tuple[str, str], ...] = ()  # (hostname, fields changed in place)
+    unchanged: int = 0
+    unknown: bool = False  # the new machine list is only known after apply
+
+
+class MemberView(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    lines: tuple[str, ...] = ()
+    removals_counted: tuple[tuple[str, int], ...] = ()
+
+    @property
+    def removals(self) -> tuple[str, ...]:
+        return tuple(text for text, _ in self.removals_counted)
+
+
+def natural(text: str) -> list[Any]:
+    """`gpu-a2` before `gpu-a10`."""
+    return [int(p) if p.isdigit() else p for p in re.split(r"(\d+)", text)]
+
+
+def _machines(value: Any) -> dict[str, dict[str, Any]]:
+    if not isinstance(value, list):
+        return {}
+    out = {}
+    for m in value:
+        if isinstance(m, dict) and isinstance(m.get("hostname"), str):
+            out[m["hostname"]] = {k: v for k, v in m.items() if k != "hostname"}
+    return out
+
+
+def machine_changes(old: dict[str, Any], new: dict[str, Any]) -> tuple[list[str], list[str]]:
+    """(paths that redeploy the machine, paths changed in place) between two machine specs."""
+    paths = [p for p, _, _ in changed_paths(old, new)]
+    top = lambda p: p.split(".")[0].split("[")[0]  # noqa: E731
+    if REDEPLOY_FIELDS & (old.keys() | new.keys()):
+        return [p for p in paths if top(p) in REDEPLOY_FIELDS], [p for p in paths if top(p) not in REDEPLOY_FIELDS]
+    return [p for p in paths if top(p) not in IN_PLACE_MACHINE], [p for p in paths if top(p) in IN_PLACE_MACHINE]
+
+
+def pool_view(change: Change) -> PoolView:
+    old_in, new_in = change.inputs("old"), change.inputs("new")
+    old_out = change.old.outputs if change.old else {}
+    old = _machines(old_in.get("machines"))
+    # Outputs are what MAAS holds now: a machine there but not in old inputs is still a member.
+    out_machines: dict[str, Any] = next((old_out[k] for k in _POOL_STATE_KEYS if isinstance(old_out.get(k), dict)), {})
+    for host in out_machines:
+        old.setdefault(host, {})
+    system_ids = {h: str(v.get("system_id", "")) for h, v in out_machines.items() if isinstance(v, dict)}
+    if change.action is Action.DELETE:
+        return PoolView(leaves=tuple((h, system_ids.get(h, "")) for h in sorted(old, key=natural)))
+    if is_unknown(new_in.get("machines")):
+        return PoolView(unknown=True)
+    new = _machines(new_in.get("machines"))
+    wide = [k for k in _POOL_WIDE if normalize(old_in.get(k)) != normalize(new_in.get(k))]
+    if change.action is Action.CREATE:
+        return PoolView(joins=tuple(sorted(new, key=natural)))
+    redeploys, updates, unchanged = [], [], 0
+    for host in sorted(old.keys() & new.keys(), key=natural):
+        deploying, in_place = machine_changes(old[host], new[host]) if old[host] else ([], [])
+        if change.action is Action.REPLACE:
+            redeploys.append((host, "pool replaced"))
+        elif wide:
+            redeploys.append((host, "pool " + ", ".join(wide) + " changed"))
+        elif deploying:
+            redeploys.append((host, ", ".join(deploying) + " changed"))
+        elif in_place:
+            updates.append((host, ", ".join(in_place)))
+        else:
+            unchanged += 1
+    return PoolView(
+        joins=tuple(sorted(new.keys() - old.keys(), key=natural)),
+        redeploys=tuple(redeploys),
+        updates=tuple(updates),
+        leaves=tuple((h, system_ids.get(h, "")) for h in sorted(old.keys() - new.keys(), key=natural)),
+        unchanged=unchanged,
+    )
+
+
+def _members(value: Any) -> dict[str, tuple[int, list[str]]]:
+    out = {}
+    if isinstance(value, dict):
+        for key, spec in value.items():
+            spec = spec if isinstance(spec, dict) else {}
+            count = normalize(spec.get("count", 0))
+            raw_nodes = spec.get("nodes")
+            nodes: list[Any] = raw_nodes if isinstance(raw_nodes, list) else []
+            out[key] = (count if isinstance(count, int) else 0, [str(n) for n in nodes])
+    return out
+
+
+def _member_input(inputs: dict[str, Any]) -> Any:
+    """`instance.members` (the AppInstance provider's shape) or `members`."""
+    instance = inputs.get("instance")
+    return instance.get("members") if isinstance(instance, dict) else inputs.get("members")
+
+
+def members_of(inputs: dict[str, Any]) -> dict[str, tuple[int, list[str]]]:
+    """component key -> (count, nodes) of an AppInstance's inputs."""
+    return _members(_member_input(inputs))
+
+
+def member_view(change: Change) -> MemberView:
+    old = _members(_member_input(change.inputs("old")))
+    new = {} if change.action is Action.DELETE else _members(_member_input(change.inputs("new")))
+    if change.action is Action.REPLACE:
+        new = {}  # the instance is recreated: every current member goes, the new ones come fresh
+    outputs = change.old.outputs.get("members") if change.old else None
+    ids_on: dict[tuple[str, str], list[str]] = {}
+    for m in outputs if isinstance(outputs, list) else []:
+        if isinstance(m, dict):
+            node = m.get("node") or m.get("host") or m.get("hostname")
+            ids_on.setdefault((str(m.get("component_key")), str(node)), []).append(str(m.get("member_id")))
+    lines: list[str] = []
+    removals: list[tuple[str, int]] = []
+    for key in sorted(old.keys() | new.keys()):
+        (oc, on), (nc, nn) = old.get(key, (0, [])), new.get(key, (0, []))
+        gone = [n for n in on if n not in nn]
+        added = [n for n in nn if n not in on]
+        if nc != oc:
+            lines.append(f"`{key}`: count {oc} → {nc}")
+        for node in gone:
+            ids = ", ".join(ids_on.get((key, node), [])) or "member"
+            removals.append((f"`{key}` on node `{node}` removed ({ids})", max(1, len(ids_on.get((key, node), [])))))
+        # Members removed beyond those named by node: a lowered count with no node list.
+        unnamed = (oc - nc) - (len(gone) - len(added))
+        if unnamed > 0:
+            removals.append((f"`{key}`: {unnamed} member(s) removed (count {oc} → {nc})", unnamed))
+        for node in added:
+            lines.append(f"`{key}` added on node `{node}`")
+    if change.action is Action.REPLACE:
+        lines.append("instance replaced: members are recreated from the new inputs")
+    return MemberView(lines=tuple(lines), removals_counted=tuple(removals))
+
+
+class Harm(StrEnum):
+    """What a destructive step does, for the summary line ("3 machine redeploys, ...")."""
+
+    REDEPLOY = "machine redeploy"
+    RELEASE = "machine release"
+    MEMBER_REMOVAL = "app member removal"
+    BUNDLE_REPLACE = "prod bundle replacement"
+
+
+class Destructive(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    harm: Harm
+    count: int
+    text: str  # Markdown, one bullet
+
+
+_NUMBERED = re.compile(r"^(.*?)(\d+)$")
+
+
+def host_ranges(hosts: list[str], limit: int = 30) -> str:
+    """`a-001`–`a-032`, `b-7`: consecutively numbered hostnames folded into ranges."""
+    runs: list[list[str]] = []
+    for host in sorted(set(hosts), key=natural):
+        m = _NUMBERED.match(host)
+        prev = _NUMBERED.match(runs[-1][-1]) if runs else None
+        if (
+            m
+            and prev
+            and m.group(1) == prev.group(1)
+            and len(m.group(2)) == len(prev.group(2))
+            and int(m.group(2)) == int(prev.group(2)) + 1
+        ):
+            runs[-1].append(host)
+        else:
+            runs.append([host])
+    parts = [", ".join(f"`{h}`" for h in run) if len(run) < 3 else f"`{run[0]}`–`{run[-1]}`" for run in runs]
+    if len(parts) > limit:
+        parts = parts[:limit] + [f"and {len(parts) - limit} more"]
+    return ", ".join(parts)
+
+
+def by_reason(pairs: tuple[tuple[str, str], ...] | list[tuple[str, str]]) -> str:
+    """Hosts grouped by why: `a-1`–`a-9` (deploy.hwe_kernel changed); `b-2` (tags)."""
+    groups: dict[str, list[str]] = {}
+    for host, why in pairs:
+        groups.setdefault(why, []).append(host)
+    return "; ".join(f"{host_ranges(hosts)} ({why})" for why, hosts in sorted(groups.items()))
+
+
+def _hosts(items: list[str]) -> str:
+    return host_ranges(items)
+
+
+def destructive(change: Change, environment: str) -> list[Destructive]:
+    """Why this change destroys something; empty when it does not."""
+    name, kind, act = f"`{change.name}`", change.kind, change.action
+    old_in = change.inputs("old")
+    if kind == "MaasMachine" and act in (Action.REPLACE, Action.DELETE):
+        nested = old_in.get("machine")
+        spec: dict[str, Any] = nested if isinstance(nested, dict) else old_in
+        host = spec.get("hostname") or change.name
+        mode = spec.get("teardown_mode")
+        mode_txt = f" (teardown_mode {show(mode)})" if mode else ""
+        if act is Action.REPLACE:
+            reasons = set(change.replace_reasons)
+            paths = [
+                p for p, _, _ in changed_paths(old_in, change.inputs("new")) if p.split(".")[0].split("[")[0] in reasons
+            ]
+            why = ", ".join(f"`{r}`" for r in (paths[:4] or change.replace_reasons)) or "replacement"
+            text = f"MaasMachine {name}: machine `{host}` is **released and redeployed**{mode_txt}; cause: {why}"
+            return [Destructive(harm=Harm.REDEPLOY, count=1, text=text)]
+        text = f"MaasMachine {name}: machine `{host}` is **released**{mode_txt}"
+        return [Destructive(harm=Harm.RELEASE, count=1, text=text)]
+    if kind == "MachinePool" and act in (Action.UPDATE, Action.REPLACE, Action.DELETE):
+        view = pool_view(change)
+        out = []
+        if view.redeploys:
+            whys = sorted({why for _, why in view.redeploys})
+            out.append(
+                Destructive(
+                    harm=Harm.REDEPLOY,
+                    count=len(view.redeploys),
+                    text=(
+                        f"MachinePool {name}: **{len(view.redeploys)} machine(s) redeploy** ({'; '.join(whys)}): "
+                        + _hosts([h for h, _ in view.redeploys])
+                    ),
+                )
+            )
+        if view.leaves:
+            out.append(
+                Destructive(
+                    harm=Harm.RELEASE,
+                    count=len(view.leaves),
+                    text=(
+                        f"MachinePool {name}: **{len(view.leaves)} machine(s) leave the pool** (released): "
+                        + _hosts([h for h, _ in view.leaves])
+                    ),
+                )
+            )
+        return out
+    if kind == "AppInstance" and act in (Action.UPDATE, Action.REPLACE, Action.DELETE):
+        if act is Action.UPDATE:
+            return [
+                Destructive(harm=Harm.MEMBER_REMOVAL, count=n, text=f"AppInstance {name}: {r}")
+                for r, n in member_view(change).removals_counted
+            ]
+        outputs = change.old.outputs.get("members") if change.old else None
+        n = (
+            len(outputs)
+            if isinstance(outputs, list)
+            else max(1, sum(c for c, _ in _members(_member_input(old_in)).values()))
+        )
+        verb = "deleted" if act is Action.DELETE else "replaced (members recreated)"
+        return [
+            Destructive(
+                harm=Harm.MEMBER_REMOVAL,
+                count=n,
+                text=f"AppInstance {name}: instance {verb}, **all {n} member(s) removed**",
+            )
+        ]
+    if kind == "BootstrapBundle" and act in (Action.REPLACE, Action.DELETE) and is_prod(environment):
+        site = old_in.get("site") or (change.inputs("new").get("site"))
+        old_digest = change.old.outputs.get("digest") if change.old else None
+        verb = "replaced" if act is Action.REPLACE else "deleted"
+        return [
+            Destructive(
+                harm=Harm.BUNDLE_REPLACE,
+                count=1,
+                text=(
+                    f"BootstrapBundle {name}: bundle **{verb}** on prod site {show(site)} "
+                    f"(nodes verify digest {show(old_digest)})"
+                ),
+            )
+        ]
+    return []

@@ -1,5 +1,0 @@
-"""The three-host lab: nspawn machines on private network namespaces (see tools/lab/lab.py)."""
-
-from .lab import Lab, LabArtifact, LabInfo, clean_stale, describe, preflight
-
-__all__ = ["Lab", "LabArtifact", "LabInfo", "clean_stale", "describe", "preflight"]
