@@ -142,6 +142,7 @@ def _manual(job: dict[str, Any]) -> bool:
 
 
 def job_findings(name: str, job: dict[str, Any], jobs: dict[str, dict[str, Any]]) -> list[Finding]:
+    # size: one block per seed-003 job rule, in the seed's order
     out: list[Finding] = []
     stage = job.get("stage", "test")
     if stage not in STAGES:
@@ -257,6 +258,7 @@ def _script_text(job: dict[str, Any]) -> str:
 
 
 def pipeline_findings(jobs: dict[str, dict[str, Any]]) -> list[Finding]:
+    # size: one block per seed-003 pipeline rule, in the seed's order
     out: list[Finding] = []
     previews = {n: j for n, j in jobs.items() if j.get("stage") == "preview"}
     stacks = {str((j.get("variables") or {}).get("STACK")) for j in previews.values()}

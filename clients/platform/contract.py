@@ -138,6 +138,7 @@ def _error_response(description: str) -> dict[str, Any]:
 
 
 def build_openapi() -> dict[str, Any]:
+    # size: the OpenAPI document assembled top to bottom, one section per block
     paths: dict[str, dict[str, Any]] = {}
     for e in ENDPOINTS:
         paths.setdefault(e.path, {})[e.method.value.lower()] = _operation(e)

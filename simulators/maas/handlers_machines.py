@@ -67,6 +67,7 @@ def _scripts(core: SimCore, req: Request, field: str, script_type: int, allow_no
 
 
 def register(routes: RouteTable, core: SimCore) -> None:
+    # size: one closure per MAAS machine handler/op over the core: the route table reads in one place
     store, life = core.store, core.lifecycle
     machines = routes.handler("MachinesHandler", "machines/",
                               doc="Manage the collection of all the machines in the MAAS.")

@@ -93,6 +93,7 @@ def _link(core: SimCore, m: Machine, iface: Interface, req: Request) -> None:
 
 
 def register(routes: RouteTable, core: SimCore) -> None:
+    # size: one closure per MAAS handler/op over the core: the route table reads in one place
     store = core.store
     interfaces = routes.handler("InterfacesHandler", "nodes/{system_id}/interfaces/",
                                 doc="Manage interfaces on a node.")

@@ -1,0 +1,80 @@
+"""Imports run one way (docs/architecture.md): environments and clients are leaves; providers use
+clients and only the environment's pure rule functions; components wire environments to providers;
+product code never imports the simulators, the engine or any other support code."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+OURS = {p.name for p in REPO.iterdir() if (p / "__init__.py").exists()} | {"__main__"}
+SUPPORT = {"simulators", "engine", "preview_note", "ci_lint", "lab", "tools", "tests", "benchmarks", "policy", "cli"}
+# layer -> what of ours it may import (a module path prefix: "environments" or "environments.rules")
+ALLOWED: dict[str, tuple[str, ...]] = {
+    "clients": ("clients",),
+    "environments": ("environments",),
+    "providers": ("providers", "clients", "environments.rules", "environments.findings"),
+    "components": ("components", "providers", "environments"),
+    "__main__": ("components", "environments"),
+}
+
+
+def _imports(path: Path) -> list[tuple[int, str]]:
+    tree = ast.parse(path.read_text(), filename=str(path))
+    rel = path.relative_to(REPO).with_suffix("")
+    package = list(rel.parts[:-1]) if rel.name != "__init__" else list(rel.parts[:-1])
+    out: list[tuple[int, str]] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            out += [(node.lineno, a.name) for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package[: len(package) - node.level + 1] if node.level > 1 else package
+                module = ".".join([*base, node.module] if node.module else base)
+            else:
+                module = node.module or ""
+            # `from environments import rules` names environments.rules; `from x import Name`, x.Name
+            out += [(node.lineno, f"{module}.{a.name}" if module else a.name) for a in node.names]
+    return [(line, name) for line, name in out if name.split(".")[0] in OURS]
+
+
+def _layer_files(layer: str) -> list[Path]:
+    return [REPO / "__main__.py"] if layer == "__main__" else sorted((REPO / layer).rglob("*.py"))
+
+
+def _allowed(name: str, prefixes: tuple[str, ...]) -> bool:
+    return any(name == p or name.startswith(p + ".") for p in prefixes)
+
+
+def test_imports_run_one_way() -> None:
+    wrong = []
+    for layer, prefixes in ALLOWED.items():
+        for path in _layer_files(layer):
+            for line, name in _imports(path):
+                if not _allowed(name, prefixes):
+                    wrong.append(f"{path.relative_to(REPO)}:{line} imports {name} ({layer} may import {prefixes})")
+    assert not wrong, "\n".join(wrong)
+
+
+def test_product_code_never_imports_support_code() -> None:
+    wrong = [
+        f"{path.relative_to(REPO)}:{line} imports {name}"
+        for layer in ALLOWED
+        for path in _layer_files(layer)
+        for line, name in _imports(path)
+        if name.split(".")[0] in SUPPORT
+    ]
+    assert not wrong, "\n".join(wrong)
+
+
+def test_the_checker_sees_a_back_edge(tmp_path: Path) -> None:
+    """The scan must be able to fail: a relative and an absolute back edge are both found."""
+    fake = REPO / "clients" / "_layer_probe.py"
+    fake.write_text("from providers.kind import KindDescriptor\nfrom ..engine import api\n")
+    try:
+        names = [n for _, n in _imports(fake)]
+    finally:
+        fake.unlink()
+    assert names == ["providers.kind.KindDescriptor", "engine.api"], names
+    assert not any(_allowed(n, ALLOWED["clients"]) for n in names)
