@@ -1,0 +1,258 @@
+"""The world the convergence property drives: the `local` stack, its declared environment file, the
+actions (declared changes, hand drift in MAAS and on the platform, kills) and the invariant checks."""
+
+from __future__ import annotations
+
+import random
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from clients.maas import MaasClient
+from clients.platform import PlatformClient
+from clients.platform import models as pm
+from engine.model import StepOp
+from simulators.localstack import LocalStack
+
+REPO = Path(__file__).resolve().parents[2]
+POOL = "local-h200"
+STANDALONE = "local-gpu-1"  # the Slurm worker is pinned to it
+SPARES = ({"hostname": "local-gpu-5", "ipmi_address": "172.16.20.15", "pxe_mac": "b0:7b:25:20:00:15"},
+          {"hostname": "local-gpu-6", "ipmi_address": "172.16.20.16", "pxe_mac": "b0:7b:25:20:00:16"})
+APP = "slurm-local"
+
+
+def _spare_doc(spare: dict[str, str]) -> dict[str, Any]:
+    return {**spare, "sku": "h200", "site": "local", "profile": "h200-lab", "pool": POOL}
+
+
+@dataclass
+class World:
+    stack: LocalStack
+    engine: Any
+    env_file: Path
+    rng: random.Random
+    log: list[str] = field(default_factory=list)
+    node_ids: dict[str, str] = field(default_factory=dict)
+    redeployed: set[str] = field(default_factory=set)
+    outputs: dict[str, Any] = field(default_factory=dict)
+
+    # --- set-up ---------------------------------------------------------------------------------
+    @classmethod
+    @contextmanager
+    def start(cls, engine_factory: Any, tmp: Path, seed: int) -> Iterator[World]:
+        declared = yaml.safe_load((REPO / "environments" / "local.yaml").read_text())
+        racked = {**declared, "machines": declared["machines"] + [_spare_doc(s) for s in SPARES]}
+        (tmp / "racked.yaml").write_text(yaml.safe_dump(racked, sort_keys=False))
+        env_file = tmp / "local.yaml"
+        env_file.write_text(yaml.safe_dump(declared, sort_keys=False))
+        with LocalStack(str(tmp / "racked.yaml")) as stack:
+            cfg = stack.stack_config()
+            cfg["gpuaas-infra:environment"] = str(env_file)
+            engine = engine_factory(REPO, "local", config=cfg, state_path=tmp / "state.json")
+            world = cls(stack, engine, env_file, random.Random(seed))
+            try:
+                yield world
+            except BaseException:
+                print("actions so far:", " -> ".join(world.log))
+                raise
+
+    def note(self, what: str) -> None:
+        self.log.append(what)
+
+    # --- the declared document -------------------------------------------------------------------
+    def doc(self) -> dict[str, Any]:
+        return yaml.safe_load(self.env_file.read_text())
+
+    def save(self, doc: dict[str, Any]) -> None:
+        self.env_file.write_text(yaml.safe_dump(doc, sort_keys=False))
+
+    def declared(self) -> list[str]:
+        return [m["hostname"] for m in self.doc()["machines"]]
+
+    def pool_members(self) -> list[str]:
+        return [m["hostname"] for m in self.doc()["machines"] if m.get("pool") == POOL]
+
+    # --- the real systems ------------------------------------------------------------------------
+    @property
+    def maas(self) -> MaasClient:
+        assert self.stack.maas is not None
+        return MaasClient(self.stack.maas.url, self.stack.maas.api_key)
+
+    def maas_machines(self) -> list[dict[str, Any]]:
+        assert self.stack.maas is not None
+        return list(self.stack.maas.admin.machines())
+
+    def maas_by_host(self) -> dict[str, dict[str, Any]]:
+        return {m["hostname"]: m for m in self.maas_machines()}
+
+    def system_id(self, hostname: str) -> str:
+        sid = self.state_machine(hostname).get("system_id")
+        assert sid, f"{hostname} has no system_id in the stack outputs"
+        return str(sid)
+
+    def platform_api(self) -> PlatformClient:
+        assert self.stack.platform is not None
+        pid = self.stack.env.app_instances[0].project_id
+        token = self.stack.platform.issue_token(pm.Role.SERVICE_ACCOUNT, project_id=pid)
+        return PlatformClient(self.stack.platform.url, token)
+
+    def instances(self) -> list[Any]:
+        assert self.stack.platform is not None
+        return [i for i in self.stack.platform.store.instances.values()
+                if i.name == APP and i.status is not pm.InstanceStatus.DECOMMISSIONED]
+
+    def members(self) -> list[Any]:
+        assert self.stack.platform is not None
+        ids = {i.instance_id for i in self.instances()}
+        return [x for x in self.stack.platform.store.members.values()
+                if x.instance_id in ids and x.status is not pm.MemberStatus.REMOVED]
+
+    # --- outputs -----------------------------------------------------------------------------------
+    def state_machine(self, hostname: str) -> dict[str, Any]:
+        machines = self.outputs.get("machines") or {}
+        if hostname in machines:
+            return dict(machines[hostname] or {})
+        pool = machines.get(f"pool:{POOL}") or {}
+        return dict(pool.get(hostname) or {})
+
+    def recover(self) -> None:
+        """What an operator runs after a killed `pulumi up` (docs/engine.md)."""
+        # The engine clears its own lock and pending operations today; nothing to run yet.
+
+    # --- converge and check ------------------------------------------------------------------------
+    def up_and_check(self, label: str) -> None:
+        up = self.engine.up()
+        assert up.ok, f"{label}: up failed: {up.errors()}\n{up.log[-3000:]}"
+        self.outputs = dict(up.outputs or {})
+        preview = self.engine.preview(expect_no_changes=True)
+        changed = {u: op.value for u, op in preview.ops().items() if op is not StepOp.SAME}
+        assert preview.ok and not changed, f"{label}: the next preview is not clean: {changed} {preview.errors()}"
+        refresh = self.engine.refresh()
+        assert refresh.ok, f"{label}: refresh failed: {refresh.errors()}"
+        summary = refresh.changeSummary or {}
+        assert not summary.get("update") and not summary.get("delete"), (
+            f"{label}: refresh right after a clean up reports drift: {summary}")
+        again = self.engine.preview(expect_no_changes=True)
+        changed = {u: op.value for u, op in again.ops().items() if op is not StepOp.SAME}
+        assert again.ok and not changed, f"{label}: preview after refresh is not clean: {changed}"
+        self.check_invariants(label)
+
+    def check_invariants(self, label: str) -> None:
+        machines = self.maas_machines()
+        for key in ("hostname", "system_id"):
+            dup = [k for k, n in Counter(m[key] for m in machines).items() if n > 1]
+            assert not dup, f"{label}: duplicate MAAS machines by {key}: {dup}"
+        macs = Counter(i["mac_address"].lower() for m in machines for i in m["interface_set"])
+        assert not [k for k, n in macs.items() if n > 1], f"{label}: a MAC on two machines"
+        by_host = {m["hostname"]: m for m in machines}
+        assert self.stack.platform is not None
+        nodes = self.stack.platform.store.nodes
+        seen: dict[str, str] = {}
+        for hostname in self.declared():
+            m = by_host.get(hostname)
+            assert m is not None, f"{label}: declared machine {hostname} is not in MAAS under its name"
+            assert m["status_name"] == "Deployed", f"{label}: {hostname} is {m['status_name']}"
+            record = self.state_machine(hostname)
+            node_id = record.get("node_id")
+            assert node_id, f"{label}: {hostname} has no node id in the stack outputs: {record}"
+            assert (m.get("owner_data") or {}).get("gpuaas_node_id") == node_id, f"{label}: owner data vs state"
+            assert nodes[node_id].status.value == "active", f"{label}: node of {hostname} not active"
+            old = self.node_ids.get(hostname)
+            assert old is None or old == node_id or hostname in self.redeployed, (
+                f"{label}: {hostname} lost its node id {old} -> {node_id} without a redeploy")
+            seen[hostname] = node_id
+        self.node_ids, self.redeployed = seen, set()
+        assert len(self.instances()) == 1, f"{label}: {len(self.instances())} instances of {APP}"
+        counts = Counter(x.component_key for x in self.members())
+        assert counts == Counter({"controller": 1, "worker": 1}), f"{label}: members {counts}"
+        worker = next(x for x in self.members() if x.component_key == "worker")
+        assert worker.node_id == seen[STANDALONE], f"{label}: the worker is not on {STANDALONE}'s node"
+
+
+# --- actions ---------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Action:
+    name: str
+    apply: Callable[[World], None]
+
+    def __repr__(self) -> str:
+        return self.name
+
+
+def join(w: World) -> None:
+    doc = w.doc()
+    spare = next((s for s in SPARES if s["hostname"] not in w.declared()), None)
+    if spare is None:
+        return redeploy(w)
+    doc["machines"].append(_spare_doc(spare))
+    w.save(doc)
+    w.redeployed.add(spare["hostname"])
+
+
+def leave(w: World) -> None:
+    pool = w.pool_members()
+    if len(pool) <= 1:
+        return join(w)
+    gone = w.rng.choice(pool)
+    doc = w.doc()
+    doc["machines"] = [m for m in doc["machines"] if m["hostname"] != gone]
+    w.save(doc)
+    w.note(f"  ({gone} leaves)")
+
+
+def redeploy(w: World) -> None:
+    doc = w.doc()
+    m = w.rng.choice(doc["machines"])
+    m["hwe_kernel"] = None if m.get("hwe_kernel") else "ga-22.04"
+    if m["hwe_kernel"] is None:
+        del m["hwe_kernel"]
+    w.save(doc)
+    w.redeployed.add(m["hostname"])
+    w.note(f"  ({m['hostname']} redeploys)")
+
+
+def hand_release(w: World) -> None:
+    hostname = w.rng.choice(w.declared())
+    w.maas.release(w.system_id(hostname), erase=False, secure_erase=False, quick_erase=False, force=False)
+    w.redeployed.add(hostname)
+    w.note(f"  ({hostname} released by hand)")
+
+
+def hand_rename(w: World) -> None:
+    hostname = w.rng.choice(w.declared())
+    w.maas.set_hostname(w.system_id(hostname), f"{hostname}-renamed")
+    w.note(f"  ({hostname} renamed by hand)")
+
+
+def tag_edit(w: World) -> None:
+    sid = w.system_id(STANDALONE)
+    w.maas.set_tags(sid, ["stray"], remove=["gpu"])
+    w.note(f"  ({STANDALONE}: tag gpu removed, stray added by hand)")
+
+
+def member_removal(w: World) -> None:
+    with w.platform_api() as api:
+        pid = w.stack.env.app_instances[0].project_id
+        worker = next(x for x in w.members() if x.component_key == "worker")
+        api.wait_for_operation(pid, api.remove_member(pid, worker.instance_id, worker.member_id).operation_id)
+
+
+def kill(w: World) -> None:
+    """A declared redeploy whose `up` is killed at a random moment, then the operator's recovery."""
+    redeploy(w)
+    handle = w.engine.start_up()
+    time.sleep(w.rng.uniform(0.3, 4.0))
+    handle.kill()
+    handle.wait(timeout=60)
+    w.recover()
+
+
+ACTIONS = [Action(f.__name__, f) for f in (join, leave, redeploy, hand_release, hand_rename, tag_edit,
+                                           member_removal, kill)]
