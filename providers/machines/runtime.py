@@ -47,6 +47,14 @@ class PlatformEnrollment:
                 return "unknown"
             raise _port_error(e, None) from None
 
+    def find_node(self, *, system_id: str) -> str | None:
+        try:
+            nodes = self._client.list_nodes(site_id=self._site_id, system_id=system_id)
+        except PlatformApiError as e:
+            raise _port_error(e, system_id) from None
+        live = [n for n in nodes if n.status.value != "deleted"]
+        return live[0].node_id if live else None
+
     def remove_node(self, node_id: str) -> None:
         try:
             self._client.remove_node(node_id)
