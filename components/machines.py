@@ -56,7 +56,9 @@ class MachinesResult:
     """hostname -> Output of the platform node id it enrolled as (reading it depends on the machine)."""
 
 
-def machine_spec(env: Environment, doc: MachineDoc, bundle: Mapping[str, str], roce: list[dict[str, Any]]) -> MachineSpec:
+def machine_spec(
+    env: Environment, doc: MachineDoc, bundle: Mapping[str, str], roce: list[dict[str, Any]]
+) -> MachineSpec:
     """One machine's spec from its document, its site's bundle ({ref, digest, launcher_url?}) and its
     RoCE links ([{interface, subnet, address, mtu}])."""
     profile = env.profile(doc.site, doc.profile)
@@ -122,7 +124,9 @@ def connection(env: Environment, settings: StackSettings, site_name: str, ids: t
             api_key_path=site.maas_api_key_path,
             tls_verify=site.tls_verify,
         ),
-        platform=PlatformRef(url=settings.endpoint(env.platform.url, "platform"), token_path=env.platform.admin_token_path),
+        platform=PlatformRef(
+            url=settings.endpoint(env.platform.url, "platform"), token_path=env.platform.admin_token_path
+        ),
         vault=VaultInputs(
             address=settings.endpoint(env.vault.address, "vault"),
             kv_mount=env.vault.kv_mount,

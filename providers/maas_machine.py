@@ -96,6 +96,8 @@ class MaasMachineProvider(ResourceProvider):
             done = rc.converge(ctx, [inputs.machine], {})
         rc.raise_failures(f"machine {inputs.machine.hostname}", done.results)
         record = done.records[inputs.machine.hostname]
+        if not record.system_id:  # converged without a MAAS machine: a lifecycle bug, never an empty id
+            raise rc.MachinesFailed(f"machine {inputs.machine.hostname}: converged without a system_id")
         return CreateResult(record.system_id, {**_inputs(props), **record.state()})
 
     def update(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:

@@ -5,7 +5,7 @@
 """
 
 from .client import MaasClient
-from .site import MachineNics, MaasSiteClient, NicView, ScriptView, StaticHolding, SubnetView
+from .site import MaasSiteClient, MachineNics, NicView, ScriptView, StaticHolding, SubnetView
 from .vocabulary import (
     MAAS_LABELS,
     BlockDeviceView,

@@ -23,6 +23,7 @@ from typing import Any
 
 import aiohttp
 from maas.client.bones import CallError, SessionAPI
+
 from .vocabulary import (
     BlockDeviceView,
     InterfaceView,

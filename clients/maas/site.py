@@ -21,6 +21,7 @@ from pydantic import BaseModel, ConfigDict
 from .client import MaasClient
 from .vocabulary import MaasError, MaasStatus
 
+
 class ScriptView(BaseModel):
     model_config = ConfigDict(frozen=True)
 

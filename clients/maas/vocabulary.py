@@ -9,6 +9,7 @@ from enum import IntEnum
 
 from pydantic import BaseModel, ConfigDict
 
+
 class MaasStatus(IntEnum):
     NEW = 0
     COMMISSIONING = 1

@@ -114,7 +114,13 @@ def plan(prior: Mapping[str, MachineRecord], specs: Iterable[MachineSpec]) -> Pl
         else:
             out["stay"].append(hostname)
     leave = sorted(set(prior) - set(wanted))
-    return Plan(*(tuple(out[k]) for k in ("join", "redeploy", "repair", "stay")), leave=tuple(leave))
+    return Plan(
+        join=tuple(out["join"]),
+        redeploy=tuple(out["redeploy"]),
+        repair=tuple(out["repair"]),
+        stay=tuple(out["stay"]),
+        leave=tuple(leave),
+    )
 
 
 @dataclass(frozen=True)
@@ -132,7 +138,7 @@ def record_of(
     was not part of the run (its spec-derived fields are filled in only when it has none)."""
     if result is None and prior is not None:
         return prior
-    base = {
+    base: dict[str, Any] = {
         "hostname": spec.hostname,
         "system_id": (result.system_id if result else None) or (prior.system_id if prior else None),
         "deploy_fingerprint": spec.deploy_fingerprint(),
@@ -170,7 +176,9 @@ def converge(
         results += Scheduler(ctx).onboard(todo, known)
     report(ctx, results)
     by_host = {r.hostname: r for r in results}
-    records = {s.hostname: record_of(s, by_host.get(s.hostname), ctx.platform_url, prior.get(s.hostname)) for s in specs}
+    records = {
+        s.hostname: record_of(s, by_host.get(s.hostname), ctx.platform_url, prior.get(s.hostname)) for s in specs
+    }
     for spec, rec in leaving:  # a failed release stays recorded, so the next up retries it
         r = by_host.get(spec.hostname)
         if r is not None and r.outcome.failed:

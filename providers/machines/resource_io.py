@@ -4,7 +4,7 @@ translations between Pulumi's plain dicts and the typed inputs."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from pulumi.dynamic import CheckFailure
 from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError
@@ -71,7 +71,7 @@ def canonical(model: type[BaseModel], props: Mapping[str, Any]) -> dict[str, Any
             out[name] = value
             continue
         try:
-            adapter: TypeAdapter[Any] = TypeAdapter(info.annotation)
+            adapter: TypeAdapter[Any] = TypeAdapter(cast(Any, info.annotation))
             out[name] = adapter.dump_python(adapter.validate_python(value), mode="json", exclude_none=True)
         except ValidationError:
             out[name] = value

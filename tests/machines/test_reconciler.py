@@ -164,7 +164,8 @@ def _pre(rec: LifecycleRecord, *, deadline: bool = False, slot: bool = True) -> 
 def test_precheck_detach_vanished_deadline_capacity() -> None:
     detach = _rec(Goal.RELEASED, teardown=TeardownMode.DETACH)
     step = _pre(detach)
-    assert (step.kind, step.stage) == (StepKind.COMPLETE, Stage.FORGET_NODE) and "MAAS was not touched" in detach.notes[0]
+    assert (step.kind, step.stage) == (StepKind.COMPLETE, Stage.FORGET_NODE)
+    assert "MAAS was not touched" in detach.notes[0]
     gone = _pre(_rec(Goal.DEPLOYED, vanished=True, stage=Stage.AWAIT_DEPLOY))
     assert gone.kind is StepKind.FAILED and "vanished" in gone.reason
     released = _pre(_rec(Goal.RELEASED, vanished=True))

@@ -13,7 +13,7 @@ import pytest
 
 from clients.maas import MaasClient
 from simulators.localstack import LocalStack
-from tests.stack.test_machines_engine import edit, engine_for, machine_ops, maas_machines
+from tests.stack.test_machines_engine import edit, engine_for, maas_machines, machine_ops
 
 REPO = Path(__file__).resolve().parents[2]
 POOL = ("local-gpu-2", "local-gpu-3", "local-gpu-4")
