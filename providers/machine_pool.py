@@ -85,8 +85,10 @@ class MachinePoolProvider(ResourceProvider):
 
     def update(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
         inputs = typed_inputs(PoolInputs, news)
-        prior = rc.parse_records(plain(olds).get("machines_state"))
         old_specs = _old_specs(olds)
+        moved = rc.renames(old_specs, inputs.machines)  # renamed in place, not released and redeployed
+        prior = rc.rekey(rc.parse_records(plain(olds).get("machines_state")), moved)
+        old_specs = {moved.get(h, h): s for h, s in old_specs.items()}
         wanted = {m.hostname for m in inputs.machines}
         leaving = [(s, prior.get(h)) for h, s in old_specs.items() if h not in wanted]
         with self._session(inputs) as ctx:

@@ -123,6 +123,21 @@ def plan(prior: Mapping[str, MachineRecord], specs: Iterable[MachineSpec]) -> Pl
     )
 
 
+def renames(old_specs: Mapping[str, MachineSpec], specs: Iterable[MachineSpec]) -> dict[str, str]:
+    """old hostname -> new hostname for machines renamed in place: the same hardware (PXE MAC)
+    under a new name. Without this a rename would release the machine and deploy it again."""
+    wanted = {s.hostname: s for s in specs}
+    by_mac = {s.pxe_mac: h for h, s in old_specs.items() if h not in wanted}
+    return {by_mac[s.pxe_mac]: h for h, s in wanted.items() if h not in old_specs and s.pxe_mac in by_mac}
+
+
+def rekey(records: Mapping[str, MachineRecord], moved: Mapping[str, str]) -> dict[str, MachineRecord]:
+    """Records under their new hostnames (after `renames`)."""
+    return {
+        moved.get(h, h): r.model_copy(update={"hostname": moved[h]}) if h in moved else r for h, r in records.items()
+    }
+
+
 @dataclass(frozen=True)
 class Converged:
     plan: Plan

@@ -191,3 +191,25 @@ def test_a_bug_in_a_handler_fails_that_machine_only() -> None:
 
     step = run_step(_ctx(Broken()), _rec(stage=Stage.PXE_PREFLIGHT), deadline_passed=False, take_slot=lambda: True)
     assert step.kind is StepKind.FAILED and "internal error in pxe_preflight: ZeroDivisionError" in step.reason
+
+
+def test_a_renamed_pool_machine_stays_and_is_renamed_in_place() -> None:
+    old_specs = {h: SPECS[h] for h in ("local-gpu-2", "local-gpu-3")}
+    renamed = SPECS["local-gpu-3"].model_copy(update={"hostname": "local-gpu-3b"})
+    new = [SPECS["local-gpu-2"], renamed]
+    moved = rc.renames(old_specs, new)
+    assert moved == {"local-gpu-3": "local-gpu-3b"}
+    prior = rc.rekey({h: _record(h) for h in old_specs}, moved)
+    assert prior["local-gpu-3b"].system_id == "sid-local-gpu-3" and prior["local-gpu-3b"].hostname == "local-gpu-3b"
+    assert rc.plan(prior, new).stay == ("local-gpu-2", "local-gpu-3b")
+
+    class Renames(NoCalls):
+        def __init__(self) -> None:
+            self.calls: list[tuple[str, str]] = []
+
+        def set_hostname(self, system_id: str, hostname: str) -> None:
+            self.calls.append((system_id, hostname))
+
+    ops = Renames()
+    assert rc.apply_in_place(_ctx(ops), SPECS["local-gpu-3"], renamed, "sid-local-gpu-3") == ["hostname"]
+    assert ops.calls == [("sid-local-gpu-3", "local-gpu-3b")]
