@@ -32,13 +32,12 @@ from .lifecycle import (
     run_step,
     stage_for,
 )
-from .ports import MachineView, PortError
-from .resolve import resolve_machines
+from .ports import PortError
+from .resolve import resolve_records
 from .spec import MachineSpec, TeardownMode
 from .status import MachineOutcome, Stage
 
 MAX_STEPS_PER_TICK = 12  # a machine never loops forever inside one tick
-CREATE_ATTEMPTS = 4
 MAX_WORKERS = 32  # threads per run for concurrent MAAS/platform calls
 
 
@@ -91,7 +90,7 @@ class Scheduler:
     def onboard(self, specs: Iterable[MachineSpec], known: dict[str, str] | None = None) -> list[MachineResult]:
         """Bring every machine to Deployed + enrolled. `known`: hostname -> system_id from prior state."""
         machines = [_Machine(LifecycleRecord(spec=s, goal=Goal.DEPLOYED)) for s in specs]
-        self._resolve([m.rec for m in machines], known or {}, create_missing=True)
+        resolve_records(self.ctx, [m.rec for m in machines], known or {}, create_missing=True, sleep=self.sleep)
         return self._run(machines)
 
     def teardown(
@@ -113,66 +112,14 @@ class Scheduler:
             for spec, system_id, mode in items
         ]
         in_maas = [m.rec for m in machines if m.rec.teardown is not TeardownMode.DETACH]
-        self._resolve(in_maas, {r.spec.hostname: r.system_id for r in in_maas if r.system_id}, create_missing=False)
+        known = {r.spec.hostname: r.system_id for r in in_maas if r.system_id}
+        resolve_records(self.ctx, in_maas, known, create_missing=False, sleep=self.sleep)
         for r in in_maas:
             if r.view is not None and r.node_id is None:
                 r.node_id = r.view.owner_data.get(OWNER_NODE_ID)  # MAAS clears owner data on release
         return self._run(machines)
 
     # ---------------------------------------------------------------------------------------
-    def _resolve(self, recs: list[LifecycleRecord], known: dict[str, str], create_missing: bool) -> None:
-        found = resolve_machines(self.ctx.ops, [r.spec for r in recs], known)
-        for r in recs:
-            view = found.get(r.spec.hostname)
-            if view is None:
-                r.vanished = not create_missing  # the pre-check decides what that means
-                continue
-            r.adopted = r.spec.hostname not in known
-            r.view, r.system_id = view, view.system_id
-        missing = [r for r in recs if r.view is None and create_missing]
-        if missing:
-            workers = min(max(4, self.ctx.policy.batch_max_parallel), MAX_WORKERS, len(missing))
-            with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="create") as pool:
-                for r, view in zip(missing, pool.map(self._create, missing), strict=True):
-                    if view is not None:
-                        r.view, r.system_id = view, view.system_id
-
-    def _create(self, r: LifecycleRecord) -> MachineView | None:
-        """Create a machine MAAS doesn't know. A create is retried only after checking it did not
-        happen: a 5xx or dropped connection may still have created the machine."""
-        last: PortError | None = None
-        power_user = power_pass = None
-        if r.spec.power_user_path and self.ctx.bmc_credentials is not None:
-            try:
-                power_user, power_pass = self.ctx.bmc_credentials(r.spec.power_user_path)
-            except Exception as e:  # noqa: BLE001 - e.g. VaultError: names the path, never a value
-                r.create_error = f"{r.spec.hostname}: BMC credentials unavailable: {e}"
-                return None
-        for attempt in range(CREATE_ATTEMPTS):
-            if attempt:
-                again = resolve_machines(self.ctx.ops, [r.spec], {})
-                if r.spec.hostname in again:
-                    return again[r.spec.hostname]
-                self.sleep(self.ctx.deadlines.poll_initial_s * attempt)
-            try:
-                view = self.ctx.ops.create(
-                    hostname=r.spec.hostname,
-                    pxe_mac=r.spec.pxe_mac,
-                    power_type=r.spec.power_type.value,
-                    power_address=r.spec.ipmi_address,
-                    power_user=power_user,
-                    power_pass=power_pass,
-                    commission=False,
-                )
-                self.ctx.log(f"{r.spec.hostname}: created in MAAS as {view.system_id}")
-                return view
-            except PortError as e:
-                last = e
-                if e.status is not None and e.status < 500:
-                    break
-        r.create_error = f"{r.spec.hostname}: create failed: {last}; fix the machine's record and run up again"
-        return None
-
     # ---------------------------------------------------------------------------------------
     def _run(self, machines: list[_Machine]) -> list[MachineResult]:
         workers = min(max(4, self.ctx.policy.batch_max_parallel), MAX_WORKERS)
