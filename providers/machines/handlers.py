@@ -6,7 +6,16 @@ from __future__ import annotations
 
 from .cloud_init import render_user_data
 from .ports import MaasError, MachineDetail
-from .records import OWNER_FINGERPRINT, OWNER_MANAGED, OWNER_NODE_ID, Context, Goal, LifecycleRecord, Step
+from .records import (
+    OWNER_FINGERPRINT,
+    OWNER_MANAGED,
+    OWNER_NODE_ID,
+    Context,
+    FailCode,
+    Goal,
+    LifecycleRecord,
+    Step,
+)
 from .spec import EraseMode, MachineSpec, TeardownMode
 from .status import MaasStatus, MachineOutcome, Stage
 
@@ -24,6 +33,7 @@ def handle_commission(ctx: Context, m: LifecycleRecord) -> Step:
     assert m.view is not None and m.system_id
     if m.view.status in (MaasStatus.FAILED_COMMISSIONING, MaasStatus.FAILED_TESTING) and m.commission_attempts >= 1:
         return Step.fail(
+            FailCode.COMMISSIONING,
             f"{m.ident()}: commissioning failed: {_event(ctx, m)}; fix the hardware or script, "
             "then run up again (it re-commissions)"
         )
@@ -36,6 +46,7 @@ def handle_commission(ctx: Context, m: LifecycleRecord) -> Step:
     ):
         # A New machine found by MAC/IPMI under another name: claim it only if the profile allows it.
         return Step.fail(
+            FailCode.UNCLAIMED_NEW,
             f"{m.ident()}: a New machine matches {m.spec.hostname} by MAC/IPMI but is named "
             f"{m.view.hostname!r}; set auto_claim_single_new_machine: true to claim it, or rename it in MAAS"
         )
@@ -54,7 +65,7 @@ def handle_pxe_preflight(ctx: Context, m: LifecycleRecord) -> Step:
     if ctx.policy.strict_pxe_preflight:
         problem = pxe_problem(m.spec, d)
         if problem:
-            return Step.fail(f"{m.ident()}: PXE preflight failed: {problem}")
+            return Step.fail(FailCode.PXE_PREFLIGHT, f"{m.ident()}: PXE preflight failed: {problem}")
     m.detail = d
     if m.spec.tags:  # tags the environment declares travel with the machine (applied before deploy)
         ctx.ops.set_tags(m.system_id, list(m.spec.tags))
@@ -93,7 +104,10 @@ def handle_prepare_storage(ctx: Context, m: LifecycleRecord) -> Step:
     if disk is None:
         hint = m.spec.storage.boot_disk_hint.model_dump(exclude_none=True)
         models = ", ".join(f"{b.name}:{b.model}" for b in d.block_devices) or "none"
-        return Step.fail(f"{m.ident()}: no block device matches the SKU's boot disk hint {hint} (devices: {models})")
+        return Step.fail(
+            FailCode.BOOT_DISK,
+            f"{m.ident()}: no block device matches the SKU's boot disk hint {hint} (devices: {models})"
+        )
     if d.boot_disk_id != disk:
         ctx.ops.set_boot_disk(m.system_id, disk)
     ctx.ops.set_storage_layout(m.system_id, m.spec.storage.maas_layout.value, disk, m.spec.storage.root_size_gb)
@@ -108,7 +122,10 @@ def handle_roce_links(ctx: Context, m: LifecycleRecord) -> Step:
         for link in m.spec.roce_links:
             iface = by_name.get(link.interface)
             if iface is None:
-                return Step.fail(f"{m.ident()}: RoCE interface {link.interface} not found on the machine")
+                return Step.fail(
+                    FailCode.ROCE_INTERFACE,
+                    f"{m.ident()}: RoCE interface {link.interface} not found on the machine"
+                )
             if any(lk.get("ip_address") == link.address for lk in iface.links):
                 continue  # already linked: idempotent
             ctx.ops.link_static(m.system_id, iface.id, link.subnet, link.address)
@@ -119,6 +136,7 @@ def handle_deploy(ctx: Context, m: LifecycleRecord) -> Step:
     assert m.system_id
     if m.deploy_attempts >= _max_attempts(ctx):
         return Step.fail(
+            FailCode.DEPLOY,
             f"{m.ident()}: deploy failed {m.deploy_attempts} time(s): {_event(ctx, m)}; the next up resumes from here"
         )
     m.deploy_attempts += 1
@@ -174,6 +192,7 @@ def handle_recover_deploy(ctx: Context, m: LifecycleRecord) -> Step:
     if not datasource or m.deploy_attempts >= _max_attempts(ctx):
         why = "datasource failure, retries exhausted" if datasource else "not a datasource failure"
         return Step.fail(
+            FailCode.DEPLOY,
             f"{m.ident()}: deployment failed ({why}, {m.deploy_attempts} attempt(s)): {event}; "
             "the next up releases and redeploys it"
         )
@@ -195,6 +214,7 @@ def handle_release(ctx: Context, m: LifecycleRecord) -> Step:
     if m.view.status is MaasStatus.FAILED_DISK_ERASING:
         if not ctx.policy.release_fallback_no_erase:
             return Step.fail(
+                FailCode.ERASE,
                 f"{m.ident()}: disk erase failed: {_event(ctx, m)}; fix the disks and run again, or set "
                 "release_fallback_no_erase: true on the profile to release without erasing"
             )
@@ -213,7 +233,7 @@ def handle_power_off(ctx: Context, m: LifecycleRecord) -> Step:
             ctx.ops.power_off(m.system_id)
         except MaasError as e:
             if e.status is not None and e.status < 500:
-                return Step.fail(f"{m.ident()}: power off failed: {e}")
+                return Step.fail(FailCode.POWER_OFF, f"{m.ident()}: power off failed: {e}")
             raise
     return Step.complete(Stage.FORGET_NODE)
 
@@ -231,7 +251,7 @@ def handle_await_enroll(ctx: Context, m: LifecycleRecord) -> Step:
     if status == "active":
         return Step.finish(MachineOutcome.READY, Stage.READY)
     if status in ("quarantined", "retired", "deleted", "removing"):
-        return Step.fail(f"{m.ident()}: platform node {node_id} is {status}, not active")
+        return Step.fail(FailCode.NODE_STATE, f"{m.ident()}: platform node {node_id} is {status}, not active")
     return Step.wait(Stage.AWAIT_ENROLL)
 
 
@@ -272,4 +292,7 @@ def handle_terminal(ctx: Context, m: LifecycleRecord) -> Step:
     if m.stage is Stage.RELEASED:
         return Step.complete(Stage.FORGET_NODE)  # nothing (left) to release in MAAS
     assert m.view is not None
-    return Step.fail(f"{m.ident()}: MAAS status {m.view.status.label} needs an operator: {_event(ctx, m)}")
+    return Step.fail(
+        FailCode.NEEDS_OPERATOR,
+        f"{m.ident()}: MAAS status {m.view.status.label} needs an operator: {_event(ctx, m)}"
+    )

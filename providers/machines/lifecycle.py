@@ -18,6 +18,7 @@ from .records import (
     OWNER_MANAGED,
     OWNER_NODE_ID,
     Context,
+    FailCode,
     Goal,
     LifecycleRecord,
     Step,
@@ -38,6 +39,7 @@ __all__ = [
     "TEARDOWN_TABLE",
     "WAIT_DEADLINE",
     "Context",
+    "FailCode",
     "Goal",
     "LifecycleRecord",
     "Step",
@@ -135,7 +137,7 @@ _TEARDOWN_LEFT = frozenset({Stage.FORGET_NODE, Stage.AWAIT_FORGET, Stage.RELEASE
 def precheck(ctx: Context, m: LifecycleRecord, *, deadline_passed: bool, take_slot: Callable[[], bool]) -> Step | None:
     """A step that replaces the stage's handler this time, or None (run the handler)."""
     if m.create_error:
-        return Step.fail(m.create_error)
+        return Step.fail(None, m.create_error)
     if m.last_error is not None and (step := _call_check(m)) is not None:
         return step
     if m.goal is Goal.RELEASED and m.teardown is TeardownMode.DETACH and m.stage not in _TEARDOWN_LEFT:
@@ -146,9 +148,13 @@ def precheck(ctx: Context, m: LifecycleRecord, *, deadline_passed: bool, take_sl
         if m.goal is Goal.RELEASED:  # 404 on delete is success: only the platform's node record is left
             m.notes.append("not in MAAS any more: nothing to release")
             return Step.complete(Stage.FORGET_NODE)
-        return Step.fail(f"{m.spec.hostname}: system_id {m.system_id} vanished from MAAS (deleted out of band?)")
+        return Step.fail(
+            FailCode.VANISHED,
+            f"{m.spec.hostname}: system_id {m.system_id} vanished from MAAS (deleted out of band?)"
+        )
     if deadline_passed:
         return Step.fail(
+            FailCode.DEADLINE,
             f"{m.ident()} did not leave {m.stage.value} before its deadline "
             f"({WAIT_DEADLINE.get(m.stage, 'retrying failed calls')}); the next up resumes from here",
             MachineOutcome.TIMED_OUT,
@@ -164,7 +170,7 @@ def _call_check(m: LifecycleRecord) -> Step | None:
     e, m.last_error = m.last_error, None
     assert e is not None
     if m.errors > MAX_ERRORS or (e.status is not None and 400 <= e.status < 500 and e.status != 409):
-        return Step.fail(f"{m.spec.hostname} (system_id {m.system_id}): MAAS error: {e}")
+        return Step.fail(FailCode.MAAS_ERROR, f"{m.spec.hostname} (system_id {m.system_id}): MAAS error: {e}")
     return None
 
 
@@ -185,7 +191,10 @@ def run_step(ctx: Context, m: LifecycleRecord, *, deadline_passed: bool, take_sl
     except PortError as e:
         return failed_call(m, e)
     except Exception as e:  # noqa: BLE001 - a bug must fail one machine, not the whole pool
-        return Step.fail(f"{m.spec.hostname}: internal error in {m.stage.value}: {type(e).__name__}: {e}")
+        return Step.fail(
+            FailCode.INTERNAL,
+            f"{m.spec.hostname}: internal error in {m.stage.value}: {type(e).__name__}: {e}"
+        )
 
 
 HANDLERS: dict[Stage, Callable[[Context, LifecycleRecord], Step]] = {

@@ -21,7 +21,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from .cloud_init import user_data_digest
 from .ports import MachineOps, MachineView
-from .records import OWNER_FINGERPRINT, Context
+from .records import OWNER_FINGERPRINT, Context, FailCode
 from .scheduler import MachineResult, Scheduler
 from .spec import MachineSpec, PowerType
 from .status import MachineOutcome, Stage
@@ -278,9 +278,11 @@ def _apply_power(ctx: Context, spec: MachineSpec, system_id: str) -> None:
         wrong.append("power_user (differs from the Vault value)")
     if wrong:
         raise InPlaceError(
-            f"{spec.hostname} (system_id {system_id}): MAAS did not apply the power settings: it shows "
-            + "; ".join(wrong)
-            + ". Check the power driver in MAAS (Machine > Configuration > Power), then run up again."
+            FailCode.POWER_NOT_APPLIED(
+                f"{spec.hostname} (system_id {system_id}): MAAS did not apply the power settings: it shows "
+                + "; ".join(wrong)
+                + ". Check the power driver in MAAS (Machine > Configuration > Power), then run up again."
+            )
         )
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from enum import StrEnum
+from enum import StrEnum, unique
 
 from .ports import Enrollment, MachineDetail, MachineOps, MachineView, PortError
 from .spec import Deadlines, LifecyclePolicy, MachineSpec, TeardownMode
@@ -21,6 +21,32 @@ OWNER_MANAGED = "gpuaas_managed_by"
 class Goal(StrEnum):
     DEPLOYED = "deployed"
     RELEASED = "released"
+
+
+@unique
+class FailCode(StrEnum):
+    """Stable codes of runtime failures (the reason starts with one; docs/machines.md lists them)."""
+
+    CREATE = "MCH001"  # MAAS refused the create, or kept failing it
+    BMC_CREDENTIALS = "MCH002"  # the BMC credentials' Vault ref could not be read
+    COMMISSIONING = "MCH003"  # commissioning or its tests failed again
+    UNCLAIMED_NEW = "MCH004"  # a New machine under another name; auto_claim_single_new_machine is off
+    PXE_PREFLIGHT = "MCH005"  # boot interface / PXE MAC mismatch
+    BOOT_DISK = "MCH006"  # no block device matches the SKU's boot disk hint
+    ROCE_INTERFACE = "MCH007"  # a RoCE interface is missing on the machine
+    DEPLOY = "MCH008"  # deployment failed (not a datasource failure, or retries exhausted)
+    ERASE = "MCH009"  # disk erase failed and release_fallback_no_erase is off
+    POWER_OFF = "MCH010"  # MAAS refused the power off
+    NODE_STATE = "MCH011"  # the platform node is quarantined/retired/deleted, not active
+    NEEDS_OPERATOR = "MCH012"  # a MAAS status no stage handles (Broken, rescue, ...)
+    VANISHED = "MCH013"  # the machine disappeared from MAAS while onboarding
+    DEADLINE = "MCH014"  # a waiting stage passed its deadline
+    MAAS_ERROR = "MCH015"  # a 4xx from MAAS or the platform, or too many failed calls
+    INTERNAL = "MCH016"  # a bug: the machine failed, the others went on
+    POWER_NOT_APPLIED = "MCH017"  # MAAS did not take in-place power settings (read back)
+
+    def __call__(self, reason: str) -> str:
+        return f"{self.value} {reason}"
 
 
 class StepKind(StrEnum):
@@ -55,8 +81,9 @@ class Step:
         return Step(StepKind.DELAYED)
 
     @staticmethod
-    def fail(reason: str, outcome: MachineOutcome = MachineOutcome.FAILED) -> Step:
-        return Step(StepKind.FAILED, Stage.FAILED, outcome, reason)
+    def fail(code: FailCode | None, reason: str, outcome: MachineOutcome = MachineOutcome.FAILED) -> Step:
+        """`code` None: `reason` already carries its code (e.g. a recorded create failure)."""
+        return Step(StepKind.FAILED, Stage.FAILED, outcome, code(reason) if code else reason)
 
     @staticmethod
     def error(reason: str) -> Step:

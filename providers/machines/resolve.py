@@ -15,7 +15,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
 from .ports import MachineOps, MachineView, PortError
-from .records import Context, LifecycleRecord
+from .records import Context, FailCode, LifecycleRecord
 from .spec import MachineSpec
 
 CREATE_ATTEMPTS = 4
@@ -96,7 +96,7 @@ def create_machine(ctx: Context, r: LifecycleRecord, sleep: Callable[[float], No
         try:
             power_user, power_pass = ctx.bmc_credentials(r.spec.power_user_path)
         except Exception as e:  # noqa: BLE001 - e.g. VaultError: names the path, never a value
-            r.create_error = f"{r.spec.hostname}: BMC credentials unavailable: {e}"
+            r.create_error = FailCode.BMC_CREDENTIALS(f"{r.spec.hostname}: BMC credentials unavailable: {e}")
             return None
     for attempt in range(CREATE_ATTEMPTS):
         if attempt:
@@ -120,5 +120,7 @@ def create_machine(ctx: Context, r: LifecycleRecord, sleep: Callable[[float], No
             last = e
             if e.status is not None and e.status < 500:
                 break
-    r.create_error = f"{r.spec.hostname}: create failed: {last}; fix the machine's record and run up again"
+    r.create_error = FailCode.CREATE(
+        f"{r.spec.hostname}: create failed: {last}; fix the machine's record and run up again"
+    )
     return None

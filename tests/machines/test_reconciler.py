@@ -213,3 +213,15 @@ def test_a_renamed_pool_machine_stays_and_is_renamed_in_place() -> None:
     ops = Renames()
     assert rc.apply_in_place(_ctx(ops), SPECS["local-gpu-3"], renamed, "sid-local-gpu-3") == ["hostname"]
     assert ops.calls == [("sid-local-gpu-3", "local-gpu-3b")]
+
+
+def test_failure_codes_are_unique_used_and_lead_the_reason() -> None:
+    from pathlib import Path
+
+    from providers.machines.records import FailCode
+
+    assert len({c.value for c in FailCode}) == len(FailCode)
+    source = "".join(p.read_text() for p in Path("providers/machines").glob("*.py") if p.name != "records.py")
+    assert [c.name for c in FailCode if f"FailCode.{c.name}" not in source] == []
+    assert _pre(_rec(Goal.DEPLOYED, vanished=True)).reason.startswith("MCH013 ")
+    assert failed_call(_rec(), MaasError("bad", status=400)).reason.startswith("MCH015 ")
