@@ -1,20 +1,40 @@
 """Machines: one MaasMachine per standalone machine, one MachinePool per declared pool.
 
-Each machine's spec comes from the compiled environment plus the outputs of its site's resources
-(the platform's site/profile ids, the bootstrap bundle's ref and digest, the RoCE assignment), so a
-changed bundle digest or RoCE address flows into exactly the machines that use it.
+Each machine's spec is built as a typed `MachineSpec` from the compiled environment plus the outputs
+of its site's resources (the platform's site/profile ids, the bootstrap bundle's ref and digest, the
+RoCE assignment), so a changed bundle digest or RoCE address flows into exactly the machines that
+use it. The environment's enums convert to the spec's own (same values): the spec is a state
+contract, the environment document is not.
 """
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol, cast
 
 import pulumi
 
 from environments import Environment
 from environments.model import MaasMachine as MachineDoc
+from providers.common import VaultInputs
 from providers.maas_machine import MaasMachine
 from providers.machine_pool import MachinePool
+from providers.machines.spec import (
+    BootDiskHint,
+    Connection,
+    DeploySpec,
+    EraseMode,
+    LifecyclePolicy,
+    MaasLayout,
+    MaasSiteRef,
+    MachineSpec,
+    PlatformRef,
+    PowerType,
+    RoceLink,
+    StorageSpec,
+    TeardownMode,
+)
 
 from .settings import StackSettings
 
@@ -28,86 +48,105 @@ class SiteOutputs(Protocol):
     def commissioning_scripts(self, site: str, profile: str) -> pulumi.Output[list[str]]: ...
 
 
-def _machine_spec(
-    env: Environment, m: MachineDoc, bundle: dict[str, str], roce: list[dict[str, Any]]
-) -> dict[str, Any]:
-    profile = env.profile(m.site, m.profile)
-    sku = env.sku(m.sku)
+@dataclass(frozen=True)
+class MachinesResult:
+    outputs: dict[str, Any]
+    """Stack outputs of the machines area."""
+    node_ids: dict[str, pulumi.Output[Any]]
+    """hostname -> Output of the platform node id it enrolled as (reading it depends on the machine)."""
+
+
+def machine_spec(
+    env: Environment, doc: MachineDoc, bundle: Mapping[str, str], roce: list[dict[str, Any]]
+) -> MachineSpec:
+    """One machine's spec from its document, its site's bundle ({ref, digest, launcher_url?}) and its
+    RoCE links ([{interface, subnet, address, mtu}])."""
+    profile = env.profile(doc.site, doc.profile)
+    sku = env.sku(doc.sku)
     layout = env.blueprint_model.storage_layouts[profile.storage_layout_profile]
-    return {
-        "hostname": m.hostname,
-        "ipmi_address": str(m.ipmi_address),
-        "pxe_mac": m.pxe_mac,
-        "power_type": m.power_type.value,
-        **({"power_user_path": m.power_user_path} if m.power_user_path else {}),
-        "sku": m.sku,
-        "site": m.site,
-        "profile": m.profile,
-        "pxe_interface": sku.pxe_interface,
-        "tags": list(m.tags),
-        "teardown_mode": m.teardown_mode.value,
-        "storage": {
-            "layout_profile": profile.storage_layout_profile,
-            "maas_layout": layout.maas_layout.value,
-            **({"root_size_gb": layout.root_size_gb} if layout.root_size_gb else {}),
-            "boot_disk_hint": sku.boot_disk_hint.model_dump(exclude_none=True),
-        },
-        "roce_links": roce,
-        "deploy": {
-            "distro_series": m.distro_series,
-            **({"hwe_kernel": m.hwe_kernel} if m.hwe_kernel else {}),
-            "bundle_ref": bundle["ref"],
-            "bundle_digest": bundle["digest"],
-            "launcher_url": bundle.get("launcher_url", ""),
-        },
-    }
+    return MachineSpec(
+        hostname=doc.hostname,
+        ipmi_address=str(doc.ipmi_address),
+        pxe_mac=doc.pxe_mac,
+        power_type=PowerType(doc.power_type.value),
+        power_user_path=doc.power_user_path or None,
+        sku=doc.sku,
+        site=doc.site,
+        profile=doc.profile,
+        pxe_interface=sku.pxe_interface,
+        tags=tuple(doc.tags),
+        teardown_mode=TeardownMode(doc.teardown_mode.value),
+        storage=StorageSpec(
+            layout_profile=profile.storage_layout_profile,
+            maas_layout=MaasLayout(layout.maas_layout.value),
+            root_size_gb=layout.root_size_gb or None,
+            boot_disk_hint=BootDiskHint.model_validate(sku.boot_disk_hint.model_dump()),
+        ),
+        roce_links=tuple(RoceLink.model_validate(link) for link in roce),
+        deploy=DeploySpec(
+            distro_series=doc.distro_series,
+            hwe_kernel=doc.hwe_kernel or None,
+            bundle_ref=bundle["ref"],
+            bundle_digest=bundle["digest"],
+            launcher_url=bundle.get("launcher_url", ""),
+        ),
+    )
+
+
+def lifecycle_policy(env: Environment, site: str, profile_name: str, scripts: list[str]) -> LifecyclePolicy:
+    p = env.profile(site, profile_name)
+    return LifecyclePolicy(
+        strict_pxe_preflight=p.strict_pxe_preflight,
+        require_hw_sync=p.require_hw_sync,
+        hardware_sync_interval=p.hardware_sync_interval,
+        release_fallback_no_erase=p.release_fallback_no_erase,
+        enable_deploy_retry_on_datasource_failure=p.enable_deploy_retry_on_datasource_failure,
+        max_deploy_retry_attempts=p.max_deploy_retry_attempts,
+        auto_claim_single_new_machine=p.auto_claim_single_new_machine,
+        batch_max_parallel=p.batch_max_parallel,
+        enrollment_token_ttl_seconds=p.enrollment_token_ttl_seconds,
+        release_erase_mode=EraseMode(p.release_erase_mode.value),
+        commissioning_scripts=tuple(scripts),
+    )
 
 
 def _policy(env: Environment, site: str, profile_name: str, scripts: list[str]) -> dict[str, Any]:
-    p = env.profile(site, profile_name)
-    return {
-        "strict_pxe_preflight": p.strict_pxe_preflight,
-        "require_hw_sync": p.require_hw_sync,
-        "hardware_sync_interval": p.hardware_sync_interval,
-        "release_fallback_no_erase": p.release_fallback_no_erase,
-        "enable_deploy_retry_on_datasource_failure": p.enable_deploy_retry_on_datasource_failure,
-        "max_deploy_retry_attempts": p.max_deploy_retry_attempts,
-        "auto_claim_single_new_machine": p.auto_claim_single_new_machine,
-        "batch_max_parallel": p.batch_max_parallel,
-        "enrollment_token_ttl_seconds": p.enrollment_token_ttl_seconds,
-        "release_erase_mode": p.release_erase_mode.value,
-        "commissioning_scripts": scripts,
-    }
+    """The policy input as Pulumi carries it (benchmarks feed it to the engine as JSON)."""
+    return _plain(lifecycle_policy(env, site, profile_name, scripts))
 
 
-def _connection(env: Environment, settings: StackSettings, site_name: str, ids: tuple[str, str]) -> dict[str, Any]:
+def connection(env: Environment, settings: StackSettings, site_name: str, ids: tuple[str, str]) -> Connection:
     site = env.site(site_name)
-    return {
-        "maas": {
-            "site": site.name,
-            "maas_url": settings.endpoint(site.maas_url, "maas"),
-            "api_key_path": site.maas_api_key_path,
-            "tls_verify": site.tls_verify,
-        },
-        "platform": {
-            "url": settings.endpoint(env.platform.url, "platform"),
-            "token_path": env.platform.admin_token_path,
-        },
-        "vault": {
-            "address": settings.endpoint(env.vault.address, "vault"),
-            "kv_mount": env.vault.kv_mount,
-            "auth_method": env.vault.auth_method.value,
-        },
-        "platform_site_id": ids[0],
-        "platform_profile_id": ids[1],
-    }
+    return Connection(
+        maas=MaasSiteRef(
+            site=site.name,
+            maas_url=settings.endpoint(site.maas_url, "maas"),
+            api_key_path=site.maas_api_key_path,
+            tls_verify=site.tls_verify,
+        ),
+        platform=PlatformRef(
+            url=settings.endpoint(env.platform.url, "platform"), token_path=env.platform.admin_token_path
+        ),
+        vault=VaultInputs(
+            address=settings.endpoint(env.vault.address, "vault"),
+            kv_mount=env.vault.kv_mount,
+            auth_method=env.vault.auth_method,
+        ),
+        platform_site_id=ids[0],
+        platform_profile_id=ids[1],
+    )
+
+
+def _plain(model: Any) -> dict[str, Any]:
+    """A typed input as Pulumi carries it: JSON values, no None (Pulumi drops None properties)."""
+    return cast(dict[str, Any], model.model_dump(mode="json", exclude_none=True))
 
 
 def _spec_output(env: Environment, sites: SiteOutputs, m: MachineDoc) -> pulumi.Output[dict[str, Any]]:
     bundle = sites.bundle(env.machine_bundle(m).name)
 
     def spec(args: list[Any]) -> dict[str, Any]:
-        return _machine_spec(env, m, args[0], args[1])
+        return _plain(machine_spec(env, m, args[0], args[1]))
 
     return pulumi.Output.all(bundle, sites.roce_links(m.hostname)).apply(spec)
 
@@ -115,14 +154,14 @@ def _spec_output(env: Environment, sites: SiteOutputs, m: MachineDoc) -> pulumi.
 def _props(env: Environment, settings: StackSettings, sites: SiteOutputs, site: str, profile: str) -> dict[str, Any]:
     """The connection and policy inputs every machine resource of (site, profile) shares."""
 
-    def connection(ids: tuple[str, str]) -> dict[str, Any]:
-        return _connection(env, settings, site, ids)
+    def conn(ids: tuple[str, str]) -> dict[str, Any]:
+        return _plain(connection(env, settings, site, ids))
 
     def policy(scripts: list[str]) -> dict[str, Any]:
         return _policy(env, site, profile, scripts)
 
     return {
-        "connection": sites.platform_ids(site, profile).apply(connection),
+        "connection": sites.platform_ids(site, profile).apply(conn),
         "policy": sites.commissioning_scripts(site, profile).apply(policy),
     }
 
@@ -130,6 +169,7 @@ def _props(env: Environment, settings: StackSettings, sites: SiteOutputs, site: 
 def declare_machines(
     env: Environment, settings: StackSettings, sites: SiteOutputs, parent: pulumi.Resource | None = None
 ) -> dict[str, Any]:
+    """hostname -> {system_id, status, node_id} per standalone machine; `pool:<name>` -> machines_state."""
     protect = env.tier.value == "prod"  # machines and pools in prod are protected (policy pack checks it)
     outputs: dict[str, Any] = {}
     for m in env.standalone_machines():
@@ -150,15 +190,14 @@ def declare_machines(
     return outputs
 
 
-def build_machines(env: Environment, settings: StackSettings, handles: dict[str, Any]) -> dict[str, Any]:
-    """The "machines" builder of components/stack.py (after "sites").
-
-    `_node_ids` (hostname -> Output of the platform node id the machine enrolled as) is the handle the
-    apps area binds members with; reading it makes a resource depend on the machine.
-    """
+def build_machines(env: Environment, settings: StackSettings, sites: SiteOutputs) -> MachinesResult:
+    """The machines area: its stack outputs and each machine's node id output (the apps area binds
+    members with them)."""
+    if isinstance(sites, Mapping):
+        # Transition: components/stack.py before its rewrite passes its handles dict; remove with it.
+        return cast(MachinesResult, _legacy_builder(env, settings, sites))
     if not env.machines:
-        return {}
-    sites: SiteOutputs = handles["sites"]["_site_outputs"]
+        return MachinesResult(outputs={}, node_ids={})
     machines = declare_machines(env, settings, sites)
     node_ids: dict[str, pulumi.Output[Any]] = {}
     for m in env.machines:
@@ -168,4 +207,9 @@ def build_machines(env: Environment, settings: StackSettings, handles: dict[str,
             node_ids[m.hostname] = machines[f"pool:{m.pool}"].apply(
                 lambda s, h=m.hostname: ((s or {}).get(h) or {}).get("node_id")
             )
-    return {"machines": machines, "_node_ids": node_ids}
+    return MachinesResult(outputs={"machines": machines}, node_ids=node_ids)
+
+
+def _legacy_builder(env: Environment, settings: StackSettings, handles: Mapping[str, Any]) -> dict[str, Any]:
+    result = build_machines(env, settings, handles["sites"]["_site_outputs"])
+    return {**result.outputs, "_node_ids": result.node_ids} if env.machines else {}

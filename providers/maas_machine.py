@@ -1,10 +1,9 @@
 """MaasMachine: one MAAS machine, one resource (the dev lab's way; prod uses MachinePool).
 
-Thin adapter: Pulumi dicts -> `MachineInputs` -> the lifecycle scheduler -> outputs. `diff` says
-which changes redeploy (replace, delete-before-replace: a machine can't be held twice) and which are
-in place (tags, hostname, power parameters, hardware sync interval, teardown mode); `read` reports
-MAAS's real state so `refresh` finds drift (a machine released or redeployed by hand).
-Destroy releases per the teardown mode and never deletes the machine from MAAS.
+Thin adapter: Pulumi dicts -> `MachineInputs` -> the machines reconciler (a pool of one) -> outputs.
+What a changed input means is the descriptor's (`MAAS_MACHINE`); `read` records MAAS's real state so
+refresh finds drift; destroy releases per the teardown mode and never deletes the machine from MAAS.
+State per machine is its `MachineRecord` at the top level of the outputs.
 """
 
 from __future__ import annotations
@@ -25,53 +24,49 @@ from pulumi.dynamic import (
 
 from clients.vault import credentials_from_config
 from providers.common import plain
-from providers.machines.resource_io import (
-    MachineInputs,
-    any_failed,
-    check_inputs,
-    failure_report,
-    machine_state,
+from providers.kind import KindDescriptor, register
+from providers.machines import reconciler as rc
+from providers.machines.resource_io import DROPPED_OUTPUTS, MachineInputs, canonical, check_inputs, typed_inputs
+from providers.machines.runtime import maas_client, session, time_scale_from
+
+MAAS_MACHINE = register(
+    KindDescriptor(
+        name="MaasMachine",
+        identity=("machine.site", "connection.maas.site"),
+        replaces=(
+            "machine.deploy",
+            "machine.storage",
+            "machine.roce_links",
+            "machine.sku",
+            "machine.profile",
+            "machine.pxe_interface",
+            "machine.pxe_mac",
+        ),
+        in_place=(
+            "machine.hostname",
+            "machine.tags",
+            "machine.teardown_mode",
+            "machine.ipmi_address",
+            "machine.power_type",
+            "machine.power_user_path",
+            "connection",
+            "policy",
+        ),
+        delete_before_replace=True,
+        summary_outputs=("system_id", "status", "outcome", "node_id"),
+        doc="One MAAS machine, found by its system_id; deploy inputs redeploy it (release, then deploy).",
+        notes={
+            "machine.deploy": "release + deploy again (a machine can't be held twice: delete-before-replace)",
+            "machine.ipmi_address": "MAAS power parameters updated in place and read back",
+            "machine.power_type": "MAAS power type updated in place and read back",
+            "machine.power_user_path": "BMC credentials re-read from Vault and set in place",
+            "machine.teardown_mode": "only what destroy does later; nothing changes in MAAS",
+            "policy": "the profile's lifecycle policy (e.g. hardware_sync_interval): read by the next run",
+            "connection": "endpoints and Vault paths: read by the next call",
+        },
+    )
 )
-from providers.machines.runtime import build_context, maas_client, time_scale_from
-from providers.machines.scheduler import Scheduler
-from providers.machines.status import MachineOutcome
-
-# Machine fields whose change is an in-place update; every other machine field redeploys.
-IN_PLACE = frozenset({"tags", "hostname", "power_type", "power_user_path", "ipmi_address", "teardown_mode"})
-IN_PLACE_POLICY = frozenset(
-    {
-        "hardware_sync_interval",
-        "release_fallback_no_erase",
-        "release_erase_mode",
-        "batch_max_parallel",
-        "enrollment_token_ttl_seconds",
-        "max_deploy_retry_attempts",
-        "enable_deploy_retry_on_datasource_failure",
-        "auto_claim_single_new_machine",
-        "strict_pxe_preflight",
-        "require_hw_sync",
-        "commissioning_scripts",
-        "testing_scripts",
-    }
-)
-
-
-def redeploy_reasons(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
-    """Top-level machine fields whose change means release + deploy again."""
-    old_m, new_m = old.get("machine", {}), new.get("machine", {})
-    return sorted(f"machine.{k}" for k in set(old_m) | set(new_m) if k not in IN_PLACE and old_m.get(k) != new_m.get(k))
-
-
-def in_place_changes(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
-    changed = [f"machine.{k}" for k in IN_PLACE if old.get("machine", {}).get(k) != new.get("machine", {}).get(k)]
-    changed += [
-        f"policy.{k}"
-        for k in set(old.get("policy", {})) | set(new.get("policy", {}))
-        if old.get("policy", {}).get(k) != new.get("policy", {}).get(k)
-    ]
-    if old.get("connection") != new.get("connection"):
-        changed.append("connection")
-    return sorted(changed)
+INPUTS = tuple(MachineInputs.model_fields)
 
 
 class MaasMachineProvider(ResourceProvider):
@@ -81,96 +76,68 @@ class MaasMachineProvider(ResourceProvider):
         self._credentials = credentials_from_config(req.config)
         self._time_scale = time_scale_from(req.config)
 
-    def _run(
-        self, inputs: MachineInputs, *, goal: str, system_id: str | None = None, node_id: str | None = None
-    ) -> tuple[dict[str, Any], Any]:
-        ctx, maas, platform = build_context(
-            inputs.connection, inputs.policy, getattr(self, "_credentials", None), getattr(self, "_time_scale", 1.0)
-        )
-        try:
-            sched = Scheduler(ctx)
-            if goal == "deployed":
-                known = {inputs.machine.hostname: system_id} if system_id else {}
-                results = sched.onboard([inputs.machine], known)
-            else:
-                results = sched.teardown(
-                    [(inputs.machine, system_id, inputs.machine.teardown_mode)],
-                    {inputs.machine.hostname: node_id} if node_id else None,
-                )
-        finally:
-            platform.close()
-        return machine_state(inputs.machine, results[0], inputs.connection), results
+    def _session(self, inputs: MachineInputs) -> Any:
+        creds, scale = getattr(self, "_credentials", None), getattr(self, "_time_scale", 1.0)
+        return session(inputs.connection, inputs.policy, creds, scale)
 
     def check(self, olds: dict[str, Any], news: dict[str, Any]) -> CheckResult:
         inputs, failures = check_inputs(MachineInputs, news, "MaasMachine")
         return CheckResult(inputs, failures)
 
     def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
-        old, new = plain(olds), plain(news)
-        replaces = redeploy_reasons(old, new)
-        changes = in_place_changes(old, new)
-        drift = old.get("status") not in (None, "Deployed") or old.get("outcome") not in (
-            None,
-            MachineOutcome.READY.value,
-        )
-        if drift:
-            changes.append("status")  # refresh found the machine not Deployed: up fixes it in place
-        return DiffResult(changes=bool(replaces or changes), replaces=replaces, delete_before_replace=True)
+        d = MAAS_MACHINE.diff(canonical(MachineInputs, olds), canonical(MachineInputs, news), inputs=INPUTS)
+        record = rc.MachineRecord.parse("", plain(olds))
+        attention = record is not None and record.needs_attention  # drift from refresh: up repairs it
+        return DiffResult(changes=d.changed or attention, replaces=list(d.replaces), delete_before_replace=True)
 
     def create(self, props: dict[str, Any]) -> CreateResult:
-        inputs = MachineInputs.model_validate(plain(props))
-        outs, results = self._run(inputs, goal="deployed")
-        if any_failed(results):
-            raise Exception(failure_report(results))
-        return CreateResult(outs["system_id"], {**plain(props), **outs})
+        inputs = typed_inputs(MachineInputs, props)
+        with self._session(inputs) as ctx:
+            done = rc.converge(ctx, [inputs.machine], {})
+        rc.raise_failures(f"machine {inputs.machine.hostname}", done.results)
+        record = done.records[inputs.machine.hostname]
+        if not record.system_id:  # converged without a MAAS machine: a lifecycle bug, never an empty id
+            raise rc.MachinesFailed(f"machine {inputs.machine.hostname}: converged without a system_id")
+        return CreateResult(record.system_id, {**_inputs(props), **record.state()})
 
     def update(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
-        inputs = MachineInputs.model_validate(plain({k: news[k] for k in ("machine", "connection", "policy")}))
-        outs, results = self._run(inputs, goal="deployed", system_id=_id)
-        if any_failed(results):
-            raise Exception(failure_report(results))
-        self._apply_in_place(inputs, plain(olds).get("machine", {}), _id)
-        return UpdateResult({**plain(news), **outs})
-
-    def _apply_in_place(self, inputs: MachineInputs, old_machine: dict[str, Any], system_id: str) -> None:
-        """Hostname and tags change on the machine as it is (no redeploy)."""
-        m = inputs.machine
-        if old_machine.get("hostname") == m.hostname and sorted(old_machine.get("tags", [])) == sorted(m.tags):
-            return
-        maas = maas_client(inputs.connection, getattr(self, "_credentials", None))
-        if old_machine.get("hostname") != m.hostname:
-            maas.set_hostname(system_id, m.hostname)
-        if sorted(old_machine.get("tags", [])) != sorted(m.tags):
-            maas.set_tags(system_id, list(m.tags), remove=list(old_machine.get("tags", [])))
+        inputs = typed_inputs(MachineInputs, news)
+        spec = inputs.machine
+        prior = rc.MachineRecord.parse(spec.hostname, {**plain(olds), "hostname": spec.hostname, "system_id": _id})
+        with self._session(inputs) as ctx:
+            done = rc.converge(ctx, [spec], {spec.hostname: prior} if prior else {})
+            rc.raise_failures(f"machine {spec.hostname}", done.results)
+            rc.apply_in_place(ctx, _old_spec(olds), spec, _id)
+        return UpdateResult({**_inputs(news), **done.records[spec.hostname].state()})
 
     def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
-        state = plain(props)
-        inputs = MachineInputs.model_validate({k: state[k] for k in ("machine", "connection", "policy")})
+        state = {k: v for k, v in plain(props).items() if k not in DROPPED_OUTPUTS}
+        inputs = typed_inputs(MachineInputs, state)
+        record = rc.MachineRecord.parse(inputs.machine.hostname, {**state, "system_id": id_})
+        if record is None:
+            return ReadResult(id_, state)
         maas = maas_client(inputs.connection, getattr(self, "_credentials", None))
-        views = maas.read_many([id_])
-        if not views:
-            return ReadResult(
-                id_,
-                {
-                    **state,
-                    "status": "Missing",
-                    "outcome": MachineOutcome.FAILED.value,
-                    "notes": ["the machine is gone from MAAS"],
-                },
-            )
-        view = views[0]
-        fingerprint = view.owner_data.get("gpuaas_deploy_fingerprint")
-        fresh = {**state, "status": view.status.label, "hostname_in_maas": view.hostname}
-        if view.status.label != "Deployed" or (fingerprint and fingerprint != state.get("deploy_fingerprint")):
-            fresh["outcome"] = "drifted"
-        return ReadResult(id_, fresh)
+        fresh = rc.observe(maas, {record.hostname: record})[record.hostname]
+        return ReadResult(id_, {**state, **fresh.state()})
 
     def delete(self, id_: str, props: dict[str, Any]) -> None:
-        state = plain(props)
-        inputs = MachineInputs.model_validate({k: state[k] for k in ("machine", "connection", "policy")})
-        _, results = self._run(inputs, goal="released", system_id=id_, node_id=state.get("node_id"))
-        if any_failed(results):
-            raise Exception(failure_report(results))
+        inputs = typed_inputs(MachineInputs, props)
+        record = rc.MachineRecord.parse(inputs.machine.hostname, {**plain(props), "system_id": id_})
+        with self._session(inputs) as ctx:
+            results = rc.release(ctx, [(inputs.machine, record)])
+        rc.raise_failures(f"machine {inputs.machine.hostname}", results)
+
+
+def _inputs(props: dict[str, Any]) -> dict[str, Any]:
+    raw = plain(props)
+    return {k: raw[k] for k in INPUTS if k in raw}
+
+
+def _old_spec(olds: dict[str, Any]) -> Any:
+    try:
+        return typed_inputs(MachineInputs, olds).machine
+    except ValueError:  # old inputs this version can't read: nothing to compare, no in-place edit
+        return None
 
 
 class MaasMachine(Resource, module="gpuaas", name="MaasMachine"):

@@ -1,11 +1,12 @@
 """MachinePool: many machines of one site/profile in one resource, driven concurrently.
 
 The dynamic provider server runs at most 4 provider calls at once (DESIGN.md §3.1), so a fleet can't
-be one blocking call per machine. A pool runs the shared lifecycle scheduler over all its machines
-with its own bound, the profile's `batch_max_parallel`: adding machines onboards only the new ones;
-a changed deploy input redeploys the affected machines in rolling batches; machines that leave are
-released per their teardown mode; one failing machine never stops the others. The pool itself is
-never replaced: every change is an in-place update computed per machine (which join, redeploy, leave).
+be one blocking call per machine. A pool runs the machines reconciler over all its machines with
+its own bound, the profile's `batch_max_parallel`: adding machines onboards only the new ones; a
+changed deploy input redeploys the affected machines in rolling batches; machines that leave are
+released per their teardown mode; untouched machines keep their records exactly; one failing
+machine never stops the others. The pool itself is never replaced (descriptor `MACHINE_POOL`):
+per machine, the plan decides (join, redeploy, repair, stay, leave).
 """
 
 from __future__ import annotations
@@ -23,32 +24,35 @@ from pulumi.dynamic import (
     ResourceProvider,
     UpdateResult,
 )
+from pydantic import ValidationError
 
 from clients.vault import credentials_from_config
 from providers.common import plain
-from providers.machines.resource_io import PoolInputs, any_failed, check_inputs, failure_report, machine_state
-from providers.machines.runtime import build_context, maas_client, time_scale_from
-from providers.machines.scheduler import MachineResult, Scheduler
+from providers.kind import KindDescriptor, register
+from providers.machines import reconciler as rc
+from providers.machines.resource_io import PoolInputs, canonical, check_inputs, typed_inputs
+from providers.machines.runtime import maas_client, session, time_scale_from
 from providers.machines.spec import MachineSpec
-from providers.machines.status import MachineOutcome
+
+MACHINE_POOL = register(
+    KindDescriptor(
+        name="MachinePool",
+        identity=(),
+        in_place=("pool", "machines", "connection", "policy"),
+        summary_outputs=("counts",),
+        doc="Many machines of one site/profile; never replaced: each machine is planned on its own.",
+        notes={
+            "machines": "per machine: join, redeploy (MaasMachine's replace rules), repair, stay or leave",
+            "pool": "a label: renaming the pool keeps its machines",
+        },
+    )
+)
+INPUTS = tuple(PoolInputs.model_fields)
 
 
 def pool_plan(old_machines: dict[str, dict[str, Any]], new: PoolInputs) -> dict[str, list[str]]:
-    """Which machines join, redeploy, stay, or leave (from old state and new inputs)."""
-    wanted = {m.hostname: m for m in new.machines}
-    plan: dict[str, list[str]] = {"join": [], "redeploy": [], "repair": [], "stay": [], "leave": []}
-    for hostname, spec in sorted(wanted.items()):
-        old = old_machines.get(hostname)
-        if old is None or not old.get("system_id"):
-            plan["join"].append(hostname)
-        elif old.get("deploy_fingerprint") != spec.deploy_fingerprint():
-            plan["redeploy"].append(hostname)
-        elif old.get("status") != "Deployed" or old.get("outcome") != MachineOutcome.READY.value:
-            plan["repair"].append(hostname)
-        else:
-            plan["stay"].append(hostname)
-    plan["leave"] = sorted(set(old_machines) - set(wanted))
-    return plan
+    """Which machines join, redeploy, repair, stay, or leave (from old state and new inputs)."""
+    return rc.plan(rc.parse_records(old_machines), new.machines).as_dict()
 
 
 class MachinePoolProvider(ResourceProvider):
@@ -58,134 +62,81 @@ class MachinePoolProvider(ResourceProvider):
         self._credentials = credentials_from_config(req.config)
         self._time_scale = time_scale_from(req.config)
 
-    def _converge(
-        self, inputs: PoolInputs, old_machines: dict[str, dict[str, Any]], leaving: list[MachineSpec]
-    ) -> tuple[dict[str, Any], list[MachineResult]]:
-        ctx, maas, platform = build_context(
-            inputs.connection, inputs.policy, getattr(self, "_credentials", None), getattr(self, "_time_scale", 1.0)
-        )
-        try:
-            sched = Scheduler(ctx)
-            plan = pool_plan(old_machines, inputs)
-            ctx.log(f"pool {inputs.pool}: " + ", ".join(f"{k} {len(v)}" for k, v in plan.items() if v))
-            results: list[MachineResult] = []
-            if leaving:
-                results += sched.teardown(
-                    [(s, old_machines.get(s.hostname, {}).get("system_id"), s.teardown_mode) for s in leaving],
-                    _node_ids(old_machines),
-                )
-            todo = [m for m in inputs.machines if m.hostname not in plan["stay"]]
-            known = {h: m["system_id"] for h, m in old_machines.items() if m.get("system_id")}
-            results += sched.onboard(todo, known)
-        finally:
-            platform.close()
-        by_host = {r.hostname: r for r in results}
-        machines = {
-            m.hostname: machine_state(m, by_host.get(m.hostname), inputs.connection, old_machines.get(m.hostname))
-            for m in inputs.machines
-        }
-        # A leaving machine whose release failed stays recorded, so the next run retries it.
-        for spec in leaving:
-            r = by_host.get(spec.hostname)
-            if r is not None and r.outcome in (MachineOutcome.FAILED, MachineOutcome.TIMED_OUT):
-                machines[spec.hostname] = {
-                    **old_machines.get(spec.hostname, {}),
-                    "leaving": True,
-                    "outcome": r.outcome.value,
-                    "notes": [r.reason],
-                }
-        return {"machines_state": machines, "counts": _counts(machines)}, results
+    def _session(self, inputs: PoolInputs) -> Any:
+        creds, scale = getattr(self, "_credentials", None), getattr(self, "_time_scale", 1.0)
+        return session(inputs.connection, inputs.policy, creds, scale)
 
     def check(self, olds: dict[str, Any], news: dict[str, Any]) -> CheckResult:
         inputs, failures = check_inputs(PoolInputs, news, "MachinePool")
         return CheckResult(inputs, failures)
 
     def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
-        old, new = plain(olds), plain(news)
-        changed = [k for k in ("machines", "connection", "policy") if old.get(k) != new.get(k)]
-        try:
-            plan = pool_plan(
-                _old_machines(old), PoolInputs.model_validate({k: new[k] for k in PoolInputs.model_fields})
-            )
-            if plan["repair"] or any(m.get("leaving") for m in _old_machines(old).values()):
-                changed.append("machines")  # drift found by refresh, or a release to retry
-        except Exception:  # unknowns during preview: fall back to the input comparison
-            pass
-        return DiffResult(changes=bool(changed), replaces=[], delete_before_replace=False)
+        d = MACHINE_POOL.diff(canonical(PoolInputs, olds), canonical(PoolInputs, news), inputs=INPUTS)
+        records = rc.parse_records(plain(olds).get("machines_state"))
+        attention = any(r.needs_attention for r in records.values())  # drift, or a release to retry
+        return DiffResult(changes=d.changed or attention, replaces=[], delete_before_replace=False)
 
     def create(self, props: dict[str, Any]) -> CreateResult:
-        inputs = PoolInputs.model_validate({k: plain(props)[k] for k in PoolInputs.model_fields})
-        outs, results = self._converge(inputs, {}, [])
-        if any_failed(results):
-            raise Exception(f"pool {inputs.pool}: " + failure_report(results))
-        return CreateResult(f"pool-{inputs.connection.maas.site}-{inputs.pool}", {**plain(props), **outs})
+        inputs = typed_inputs(PoolInputs, props)
+        with self._session(inputs) as ctx:
+            done = rc.converge(ctx, inputs.machines, {})
+        rc.raise_failures(f"pool {inputs.pool}", done.results)
+        return CreateResult(f"pool-{inputs.connection.maas.site}-{inputs.pool}", _outputs(props, done.records))
 
     def update(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
-        old = plain(olds)
-        inputs = PoolInputs.model_validate({k: plain(news)[k] for k in PoolInputs.model_fields})
-        old_specs = {m["hostname"]: m for m in old.get("machines", [])}
+        inputs = typed_inputs(PoolInputs, news)
+        old_specs = _old_specs(olds)
+        moved = rc.renames(old_specs, inputs.machines)  # renamed in place, not released and redeployed
+        prior = rc.rekey(rc.parse_records(plain(olds).get("machines_state")), moved)
+        old_specs = {moved.get(h, h): s for h, s in old_specs.items()}
         wanted = {m.hostname for m in inputs.machines}
-        leaving = [MachineSpec.model_validate(s) for h, s in old_specs.items() if h not in wanted]
-        outs, results = self._converge(inputs, _old_machines(old), leaving)
-        if any_failed(results):
-            raise Exception(f"pool {inputs.pool}: " + failure_report(results))
-        return UpdateResult({**plain(news), **outs})
+        leaving = [(s, prior.get(h)) for h, s in old_specs.items() if h not in wanted]
+        with self._session(inputs) as ctx:
+            done = rc.converge(ctx, inputs.machines, prior, leaving)
+            rc.raise_failures(f"pool {inputs.pool}", done.results)
+            for spec in inputs.machines:
+                record = done.records[spec.hostname]
+                if record.system_id and spec.hostname in old_specs:
+                    rc.apply_in_place(ctx, old_specs[spec.hostname], spec, record.system_id)
+        return UpdateResult(_outputs(news, done.records))
 
     def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
         state = plain(props)
-        inputs = PoolInputs.model_validate({k: state[k] for k in PoolInputs.model_fields})
+        inputs = typed_inputs(PoolInputs, state)
+        records = rc.parse_records(state.get("machines_state"))
         maas = maas_client(inputs.connection, getattr(self, "_credentials", None))
-        machines = _old_machines(state)
-        ids = {m["system_id"]: h for h, m in machines.items() if m.get("system_id")}
-        seen = {v.system_id: v for v in maas.read_many(list(ids))}  # one bulk request for the pool
-        fresh: dict[str, Any] = {}
-        for sid, hostname in ids.items():
-            view = seen.get(sid)
-            entry = dict(machines[hostname])
-            entry["status"] = view.status.label if view else "Missing"
-            fingerprint = view.owner_data.get("gpuaas_deploy_fingerprint") if view else None
-            if (
-                view is None
-                or view.status.label != "Deployed"
-                or (fingerprint and fingerprint != entry.get("deploy_fingerprint"))
-            ):
-                entry["outcome"] = "drifted"
-            fresh[hostname] = entry
-        return ReadResult(id_, {**state, "machines_state": fresh, "counts": _counts(fresh)})
+        return ReadResult(id_, _outputs(state, rc.observe(maas, records)))
 
     def delete(self, id_: str, props: dict[str, Any]) -> None:
-        state = plain(props)
-        inputs = PoolInputs.model_validate({k: state[k] for k in PoolInputs.model_fields})
-        ctx, _, platform = build_context(
-            inputs.connection, inputs.policy, getattr(self, "_credentials", None), getattr(self, "_time_scale", 1.0)
-        )
+        inputs = typed_inputs(PoolInputs, props)
+        records = rc.parse_records(plain(props).get("machines_state"))
+        with self._session(inputs) as ctx:
+            results = rc.release(ctx, [(m, records.get(m.hostname)) for m in inputs.machines])
+        rc.raise_failures(f"pool {inputs.pool}", results)
+
+
+def _old_specs(olds: dict[str, Any]) -> dict[str, MachineSpec]:
+    out: dict[str, MachineSpec] = {}
+    for raw in plain(olds).get("machines") or ():
         try:
-            machines = _old_machines(state)
-            results = Scheduler(ctx).teardown(
-                [(m, machines.get(m.hostname, {}).get("system_id"), m.teardown_mode) for m in inputs.machines],
-                _node_ids(machines),
-            )
-        finally:
-            platform.close()
-        if any_failed(results):
-            raise Exception(f"pool {inputs.pool}: " + failure_report(results))
+            spec = MachineSpec.model_validate(raw)
+        except ValidationError:
+            continue  # a spec this version can't read: it can't be released by spec either
+        out[spec.hostname] = spec
+    return out
 
 
-def _old_machines(state: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    machines = state.get("machines_state")
-    return dict(machines) if isinstance(machines, dict) else {}
-
-
-def _node_ids(machines: dict[str, dict[str, Any]]) -> dict[str, str]:
-    return {h: m["node_id"] for h, m in machines.items() if m.get("node_id")}
-
-
-def _counts(machines: dict[str, dict[str, Any]]) -> dict[str, int]:
+def _outputs(props: dict[str, Any], records: dict[str, rc.MachineRecord]) -> dict[str, Any]:
+    raw = plain(props)
     counts: dict[str, int] = {}
-    for m in machines.values():
-        key = m.get("outcome", "unknown")
+    for r in records.values():
+        key = r.outcome.value if r.outcome else "unknown"
         counts[key] = counts.get(key, 0) + 1
-    return counts
+    return {
+        **{k: raw[k] for k in INPUTS if k in raw},
+        "machines_state": {h: r.state() for h, r in records.items()},
+        "counts": counts,
+    }
 
 
 class MachinePool(Resource, module="gpuaas", name="MachinePool"):

@@ -224,7 +224,7 @@ def machine_specs(env: Environment, bundle_digest: str = "0" * 64) -> dict[str, 
     """Machine specs as the machines component builds them, without the sites' resources: RoCE
     links from the real allocator over the site's pools, a stand-in bundle of the given digest.
     For tests and benchmarks that drive the lifecycle directly."""
-    from components.machines import _machine_spec
+    from components.machines import machine_spec
     from providers.roce_assignment import Nic, Pool, allocate
 
     out: dict[str, dict[str, Any]] = {}
@@ -251,5 +251,5 @@ def machine_specs(env: Environment, bundle_digest: str = "0" * 64) -> dict[str, 
                 "ref": f"s3://{env.artifact_store.bucket}/bundles/{site.name}/{bundle_digest}.tar.gz",
                 "digest": bundle_digest,
             }
-            out[m.hostname] = _machine_spec(env, m, bundle, links)
+            out[m.hostname] = machine_spec(env, m, bundle, links).model_dump(mode="json", exclude_none=True)
     return out

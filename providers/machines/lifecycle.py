@@ -1,108 +1,56 @@
-"""The machine lifecycle as a table: MAAS status -> stage, stage -> one small handler.
+"""The machine lifecycle as tables: MAAS status -> stage, stage -> one small handler, and the one
+pre-check that runs before any handler (Metal3's ReconcileState: detach, vanished, deadline,
+capacity, failed calls). A reader learns from this file every transition a run can make; the
+scheduler only schedules (slots, polls, threads) and applies the `Step` that `run_step` returns.
 
-Each handler does one idempotent step and returns a `Step`: advance to another stage now, wait
-(poll MAAS again after a back-off), or finish. A run killed anywhere resumes on the next `up`:
-the stage is always re-derived from MAAS's status and the owner data we store on the machine.
+A run killed anywhere resumes on the next `up`: the stage is always re-derived from MAAS's status
+and the owner data we store on the machine.
 """
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from enum import StrEnum
 
-from environments.model import EraseMode, TeardownMode
-
-from .cloud_init import render_user_data
-from .ports import Enrollment, MaasError, MachineDetail, MachineOps, MachineView
-from .spec import Deadlines, LifecyclePolicy, MachineSpec
+from . import handlers as h
+from .ports import PortError
+from .records import (
+    OWNER_FINGERPRINT,
+    OWNER_MANAGED,
+    OWNER_NODE_ID,
+    Context,
+    FailCode,
+    Goal,
+    LifecycleRecord,
+    Step,
+    StepKind,
+)
+from .spec import TeardownMode
 from .status import MaasStatus, MachineOutcome, Stage
 
-# Owner-data keys we keep on the MAAS machine (survive a killed provider; MAAS is the record).
-OWNER_FINGERPRINT = "gpuaas_deploy_fingerprint"
-OWNER_NODE_ID = "gpuaas_node_id"
-OWNER_MANAGED = "gpuaas_managed_by"
+__all__ = [
+    "HANDLERS",
+    "MAX_ERRORS",
+    "ONBOARD_TABLE",
+    "OWNER_FINGERPRINT",
+    "OWNER_MANAGED",
+    "OWNER_NODE_ID",
+    "PLATFORM_WAITS",
+    "SLOT_STAGES",
+    "TEARDOWN_TABLE",
+    "WAIT_DEADLINE",
+    "Context",
+    "FailCode",
+    "Goal",
+    "LifecycleRecord",
+    "Step",
+    "StepKind",
+    "failed_call",
+    "precheck",
+    "run_step",
+    "stage_for",
+]
 
-DATASOURCE_MARKERS = ("datasource", "cloud-init")
-
-
-class Goal(StrEnum):
-    DEPLOYED = "deployed"
-    RELEASED = "released"
-
-
-class StepKind(StrEnum):
-    ADVANCE = "advance"
-    WAIT = "wait"
-    DONE = "done"
-
-
-@dataclass(frozen=True)
-class Step:
-    kind: StepKind
-    stage: Stage
-    outcome: MachineOutcome | None = None
-    reason: str = ""
-
-    @staticmethod
-    def advance(stage: Stage) -> Step:
-        return Step(StepKind.ADVANCE, stage)
-
-    @staticmethod
-    def wait(stage: Stage) -> Step:
-        return Step(StepKind.WAIT, stage)
-
-    @staticmethod
-    def done(outcome: MachineOutcome, stage: Stage, reason: str = "") -> Step:
-        return Step(StepKind.DONE, stage, outcome, reason)
-
-    @staticmethod
-    def fail(reason: str) -> Step:
-        return Step(StepKind.DONE, Stage.FAILED, MachineOutcome.FAILED, reason)
-
-
-@dataclass
-class Tracked:
-    """One machine during one run (in memory; MAAS owner data is the durable record)."""
-
-    spec: MachineSpec
-    goal: Goal
-    teardown: TeardownMode = TeardownMode.FULL_DECOMMISSION
-    system_id: str | None = None
-    view: MachineView | None = None
-    stage: Stage = Stage.RESOLVE
-    deploy_attempts: int = 0
-    commission_attempts: int = 0
-    transient_errors: int = 0
-    node_id: str | None = None
-    notes: list[str] = field(default_factory=list)
-    outcome: MachineOutcome | None = None
-    reason: str = ""
-    # scheduling
-    waiting: bool = False
-    next_poll: float = 0.0
-    poll_interval: float = 0.0
-    deadline: float = float("inf")
-    holds_slot: bool = False
-    stage_times: dict[str, float] = field(default_factory=dict)
-    detail: MachineDetail | None = None
-    owner_data_recorded: bool = False
-    wait_stage: Stage | None = None
-
-
-@dataclass
-class Context:
-    ops: MachineOps
-    enrollment: Enrollment
-    policy: LifecyclePolicy
-    deadlines: Deadlines
-    platform_url: str = ""
-    bmc_credentials: Callable[[str], tuple[str, str]] | None = None
-    """Vault ref -> (user, password) of a machine's BMC, read at create time (never stored)."""
-    clock: Callable[[], float] = time.monotonic
-    log: Callable[[str], None] = print
-
+MAX_ERRORS = 30  # failed calls per machine and run before it stops retrying
 
 # --------------------------------------------------------------------------------------------
 # Which stage handles a machine in a given MAAS status (onboarding toward Deployed).
@@ -168,7 +116,7 @@ WAIT_DEADLINE: dict[Stage, str] = {
 PLATFORM_WAITS = frozenset({Stage.AWAIT_FORGET})
 
 
-def stage_for(m: Tracked) -> Stage:
+def stage_for(m: LifecycleRecord) -> Stage:
     """The stage a freshly read machine is in, from its MAAS status (the resume point)."""
     assert m.view is not None
     table = ONBOARD_TABLE if m.goal is Goal.DEPLOYED else TEARDOWN_TABLE
@@ -181,280 +129,89 @@ def stage_for(m: Tracked) -> Stage:
 
 
 # --------------------------------------------------------------------------------------------
-# Handlers: one step each.
+# Before any handler: the checks that can end or hold a machine whatever its stage.
+
+_TEARDOWN_LEFT = frozenset({Stage.FORGET_NODE, Stage.AWAIT_FORGET, Stage.RELEASED, Stage.DETACHED})
 
 
-def _event(ctx: Context, m: Tracked) -> str:
-    try:
-        return ctx.ops.last_event(m.system_id or "") or "(no event)"
-    except MaasError:
-        return "(event log unavailable)"
-
-
-def _ident(m: Tracked) -> str:
-    status = m.view.status.label if m.view else "unknown"
-    return f"{m.spec.hostname} (system_id {m.system_id or '-'}, status {status})"
-
-
-def handle_commission(ctx: Context, m: Tracked) -> Step:
-    assert m.view is not None and m.system_id
-    if m.view.status in (MaasStatus.FAILED_COMMISSIONING, MaasStatus.FAILED_TESTING) and m.commission_attempts >= 1:
+def precheck(ctx: Context, m: LifecycleRecord, *, deadline_passed: bool, take_slot: Callable[[], bool]) -> Step | None:
+    """A step that replaces the stage's handler this time, or None (run the handler)."""
+    if m.create_error:
+        return Step.fail(None, m.create_error)
+    if m.last_error is not None and (step := _call_check(m)) is not None:
+        return step
+    if m.goal is Goal.RELEASED and m.teardown is TeardownMode.DETACH and m.stage not in _TEARDOWN_LEFT:
+        m.notes.append("detached: MAAS was not touched")
+        return Step.complete(Stage.FORGET_NODE)
+    if m.vanished:
+        m.vanished = False
+        if m.goal is Goal.RELEASED:  # 404 on delete is success: only the platform's node record is left
+            m.notes.append("not in MAAS any more: nothing to release")
+            return Step.complete(Stage.FORGET_NODE)
         return Step.fail(
-            f"{_ident(m)}: commissioning failed: {_event(ctx, m)}; fix the hardware or script, "
-            "then run up again (it re-commissions)"
+            FailCode.VANISHED,
+            f"{m.spec.hostname}: system_id {m.system_id} vanished from MAAS (deleted out of band?)"
         )
-    if (
-        m.goal is Goal.DEPLOYED
-        and m.view.status is MaasStatus.NEW
-        and not ctx.policy.auto_claim_single_new_machine
-        and m.view.owner_data.get(OWNER_MANAGED) is None
-        and m.view.hostname != m.spec.hostname
-    ):
-        # A New machine found by MAC/IPMI under another name: claim it only if the profile allows it.
+    if deadline_passed:
         return Step.fail(
-            f"{_ident(m)}: a New machine matches {m.spec.hostname} by MAC/IPMI but is named "
-            f"{m.view.hostname!r}; set auto_claim_single_new_machine: true to claim it, or rename it in MAAS"
+            FailCode.DEADLINE,
+            f"{m.ident()} did not leave {m.stage.value} before its deadline "
+            f"({WAIT_DEADLINE.get(m.stage, 'retrying failed calls')}); the next up resumes from here",
+            MachineOutcome.TIMED_OUT,
         )
-    m.commission_attempts += 1
-    ctx.ops.commission(m.system_id, list(ctx.policy.commissioning_scripts), list(ctx.policy.testing_scripts))
-    return Step.wait(Stage.AWAIT_COMMISSION)
-
-
-def handle_await(ctx: Context, m: Tracked) -> Step:
-    return Step.wait(m.stage)
-
-
-def handle_pxe_preflight(ctx: Context, m: Tracked) -> Step:
-    assert m.system_id
-    d = ctx.ops.detail(m.system_id)
-    if ctx.policy.strict_pxe_preflight:
-        problem = pxe_problem(m.spec, d)
-        if problem:
-            return Step.fail(f"{_ident(m)}: PXE preflight failed: {problem}")
-    m.detail = d
-    if m.spec.tags:  # tags the environment declares travel with the machine (applied before deploy)
-        ctx.ops.set_tags(m.system_id, list(m.spec.tags))
-    return Step.advance(Stage.PREPARE_STORAGE)
-
-
-def pxe_problem(spec: MachineSpec, d: MachineDetail) -> str | None:
-    boot = (d.boot_interface_mac or "").lower()
-    if boot != spec.pxe_mac:
-        return (
-            f"boot interface is {boot or 'unset'}, declared PXE MAC is {spec.pxe_mac}; "
-            "fix pxe_mac in the environment or the machine's boot interface in MAAS"
-        )
-    macs = [i.mac_address.lower() for i in d.interfaces]
-    if macs.count(spec.pxe_mac) != 1:
-        return f"the PXE MAC {spec.pxe_mac} appears on {macs.count(spec.pxe_mac)} interfaces"
+    if m.stage in SLOT_STAGES and not take_slot():
+        return Step.delayed()  # Metal3's provisioning limit: no capacity, retried when a slot frees
     return None
 
 
-def choose_boot_disk(spec: MachineSpec, d: MachineDetail) -> int | None:
-    hint = spec.storage.boot_disk_hint
-    disks = list(d.block_devices)
-    if hint.name:
-        disks = [b for b in disks if b.name == hint.name]
-    if hint.model_contains:
-        disks = [b for b in disks if hint.model_contains.lower() in b.model.lower()]
-    if not disks:
-        return None
-    return min(disks, key=lambda b: (b.size, b.id)).id if hint.smallest or len(disks) > 1 else disks[0].id
+def _call_check(m: LifecycleRecord) -> Step | None:
+    """A failed call: a 4xx (other than 409, "wrong state": re-read and decide again) or too many
+    failures stop the machine; anything else is retried after a re-read."""
+    e, m.last_error = m.last_error, None
+    assert e is not None
+    if m.errors > MAX_ERRORS or (e.status is not None and 400 <= e.status < 500 and e.status != 409):
+        return Step.fail(FailCode.MAAS_ERROR, f"{m.spec.hostname} (system_id {m.system_id}): MAAS error: {e}")
+    return None
 
 
-def handle_prepare_storage(ctx: Context, m: Tracked) -> Step:
-    assert m.system_id
-    d: MachineDetail = m.detail or ctx.ops.detail(m.system_id)
-    disk = choose_boot_disk(m.spec, d)
-    if disk is None:
-        hint = m.spec.storage.boot_disk_hint.model_dump(exclude_none=True)
-        models = ", ".join(f"{b.name}:{b.model}" for b in d.block_devices) or "none"
-        return Step.fail(f"{_ident(m)}: no block device matches the SKU's boot disk hint {hint} (devices: {models})")
-    if d.boot_disk_id != disk:
-        ctx.ops.set_boot_disk(m.system_id, disk)
-    ctx.ops.set_storage_layout(m.system_id, m.spec.storage.maas_layout.value, disk, m.spec.storage.root_size_gb)
-    return Step.advance(Stage.ROCE_LINKS)
+def failed_call(m: LifecycleRecord, e: PortError) -> Step:
+    """What a failed MAAS/platform call means for the machine (a handler's or the bulk poll's)."""
+    m.errors += 1
+    m.last_error = e
+    return _call_check(m) or Step.error(f"{m.spec.hostname}: {m.stage.value}: {e} (will re-read and retry)")
 
 
-def handle_roce_links(ctx: Context, m: Tracked) -> Step:
-    assert m.system_id
-    if m.spec.roce_links:
-        d: MachineDetail = m.detail or ctx.ops.detail(m.system_id)
-        by_name = {i.name: i for i in d.interfaces}
-        for link in m.spec.roce_links:
-            iface = by_name.get(link.interface)
-            if iface is None:
-                return Step.fail(f"{_ident(m)}: RoCE interface {link.interface} not found on the machine")
-            if any(lk.get("ip_address") == link.address for lk in iface.links):
-                continue  # already linked: idempotent
-            ctx.ops.link_static(m.system_id, iface.id, link.subnet, link.address)
-    return Step.advance(Stage.DEPLOY)
-
-
-def handle_deploy(ctx: Context, m: Tracked) -> Step:
-    assert m.system_id
-    if m.deploy_attempts >= _max_attempts(ctx):
+def run_step(ctx: Context, m: LifecycleRecord, *, deadline_passed: bool, take_slot: Callable[[], bool]) -> Step:
+    """One step for one machine: the pre-checks, else its stage's handler."""
+    step = precheck(ctx, m, deadline_passed=deadline_passed, take_slot=take_slot)
+    if step is not None:
+        return step
+    try:
+        return HANDLERS[m.stage](ctx, m)
+    except PortError as e:
+        return failed_call(m, e)
+    except Exception as e:  # noqa: BLE001 - a bug must fail one machine, not the whole pool
         return Step.fail(
-            f"{_ident(m)}: deploy failed {m.deploy_attempts} time(s): {_event(ctx, m)}; the next up resumes from here"
+            FailCode.INTERNAL,
+            f"{m.spec.hostname}: internal error in {m.stage.value}: {type(e).__name__}: {e}"
         )
-    m.deploy_attempts += 1
-    # A fresh enrollment token per attempt: tokens are single-use and expire.
-    token = ctx.enrollment.mint_token(
-        site=m.spec.site,
-        hostname=m.spec.hostname,
-        system_id=m.system_id,
-        ttl_seconds=ctx.policy.enrollment_token_ttl_seconds,
-    )
-    m.node_id = token.node_id
-    user_data = render_user_data(
-        m.spec, platform_url=ctx.platform_url, node_id=token.node_id, token=token.token.get_secret_value()
-    )
-    ctx.ops.deploy(
-        m.system_id,
-        user_data=user_data,
-        distro_series=m.spec.deploy.distro_series,
-        hwe_kernel=m.spec.deploy.hwe_kernel,
-        enable_hw_sync=ctx.policy.require_hw_sync,
-    )
-    # MAAS accepts owner data only once the machine is acquired, i.e. after the deploy call.
-    _record_owner_data(ctx, m)
-    return Step.wait(Stage.AWAIT_DEPLOY)
 
 
-def _record_owner_data(ctx: Context, m: Tracked) -> None:
-    assert m.system_id and m.node_id
-    ctx.ops.set_owner_data(
-        m.system_id,
-        {OWNER_FINGERPRINT: m.spec.deploy_fingerprint(), OWNER_NODE_ID: m.node_id, OWNER_MANAGED: "gpuaas-infra"},
-    )
-    m.owner_data_recorded = True
-
-
-def handle_await_deploy(ctx: Context, m: Tracked) -> Step:
-    # A failed set_owner_data after a successful deploy call is repaired here (idempotent).
-    if m.node_id and not m.owner_data_recorded:
-        _record_owner_data(ctx, m)
-    return Step.wait(Stage.AWAIT_DEPLOY)
-
-
-def _max_attempts(ctx: Context) -> int:
-    return ctx.policy.max_deploy_retry_attempts if ctx.policy.enable_deploy_retry_on_datasource_failure else 1
-
-
-def handle_recover_deploy(ctx: Context, m: Tracked) -> Step:
-    assert m.system_id
-    event = _event(ctx, m)
-    datasource = any(marker in event.lower() for marker in DATASOURCE_MARKERS)
-    if m.deploy_attempts == 0:
-        m.deploy_attempts = 1  # found failed on resume: that failure counts
-    if not datasource or m.deploy_attempts >= _max_attempts(ctx):
-        why = "datasource failure, retries exhausted" if datasource else "not a datasource failure"
-        return Step.fail(
-            f"{_ident(m)}: deployment failed ({why}, {m.deploy_attempts} attempt(s)): {event}; "
-            "the next up releases and redeploys it"
-        )
-    m.notes.append(f"deploy attempt {m.deploy_attempts} failed on datasource; releasing to retry")
-    ctx.ops.release(m.system_id, erase=False, secure_erase=False, quick_erase=False, force=False)
-    return Step.wait(Stage.AWAIT_RELEASE)
-
-
-def _erase_flags(mode: EraseMode) -> dict[str, bool]:
-    return {
-        "erase": mode is not EraseMode.NONE,
-        "secure_erase": mode is EraseMode.SECURE,
-        "quick_erase": mode is EraseMode.QUICK,
-    }
-
-
-def handle_release(ctx: Context, m: Tracked) -> Step:
-    assert m.system_id and m.view is not None
-    if m.view.status is MaasStatus.FAILED_DISK_ERASING:
-        if not ctx.policy.release_fallback_no_erase:
-            return Step.fail(
-                f"{_ident(m)}: disk erase failed: {_event(ctx, m)}; fix the disks and run again, or set "
-                "release_fallback_no_erase: true on the profile to release without erasing"
-            )
-        m.notes.append("erase failed; released WITHOUT erase (release_fallback_no_erase)")
-        ctx.ops.release(m.system_id, erase=False, secure_erase=False, quick_erase=False, force=True)
-        return Step.wait(Stage.AWAIT_RELEASE)
-    flags = _erase_flags(ctx.policy.release_erase_mode)
-    ctx.ops.release(m.system_id, force=m.view.status is MaasStatus.DEPLOYING, **flags)
-    return Step.wait(Stage.AWAIT_RELEASE)
-
-
-def handle_power_off(ctx: Context, m: Tracked) -> Step:
-    assert m.system_id and m.view is not None
-    if m.teardown is TeardownMode.FULL_DECOMMISSION and m.view.power_state != "off":
-        try:
-            ctx.ops.power_off(m.system_id)
-        except MaasError as e:
-            if e.status is not None and e.status < 500:
-                return Step.fail(f"{_ident(m)}: power off failed: {e}")
-            raise
-    return Step.advance(Stage.FORGET_NODE)
-
-
-def handle_await_enroll(ctx: Context, m: Tracked) -> Step:
-    assert m.view is not None
-    node_id = m.node_id or m.view.owner_data.get(OWNER_NODE_ID)
-    if node_id is None:
-        m.notes.append("adopted a machine deployed outside gpuaas-infra: enrollment not tracked")
-        return Step.done(MachineOutcome.READY, Stage.READY)
-    m.node_id = node_id
-    if not m.owner_data_recorded and OWNER_FINGERPRINT not in m.view.owner_data and m.system_id:
-        _record_owner_data(ctx, m)
-    status = ctx.enrollment.node_status(node_id)
-    if status == "active":
-        return Step.done(MachineOutcome.READY, Stage.READY)
-    if status in ("quarantined", "retired", "deleted", "removing"):
-        return Step.fail(f"{_ident(m)}: platform node {node_id} is {status}, not active")
-    return Step.wait(Stage.AWAIT_ENROLL)
-
-
-def handle_forget_node(ctx: Context, m: Tracked) -> Step:
-    node_id = m.node_id or (m.view.owner_data.get(OWNER_NODE_ID) if m.view else None)
-    if node_id is None:
-        return _torn_down(m)
-    m.node_id = node_id
-    ctx.enrollment.remove_node(node_id)
-    return Step.wait(Stage.AWAIT_FORGET)
-
-
-def handle_await_forget(ctx: Context, m: Tracked) -> Step:
-    assert m.node_id
-    if ctx.enrollment.node_status(m.node_id) in ("deleted", "unknown"):
-        return _torn_down(m)
-    return Step.wait(Stage.AWAIT_FORGET)
-
-
-def _torn_down(m: Tracked) -> Step:
-    if m.teardown is TeardownMode.DETACH:
-        return Step.done(MachineOutcome.DETACHED, Stage.DETACHED)
-    return Step.done(MachineOutcome.RELEASED, Stage.RELEASED)
-
-
-def handle_terminal(ctx: Context, m: Tracked) -> Step:
-    if m.stage is Stage.RELEASED:
-        return Step.advance(Stage.FORGET_NODE)  # nothing (left) to release in MAAS
-    assert m.view is not None
-    return Step.fail(f"{_ident(m)}: MAAS status {m.view.status.label} needs an operator: {_event(ctx, m)}")
-
-
-HANDLERS: dict[Stage, Callable[[Context, Tracked], Step]] = {
-    Stage.COMMISSION: handle_commission,
-    Stage.AWAIT_COMMISSION: handle_await,
-    Stage.PXE_PREFLIGHT: handle_pxe_preflight,
-    Stage.PREPARE_STORAGE: handle_prepare_storage,
-    Stage.ROCE_LINKS: handle_roce_links,
-    Stage.DEPLOY: handle_deploy,
-    Stage.AWAIT_DEPLOY: handle_await_deploy,
-    Stage.RECOVER_DEPLOY: handle_recover_deploy,
-    Stage.AWAIT_RELEASE: handle_await,
-    Stage.AWAIT_ENROLL: handle_await_enroll,
-    Stage.RELEASE: handle_release,
-    Stage.POWER_OFF: handle_power_off,
-    Stage.FORGET_NODE: handle_forget_node,
-    Stage.AWAIT_FORGET: handle_await_forget,
-    Stage.RELEASED: handle_terminal,
-    Stage.FAILED: handle_terminal,
+HANDLERS: dict[Stage, Callable[[Context, LifecycleRecord], Step]] = {
+    Stage.COMMISSION: h.handle_commission,
+    Stage.AWAIT_COMMISSION: h.handle_await,
+    Stage.PXE_PREFLIGHT: h.handle_pxe_preflight,
+    Stage.PREPARE_STORAGE: h.handle_prepare_storage,
+    Stage.ROCE_LINKS: h.handle_roce_links,
+    Stage.DEPLOY: h.handle_deploy,
+    Stage.AWAIT_DEPLOY: h.handle_await_deploy,
+    Stage.RECOVER_DEPLOY: h.handle_recover_deploy,
+    Stage.AWAIT_RELEASE: h.handle_await,
+    Stage.AWAIT_ENROLL: h.handle_await_enroll,
+    Stage.RELEASE: h.handle_release,
+    Stage.POWER_OFF: h.handle_power_off,
+    Stage.FORGET_NODE: h.handle_forget_node,
+    Stage.AWAIT_FORGET: h.handle_await_forget,
+    Stage.RELEASED: h.handle_terminal,
+    Stage.FAILED: h.handle_terminal,
 }

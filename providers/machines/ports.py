@@ -1,8 +1,8 @@
 """What the lifecycle needs from MAAS and from the platform, as narrow protocols.
 
-`clients.maas` implements `MachineOps` over python-libmaas; `clients.platform` backs `Enrollment`.
-The lifecycle never imports either, so it is tested against the real simulators through those
-clients and reads as plain Python.
+`clients.maas.MaasClient` implements `MachineOps` (the views and `MaasError` are MAAS's vocabulary
+and live there); `runtime.PlatformEnrollment` backs `Enrollment` over the platform client. The
+lifecycle calls only these protocols, so tests can drive it with the simulators or with fakes.
 """
 
 from __future__ import annotations
@@ -11,61 +11,24 @@ from typing import Protocol
 
 from pydantic import BaseModel, ConfigDict, SecretStr
 
-from .status import MaasStatus
+from clients.maas import MaasError, MachineDetail, MachineView, PortError, PowerSettings
+
+# The MAAS views and error type belong to the MAAS client; re-exported for older imports.
+__all__ = [
+    "Enrollment",
+    "EnrollmentError",
+    "EnrollmentToken",
+    "MaasError",
+    "MachineDetail",
+    "MachineOps",
+    "MachineView",
+    "PortError",
+    "PowerSettings",
+]
 
 
 class _View(BaseModel):
     model_config = ConfigDict(frozen=True)
-
-
-class InterfaceView(_View):
-    id: int
-    name: str
-    mac_address: str
-    links: tuple[dict, ...] = ()
-
-
-class BlockDeviceView(_View):
-    id: int
-    name: str
-    model: str = ""
-    size: int = 0
-
-
-class MachineView(_View):
-    """One machine as MAAS reports it (a bulk read returns many)."""
-
-    system_id: str
-    hostname: str
-    status: MaasStatus
-    status_message: str = ""
-    power_state: str = "unknown"
-    pxe_mac: str | None = None
-    owner_data: dict[str, str] = {}
-    enable_hw_sync: bool = False
-
-
-class MachineDetail(_View):
-    """What the preflight and storage stages read (one request per machine, only when needed)."""
-
-    machine: MachineView
-    boot_interface_mac: str | None
-    interfaces: tuple[InterfaceView, ...]
-    block_devices: tuple[BlockDeviceView, ...]
-    boot_disk_id: int | None = None
-
-
-class PortError(Exception):
-    """A call to an external system failed; carries what an operator needs."""
-
-    def __init__(self, message: str, *, status: int | None = None, system_id: str | None = None):
-        super().__init__(message)
-        self.status = status
-        self.system_id = system_id
-
-
-class MaasError(PortError):
-    """A MAAS call failed (message: MAAS's response body, never the request)."""
 
 
 class EnrollmentError(PortError):
@@ -110,6 +73,10 @@ class MachineOps(Protocol):
     def abort(self, system_id: str) -> None: ...
     def last_event(self, system_id: str) -> str: ...
     def set_tags(self, system_id: str, tags: list[str], remove: list[str] | None = None) -> None: ...
+    def set_power(
+        self, system_id: str, *, power_type: str, power_address: str, power_user: str | None, power_pass: str | None
+    ) -> None: ...
+    def power_settings(self, system_id: str) -> PowerSettings: ...
 
 
 class EnrollmentToken(_View):
@@ -126,4 +93,9 @@ class Enrollment(Protocol):
 
     def remove_node(self, node_id: str) -> None:
         """Ask the platform to remove the node record (idempotent)."""
+        ...
+
+    def find_node(self, *, system_id: str) -> str | None:
+        """The node id the platform holds for this MAAS machine (None if it has none): how a run
+        killed between the deploy call and the owner-data write finds its node again."""
         ...

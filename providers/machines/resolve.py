@@ -1,5 +1,8 @@
 """Find the MAAS machine each spec already has, so nothing is ever created twice.
 
+Machines MAAS doesn't know are created (`create_machine`), a failed create retried only after
+re-resolving: a 5xx or dropped connection may still have created it.
+
 Precedence: the system_id recorded in state, then hostname, then IPMI (power) address, then PXE MAC.
 Each key kind is one bulk request for all machines of the run; the power-address lookup (MAAS has
 no filter for it) runs only for machines still unresolved, i.e. machines that may be new.
@@ -7,8 +10,16 @@ no filter for it) runs only for machines still unresolved, i.e. machines that ma
 
 from __future__ import annotations
 
-from .ports import MachineOps, MachineView
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+
+from .ports import MachineOps, MachineView, PortError
+from .records import Context, FailCode, LifecycleRecord
 from .spec import MachineSpec
+
+CREATE_ATTEMPTS = 4
+MAX_WORKERS = 32  # concurrent creates per run
 
 
 def resolve_machines(ops: MachineOps, specs: list[MachineSpec], known: dict[str, str]) -> dict[str, MachineView]:
@@ -48,3 +59,68 @@ def resolve_machines(ops: MachineOps, specs: list[MachineSpec], known: dict[str,
             )
         claimed[view.system_id] = hostname
     return found
+
+
+def resolve_records(
+    ctx: Context,
+    recs: list[LifecycleRecord],
+    known: dict[str, str],
+    *,
+    create_missing: bool,
+    sleep: Callable[[float], None] = time.sleep,
+) -> None:
+    """Attach each record to its MAAS machine (bulk lookups); create the missing ones if asked.
+    A machine neither found nor created is marked (`vanished`, `create_error`): the pre-check decides."""
+    found = resolve_machines(ctx.ops, [r.spec for r in recs], known)
+    for r in recs:
+        view = found.get(r.spec.hostname)
+        if view is None:
+            r.vanished = not create_missing  # the pre-check decides what that means
+            continue
+        r.adopted = r.spec.hostname not in known
+        r.view, r.system_id = view, view.system_id
+    missing = [r for r in recs if r.view is None and create_missing]
+    if missing:
+        workers = min(max(4, ctx.policy.batch_max_parallel), MAX_WORKERS, len(missing))
+        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="create") as pool:
+            for r, view in zip(missing, pool.map(lambda r: create_machine(ctx, r, sleep), missing), strict=True):
+                if view is not None:
+                    r.view, r.system_id = view, view.system_id
+
+def create_machine(ctx: Context, r: LifecycleRecord, sleep: Callable[[float], None]) -> MachineView | None:
+    """Create a machine MAAS doesn't know. A create is retried only after checking it did not
+    happen: a 5xx or dropped connection may still have created the machine."""
+    last: PortError | None = None
+    power_user = power_pass = None
+    if r.spec.power_user_path and ctx.bmc_credentials is not None:
+        try:
+            power_user, power_pass = ctx.bmc_credentials(r.spec.power_user_path)
+        except Exception as e:  # noqa: BLE001 - e.g. VaultError: names the path, never a value
+            r.create_error = FailCode.BMC_CREDENTIALS(f"{r.spec.hostname}: BMC credentials unavailable: {e}")
+            return None
+    for attempt in range(CREATE_ATTEMPTS):
+        if attempt:
+            again = resolve_machines(ctx.ops, [r.spec], {})
+            if r.spec.hostname in again:
+                return again[r.spec.hostname]
+            sleep(ctx.deadlines.poll_initial_s * attempt)
+        try:
+            view = ctx.ops.create(
+                hostname=r.spec.hostname,
+                pxe_mac=r.spec.pxe_mac,
+                power_type=r.spec.power_type.value,
+                power_address=r.spec.ipmi_address,
+                power_user=power_user,
+                power_pass=power_pass,
+                commission=False,
+            )
+            ctx.log(f"{r.spec.hostname}: created in MAAS as {view.system_id}")
+            return view
+        except PortError as e:
+            last = e
+            if e.status is not None and e.status < 500:
+                break
+    r.create_error = FailCode.CREATE(
+        f"{r.spec.hostname}: create failed: {last}; fix the machine's record and run up again"
+    )
+    return None

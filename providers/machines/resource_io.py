@@ -1,18 +1,21 @@
-"""Inputs and outputs shared by the MaasMachine and MachinePool adapters (one reconciler, two shapes)."""
+"""Inputs shared by the MaasMachine and MachinePool adapters (one reconciler, two shapes), and the
+translations between Pulumi's plain dicts and the typed inputs."""
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, TypeVar, cast
 
 from pulumi.dynamic import CheckFailure
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError
 
 from providers.common import has_unknown, plain, spec_failures
 
-from .cloud_init import user_data_digest
-from .scheduler import MachineResult
 from .spec import Connection, LifecyclePolicy, MachineSpec
-from .status import MachineOutcome
+
+# Output keys older versions wrote into state and this one no longer keeps (notes and stage timings
+# go to the run's output); refresh drops them.
+DROPPED_OUTPUTS = ("notes", "stage_seconds")
 
 
 class MachineInputs(BaseModel):
@@ -45,44 +48,31 @@ def check_inputs(
     return news, []
 
 
-def machine_state(
-    spec: MachineSpec, result: MachineResult | None, conn: Connection, prior: dict[str, Any] | None = None
-) -> dict[str, Any]:
-    """What state records per machine: enough to diff, refresh and resume; never a secret."""
-    prior = prior or {}
-    out: dict[str, Any] = {
-        "hostname": spec.hostname,
-        "system_id": (result.system_id if result else None) or prior.get("system_id"),
-        "deploy_fingerprint": spec.deploy_fingerprint(),
-        "user_data_digest": user_data_digest(spec, conn.platform.url),
-        "bundle_digest": spec.deploy.bundle_digest,
-    }
-    if result is not None:
-        out.update(
-            {
-                "status": result.maas_status,
-                "stage": result.stage.value,
-                "outcome": result.outcome.value,
-                "node_id": result.node_id,
-                "deploy_attempts": result.deploy_attempts,
-                "adopted": result.adopted,
-                "notes": list(result.notes),
-                "stage_seconds": result.stage_seconds,
-            }
-        )
-    return {k: v for k, v in out.items() if v is not None}
+M = TypeVar("M", bound=BaseModel)
 
 
-def failure_report(results: list[MachineResult]) -> str:
-    failed = [r for r in results if r.outcome in (MachineOutcome.FAILED, MachineOutcome.TIMED_OUT)]
-    lines = [f"{len(failed)} of {len(results)} machine(s) did not converge:"]
-    lines += [
-        f"  - {r.reason or f'{r.hostname}: {r.outcome.value} in {r.stage.value} (MAAS: {r.maas_status})'}"
-        for r in failed
-    ]
-    lines.append("Machines that converged are recorded; the next `up` resumes the others (nothing is duplicated).")
-    return "\n".join(lines)
+def typed_inputs(model: type[M], props: Mapping[str, Any]) -> M:
+    """The model's fields out of inputs or state (state also holds outputs)."""
+    raw = plain(props)
+    return model.model_validate({k: raw[k] for k in model.model_fields if k in raw})
 
 
-def any_failed(results: list[MachineResult]) -> bool:
-    return any(r.outcome in (MachineOutcome.FAILED, MachineOutcome.TIMED_OUT) for r in results)
+def canonical(model: type[BaseModel], props: Mapping[str, Any]) -> dict[str, Any]:
+    """Each input section as its model writes it (defaults filled, enums and numbers normalised),
+    so `diff` compares meaning, not spelling; a section holding an unknown (preview) or not valid
+    for the model is left as it is, and the descriptor compares it raw (unknown = changed)."""
+    raw = plain(props)
+    out: dict[str, Any] = {}
+    for name, info in model.model_fields.items():
+        if name not in raw:
+            continue
+        value = raw[name]
+        if has_unknown(value):
+            out[name] = value
+            continue
+        try:
+            adapter: TypeAdapter[Any] = TypeAdapter(cast(Any, info.annotation))
+            out[name] = adapter.dump_python(adapter.validate_python(value), mode="json", exclude_none=True)
+        except ValidationError:
+            out[name] = value
+    return out

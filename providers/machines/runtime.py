@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import sys
 import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from clients.maas import MaasClient
@@ -47,6 +49,14 @@ class PlatformEnrollment:
                 return "unknown"
             raise _port_error(e, None) from None
 
+    def find_node(self, *, system_id: str) -> str | None:
+        try:
+            nodes = self._client.list_nodes(site_id=self._site_id, system_id=system_id)
+        except PlatformApiError as e:
+            raise _port_error(e, system_id) from None
+        live = [n for n in nodes if n.status.value != "deleted"]
+        return live[0].node_id if live else None
+
     def remove_node(self, node_id: str) -> None:
         try:
             self._client.remove_node(node_id)
@@ -71,20 +81,23 @@ def maas_client(conn: Connection, credentials: VaultCredentials | None, vault: V
     return MaasClient(conn.maas.maas_url, key.get_secret_value(), tls_verify=conn.maas.tls_verify)
 
 
+def bmc_reader(vault: VaultReader) -> Callable[[str], tuple[str, str]]:
+    def bmc_credentials(ref: str) -> tuple[str, str]:
+        # The ref holds JSON {"user": ..., "password": ...} (one secret, one reference).
+        blob = vault.read_json(ref)
+        return blob["user"].get_secret_value(), blob["password"].get_secret_value()
+
+    return bmc_credentials
+
+
 def build_context(
     conn: Connection, policy: LifecyclePolicy, credentials: VaultCredentials | None, time_scale: float
 ) -> tuple[Context, MaasClient, PlatformClient]:
     vault = vault_reader(conn.vault, credentials)
     maas = maas_client(conn, credentials, vault)
     platform = PlatformClient(conn.platform.url, vault.read(conn.platform.token_path))
-
-    def bmc_credentials(ref: str) -> tuple[str, str]:
-        # The ref holds JSON {"user": ..., "password": ...} (one secret, one reference).
-        blob = vault.read_json(ref)
-        return blob["user"].get_secret_value(), blob["password"].get_secret_value()
-
     ctx = Context(
-        bmc_credentials=bmc_credentials,
+        bmc_credentials=bmc_reader(vault),
         ops=maas,
         enrollment=PlatformEnrollment(platform, conn.platform_site_id, conn.platform_profile_id),
         policy=policy,
@@ -94,6 +107,18 @@ def build_context(
         log=log,
     )
     return ctx, maas, platform
+
+
+@contextmanager
+def session(
+    conn: Connection, policy: LifecyclePolicy, credentials: VaultCredentials | None, time_scale: float
+) -> Iterator[Context]:
+    """One provider call's context (closed at the end: nothing is kept on the provider object)."""
+    ctx, _, platform = build_context(conn, policy, credentials, time_scale)
+    try:
+        yield ctx
+    finally:
+        platform.close()
 
 
 def time_scale_from(config: Any) -> float:

@@ -1,18 +1,46 @@
 """What a machine should be: the spec a MaasMachine / MachinePool resource carries as inputs.
 
 Built by the machines component from the compiled environment; validated again at `check` (inputs
-cross the Pulumi boundary as plain dicts, numbers as floats).
+cross the Pulumi boundary as plain dicts, numbers as floats). The spec is a versioned state contract,
+not the user's YAML document: its enums are its own (same values as the environment model's, which
+the component converts), so a change to the environment model never changes what old state means.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+from enum import StrEnum
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from environments.model import BootDiskHint, EraseMode, MaasLayout, PowerType, TeardownMode
 from providers.common import VaultInputs
+
+
+class PowerType(StrEnum):
+    IPMI = "ipmi"
+    REDFISH = "redfish"
+    MANUAL = "manual"
+
+
+class TeardownMode(StrEnum):
+    REIMAGE = "reimage"
+    FULL_DECOMMISSION = "full_decommission"
+    DETACH = "detach"
+
+
+class EraseMode(StrEnum):
+    NONE = "none"
+    QUICK = "quick"
+    SECURE = "secure"
+    FULL = "full"
+
+
+class MaasLayout(StrEnum):
+    FLAT = "flat"
+    LVM = "lvm"
+    BCACHE = "bcache"
+    BLANK = "blank"
 
 
 class _Spec(BaseModel):
@@ -47,6 +75,14 @@ class LifecyclePolicy(_Spec):
     release_erase_mode: EraseMode = EraseMode.QUICK
     commissioning_scripts: tuple[str, ...] = ()
     testing_scripts: tuple[str, ...] = ()
+
+
+class BootDiskHint(_Spec):
+    """How to pick the boot disk among a machine's block devices (e.g. the BOSS device)."""
+
+    model_contains: str | None = None
+    name: str | None = None
+    smallest: bool = False
 
 
 class StorageSpec(_Spec):

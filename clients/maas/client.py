@@ -23,16 +23,16 @@ from typing import Any
 
 import aiohttp
 from maas.client.bones import CallError, SessionAPI
-from pydantic import BaseModel, ConfigDict
 
-from providers.machines.ports import (
+from .vocabulary import (
     BlockDeviceView,
     InterfaceView,
     MaasError,
+    MaasStatus,
     MachineDetail,
     MachineView,
+    PowerSettings,
 )
-from providers.machines.status import MaasStatus
 
 READ_ATTEMPTS = 5
 READ_BACKOFF_S = 0.05
@@ -230,6 +230,30 @@ class MaasClient:
     def set_hostname(self, system_id: str, hostname: str) -> None:
         self._call("Machine", "update", read=False, system_id=system_id, hostname=hostname)
 
+    def set_power(
+        self, system_id: str, *, power_type: str, power_address: str, power_user: str | None, power_pass: str | None
+    ) -> None:
+        """Change the power driver in place (one Machine.update); callers read it back with
+        `power_settings`, because MAAS answers 200 for parameters a driver silently ignores."""
+        params: dict[str, Any] = {"system_id": system_id, "power_type": power_type}
+        if power_type != "manual":
+            params["power_parameters_power_address"] = power_address
+            if power_user:
+                params["power_parameters_power_user"] = power_user
+            if power_pass:
+                params["power_parameters_power_pass"] = power_pass
+        self._call("Machine", "update", read=False, **params)
+
+    def power_settings(self, system_id: str) -> PowerSettings:
+        """The power type and parameters MAAS holds now (the password is not read back)."""
+        raw = self._call("Machine", "read", read=True, system_id=system_id)
+        params = self._call("Machine", "power_parameters", read=True, system_id=system_id) or {}
+        return PowerSettings(
+            power_type=str(raw.get("power_type") or ""),
+            power_address=params.get("power_address"),
+            power_user=params.get("power_user"),
+        )
+
     def set_boot_disk(self, system_id: str, block_device_id: int) -> None:
         self._call("BlockDevice", "set_boot_disk", read=False, system_id=system_id, id=block_device_id)
 
@@ -301,176 +325,3 @@ class MaasClient:
         for tag in remove or ():
             if tag in existing and tag not in tags:
                 self._call("Tag", "update_nodes", read=False, name=tag, remove=[system_id])
-
-
-# ------------------------------------------------------------------------------------------------
-# Site-level operations (issue 5: SiteProfile node scripts, RoCE subnets and static links).
-# A subclass, so the machine lifecycle's MaasClient stays as it is; same session, loop and errors.
-#
-#   c = MaasSiteClient(url, api_key, tls_verify=...)
-#   c.whoami() -> username                 (401 here means the key is rejected)
-#   c.scripts() -> {name: ScriptView}      c.put_script(...) / c.delete_script(name)
-#   c.subnets() -> [SubnetView]            c.machine_nics([hostnames]) -> {hostname: MachineNics}
-#   c.static_holdings({cidr, ...}) -> [StaticHolding]   (one Machines.read for the whole region)
-#   c.link_static(...) (inherited)          c.unlink(system_id, interface_id, link_id)
-
-
-class ScriptView(BaseModel):
-    model_config = ConfigDict(frozen=True)
-
-    name: str
-    script_type: str
-    """commissioning | testing | release"""
-    sha256: str | None = None
-    tags: tuple[str, ...] = ()
-
-
-class SubnetView(BaseModel):
-    model_config = ConfigDict(frozen=True)
-
-    id: int
-    cidr: str
-    vid: int = 0
-    mtu: int = 1500
-
-
-class NicView(BaseModel):
-    model_config = ConfigDict(frozen=True)
-
-    id: int
-    name: str
-    mac_address: str
-    links: tuple[tuple[int, str, str | None, str | None], ...] = ()
-    """(link id, mode, subnet cidr, ip address)"""
-
-
-class MachineNics(BaseModel):
-    model_config = ConfigDict(frozen=True)
-
-    system_id: str
-    hostname: str
-    status: MaasStatus
-    nics: dict[str, NicView]
-
-
-class StaticHolding(BaseModel):
-    model_config = ConfigDict(frozen=True)
-
-    address: str
-    subnet: str
-    hostname: str
-    system_id: str
-    interface: str
-
-
-_SCRIPT_TYPES = {0: "commissioning", 2: "testing", 3: "release"}
-
-
-def _nics(raw: dict[str, Any]) -> dict[str, NicView]:
-    out: dict[str, NicView] = {}
-    for i in raw.get("interface_set") or ():
-        links = tuple(
-            (int(lk.get("id", 0)), str(lk.get("mode", "")), (lk.get("subnet") or {}).get("cidr"), lk.get("ip_address"))
-            for lk in i.get("links") or ()
-        )
-        out[i["name"]] = NicView(
-            id=i["id"], name=i["name"], mac_address=(i.get("mac_address") or "").lower(), links=links
-        )
-    return out
-
-
-class MaasSiteClient(MaasClient):
-    def whoami(self) -> str:
-        return str((self._call("Users", "whoami", read=True) or {}).get("username", ""))
-
-    def scripts(self, with_bodies: bool = True) -> dict[str, ScriptView]:
-        out: dict[str, ScriptView] = {}
-        for raw in (
-            self._call("NodeScripts", "read", read=True, include_script="true" if with_bodies else "false") or ()
-        ):
-            # MAAS returns the body (base64) in the newest history entry's `data`.
-            body = ((raw.get("history") or [{}])[0] or {}).get("data") or raw.get("script")
-            digest = hashlib.sha256(base64.b64decode(body)).hexdigest() if isinstance(body, str) and body else None
-            stype = raw.get("type_name") or _SCRIPT_TYPES.get(int(raw.get("type", 0)), "commissioning")
-            out[raw["name"]] = ScriptView(
-                name=raw["name"], script_type=stype, sha256=digest, tags=tuple(raw.get("tags") or ())
-            )
-        return out
-
-    def put_script(
-        self,
-        name: str,
-        script_type: str,
-        body: bytes,
-        *,
-        title: str = "",
-        description: str = "",
-        tags: tuple[str, ...] = (),
-        replace: bool = False,
-    ) -> None:
-        """Upload a node script; `replace` deletes the existing one first (a new body, same name)."""
-        if replace:
-            self.delete_script(name)
-        self._call(
-            "NodeScripts",
-            "create",
-            read=False,
-            name=name,
-            type=script_type,
-            script=body,
-            title=title or name,
-            description=description,
-            tags=",".join(tags),
-        )
-
-    def delete_script(self, name: str) -> None:
-        try:
-            self._call("NodeScript", "delete", read=False, name=name)
-        except MaasError as e:
-            if e.status != 404:  # already gone is fine
-                raise
-
-    def subnets(self) -> list[SubnetView]:
-        return [
-            SubnetView(
-                id=s["id"],
-                cidr=s["cidr"],
-                vid=int((s.get("vlan") or {}).get("vid") or 0),
-                mtu=int((s.get("vlan") or {}).get("mtu") or 1500),
-            )
-            for s in self._call("Subnets", "read", read=True) or ()
-        ]
-
-    def machine_nics(self, hostnames: list[str]) -> dict[str, MachineNics]:
-        if not hostnames:
-            return {}
-        out: dict[str, MachineNics] = {}
-        for raw in self._call("Machines", "read", read=True, hostname=hostnames) or ():
-            out[raw["hostname"]] = MachineNics(
-                system_id=raw["system_id"],
-                hostname=raw["hostname"],
-                status=MaasStatus(int(raw["status"])),
-                nics=_nics(raw),
-            )
-        return out
-
-    def static_holdings(self, cidrs: set[str]) -> list[StaticHolding]:
-        """Every STATIC address MAAS holds on these subnets (one request for all machines)."""
-        out: list[StaticHolding] = []
-        for raw in self._call("Machines", "read", read=True) or ():
-            for nic in _nics(raw).values():
-                for _lid, mode, cidr, ip in nic.links:
-                    if ip and cidr in cidrs and mode.lower() == "static":
-                        out.append(
-                            StaticHolding(
-                                address=ip,
-                                subnet=cidr,
-                                hostname=raw.get("hostname", ""),
-                                system_id=raw["system_id"],
-                                interface=nic.name,
-                            )
-                        )
-        return out
-
-    def unlink(self, system_id: str, interface_id: int, link_id: int) -> None:
-        self._call("Interface", "unlink_subnet", read=False, system_id=system_id, id=interface_id, _id=link_id)

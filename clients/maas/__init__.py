@@ -1,0 +1,38 @@
+"""MAAS: the one package that talks to a MAAS region (python-libmaas over HTTP).
+
+`client.MaasClient` (machines), `site.MaasSiteClient` (node scripts, subnets, static links), and
+`vocabulary` (statuses, views, `MaasError`). Import from here: `from clients.maas import MaasClient`.
+"""
+
+from .client import MaasClient
+from .site import MaasSiteClient, MachineNics, NicView, ScriptView, StaticHolding, SubnetView
+from .vocabulary import (
+    MAAS_LABELS,
+    BlockDeviceView,
+    InterfaceView,
+    MaasError,
+    MaasStatus,
+    MachineDetail,
+    MachineView,
+    PortError,
+    PowerSettings,
+)
+
+__all__ = [
+    "MAAS_LABELS",
+    "BlockDeviceView",
+    "InterfaceView",
+    "MaasClient",
+    "MaasError",
+    "MaasSiteClient",
+    "MaasStatus",
+    "MachineDetail",
+    "MachineNics",
+    "MachineView",
+    "NicView",
+    "PortError",
+    "PowerSettings",
+    "ScriptView",
+    "StaticHolding",
+    "SubnetView",
+]

@@ -1,0 +1,129 @@
+"""MAAS's own vocabulary: node statuses (codes 0..22 with MAAS's labels), the views a read returns,
+and the error a failed call raises. Everything that talks about MAAS objects imports it from here
+(`clients.maas`); the machine lifecycle's ports only name the calls it needs.
+"""
+
+from __future__ import annotations
+
+from enum import IntEnum
+
+from pydantic import BaseModel, ConfigDict
+
+
+class MaasStatus(IntEnum):
+    NEW = 0
+    COMMISSIONING = 1
+    FAILED_COMMISSIONING = 2
+    MISSING = 3
+    READY = 4
+    RESERVED = 5
+    DEPLOYED = 6
+    RETIRED = 7
+    BROKEN = 8
+    DEPLOYING = 9
+    ALLOCATED = 10
+    FAILED_DEPLOYMENT = 11
+    RELEASING = 12
+    FAILED_RELEASING = 13
+    DISK_ERASING = 14
+    FAILED_DISK_ERASING = 15
+    RESCUE_MODE = 16
+    ENTERING_RESCUE_MODE = 17
+    FAILED_ENTERING_RESCUE_MODE = 18
+    EXITING_RESCUE_MODE = 19
+    FAILED_EXITING_RESCUE_MODE = 20
+    TESTING = 21
+    FAILED_TESTING = 22
+
+    @property
+    def label(self) -> str:
+        return MAAS_LABELS[self]
+
+
+MAAS_LABELS: dict[MaasStatus, str] = {
+    MaasStatus.NEW: "New",
+    MaasStatus.COMMISSIONING: "Commissioning",
+    MaasStatus.FAILED_COMMISSIONING: "Failed commissioning",
+    MaasStatus.MISSING: "Missing",
+    MaasStatus.READY: "Ready",
+    MaasStatus.RESERVED: "Reserved",
+    MaasStatus.DEPLOYED: "Deployed",
+    MaasStatus.RETIRED: "Retired",
+    MaasStatus.BROKEN: "Broken",
+    MaasStatus.DEPLOYING: "Deploying",
+    MaasStatus.ALLOCATED: "Allocated",
+    MaasStatus.FAILED_DEPLOYMENT: "Failed deployment",
+    MaasStatus.RELEASING: "Releasing",
+    MaasStatus.FAILED_RELEASING: "Releasing failed",
+    MaasStatus.DISK_ERASING: "Disk erasing",
+    MaasStatus.FAILED_DISK_ERASING: "Failed disk erasing",
+    MaasStatus.RESCUE_MODE: "Rescue mode",
+    MaasStatus.ENTERING_RESCUE_MODE: "Entering rescue mode",
+    MaasStatus.FAILED_ENTERING_RESCUE_MODE: "Failed to enter rescue mode",
+    MaasStatus.EXITING_RESCUE_MODE: "Exiting rescue mode",
+    MaasStatus.FAILED_EXITING_RESCUE_MODE: "Failed to exit rescue mode",
+    MaasStatus.TESTING: "Testing",
+    MaasStatus.FAILED_TESTING: "Failed testing",
+}
+
+
+class _View(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+
+class InterfaceView(_View):
+    id: int
+    name: str
+    mac_address: str
+    links: tuple[dict, ...] = ()
+
+
+class BlockDeviceView(_View):
+    id: int
+    name: str
+    model: str = ""
+    size: int = 0
+
+
+class MachineView(_View):
+    """One machine as MAAS reports it (a bulk read returns many)."""
+
+    system_id: str
+    hostname: str
+    status: MaasStatus
+    status_message: str = ""
+    power_state: str = "unknown"
+    pxe_mac: str | None = None
+    owner_data: dict[str, str] = {}
+    enable_hw_sync: bool = False
+
+
+class MachineDetail(_View):
+    """What the preflight and storage stages read (one request per machine, only when needed)."""
+
+    machine: MachineView
+    boot_interface_mac: str | None
+    interfaces: tuple[InterfaceView, ...]
+    block_devices: tuple[BlockDeviceView, ...]
+    boot_disk_id: int | None = None
+
+
+class PortError(Exception):
+    """A call to an external system failed; carries what an operator needs."""
+
+    def __init__(self, message: str, *, status: int | None = None, system_id: str | None = None):
+        super().__init__(message)
+        self.status = status
+        self.system_id = system_id
+
+
+class MaasError(PortError):
+    """A MAAS call failed (message: MAAS's response body, never the request)."""
+
+
+class PowerSettings(_View):
+    """A machine's power driver as MAAS reports it (the password is never read back)."""
+
+    power_type: str
+    power_address: str | None = None
+    power_user: str | None = None

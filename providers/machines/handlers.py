@@ -1,0 +1,298 @@
+"""The lifecycle's handlers: one small idempotent step each (the table in `lifecycle.py` says which
+runs when). A handler returns a `Step`; it raises only when a call to MAAS or the platform failed,
+and `lifecycle.run_step` turns that into a step too."""
+
+from __future__ import annotations
+
+from .cloud_init import render_user_data
+from .ports import MaasError, MachineDetail
+from .records import (
+    OWNER_FINGERPRINT,
+    OWNER_MANAGED,
+    OWNER_NODE_ID,
+    Context,
+    FailCode,
+    Goal,
+    LifecycleRecord,
+    Step,
+)
+from .spec import EraseMode, MachineSpec, TeardownMode
+from .status import MaasStatus, MachineOutcome, Stage
+
+DATASOURCE_MARKERS = ("datasource", "cloud-init")
+
+
+def _event(ctx: Context, m: LifecycleRecord) -> str:
+    try:
+        return ctx.ops.last_event(m.system_id or "") or "(no event)"
+    except MaasError:
+        return "(event log unavailable)"
+
+
+def handle_commission(ctx: Context, m: LifecycleRecord) -> Step:
+    assert m.view is not None and m.system_id
+    if m.view.status in (MaasStatus.FAILED_COMMISSIONING, MaasStatus.FAILED_TESTING) and m.commission_attempts >= 1:
+        return Step.fail(
+            FailCode.COMMISSIONING,
+            f"{m.ident()}: commissioning failed: {_event(ctx, m)}; fix the hardware or script, "
+            "then run up again (it re-commissions)"
+        )
+    if (
+        m.goal is Goal.DEPLOYED
+        and m.view.status is MaasStatus.NEW
+        and not ctx.policy.auto_claim_single_new_machine
+        and m.view.owner_data.get(OWNER_MANAGED) is None
+        and m.view.hostname != m.spec.hostname
+    ):
+        # A New machine found by MAC/IPMI under another name: claim it only if the profile allows it.
+        return Step.fail(
+            FailCode.UNCLAIMED_NEW,
+            f"{m.ident()}: a New machine matches {m.spec.hostname} by MAC/IPMI but is named "
+            f"{m.view.hostname!r}; set auto_claim_single_new_machine: true to claim it, or rename it in MAAS"
+        )
+    m.commission_attempts += 1
+    ctx.ops.commission(m.system_id, list(ctx.policy.commissioning_scripts), list(ctx.policy.testing_scripts))
+    return Step.wait(Stage.AWAIT_COMMISSION)
+
+
+def handle_await(ctx: Context, m: LifecycleRecord) -> Step:
+    return Step.wait(m.stage)
+
+
+def handle_pxe_preflight(ctx: Context, m: LifecycleRecord) -> Step:
+    assert m.system_id
+    d = ctx.ops.detail(m.system_id)
+    if ctx.policy.strict_pxe_preflight:
+        problem = pxe_problem(m.spec, d)
+        if problem:
+            return Step.fail(FailCode.PXE_PREFLIGHT, f"{m.ident()}: PXE preflight failed: {problem}")
+    m.detail = d
+    if m.spec.tags:  # tags the environment declares travel with the machine (applied before deploy)
+        ctx.ops.set_tags(m.system_id, list(m.spec.tags))
+    return Step.complete(Stage.PREPARE_STORAGE)
+
+
+def pxe_problem(spec: MachineSpec, d: MachineDetail) -> str | None:
+    boot = (d.boot_interface_mac or "").lower()
+    if boot != spec.pxe_mac:
+        return (
+            f"boot interface is {boot or 'unset'}, declared PXE MAC is {spec.pxe_mac}; "
+            "fix pxe_mac in the environment or the machine's boot interface in MAAS"
+        )
+    macs = [i.mac_address.lower() for i in d.interfaces]
+    if macs.count(spec.pxe_mac) != 1:
+        return f"the PXE MAC {spec.pxe_mac} appears on {macs.count(spec.pxe_mac)} interfaces"
+    return None
+
+
+def choose_boot_disk(spec: MachineSpec, d: MachineDetail) -> int | None:
+    hint = spec.storage.boot_disk_hint
+    disks = list(d.block_devices)
+    if hint.name:
+        disks = [b for b in disks if b.name == hint.name]
+    if hint.model_contains:
+        disks = [b for b in disks if hint.model_contains.lower() in b.model.lower()]
+    if not disks:
+        return None
+    return min(disks, key=lambda b: (b.size, b.id)).id if hint.smallest or len(disks) > 1 else disks[0].id
+
+
+def handle_prepare_storage(ctx: Context, m: LifecycleRecord) -> Step:
+    assert m.system_id
+    d: MachineDetail = m.detail or ctx.ops.detail(m.system_id)
+    disk = choose_boot_disk(m.spec, d)
+    if disk is None:
+        hint = m.spec.storage.boot_disk_hint.model_dump(exclude_none=True)
+        models = ", ".join(f"{b.name}:{b.model}" for b in d.block_devices) or "none"
+        return Step.fail(
+            FailCode.BOOT_DISK,
+            f"{m.ident()}: no block device matches the SKU's boot disk hint {hint} (devices: {models})"
+        )
+    if d.boot_disk_id != disk:
+        ctx.ops.set_boot_disk(m.system_id, disk)
+    ctx.ops.set_storage_layout(m.system_id, m.spec.storage.maas_layout.value, disk, m.spec.storage.root_size_gb)
+    return Step.complete(Stage.ROCE_LINKS)
+
+
+def handle_roce_links(ctx: Context, m: LifecycleRecord) -> Step:
+    assert m.system_id
+    if m.spec.roce_links:
+        d: MachineDetail = m.detail or ctx.ops.detail(m.system_id)
+        by_name = {i.name: i for i in d.interfaces}
+        for link in m.spec.roce_links:
+            iface = by_name.get(link.interface)
+            if iface is None:
+                return Step.fail(
+                    FailCode.ROCE_INTERFACE,
+                    f"{m.ident()}: RoCE interface {link.interface} not found on the machine"
+                )
+            if any(lk.get("ip_address") == link.address for lk in iface.links):
+                continue  # already linked: idempotent
+            ctx.ops.link_static(m.system_id, iface.id, link.subnet, link.address)
+    return Step.complete(Stage.DEPLOY)
+
+
+def handle_deploy(ctx: Context, m: LifecycleRecord) -> Step:
+    assert m.system_id
+    if m.deploy_attempts >= _max_attempts(ctx):
+        return Step.fail(
+            FailCode.DEPLOY,
+            f"{m.ident()}: deploy failed {m.deploy_attempts} time(s): {_event(ctx, m)}; the next up resumes from here"
+        )
+    m.deploy_attempts += 1
+    # A fresh enrollment token per attempt: tokens are single-use and expire.
+    token = ctx.enrollment.mint_token(
+        site=m.spec.site,
+        hostname=m.spec.hostname,
+        system_id=m.system_id,
+        ttl_seconds=ctx.policy.enrollment_token_ttl_seconds,
+    )
+    m.node_id = token.node_id
+    user_data = render_user_data(
+        m.spec, platform_url=ctx.platform_url, node_id=token.node_id, token=token.token.get_secret_value()
+    )
+    ctx.ops.deploy(
+        m.system_id,
+        user_data=user_data,
+        distro_series=m.spec.deploy.distro_series,
+        hwe_kernel=m.spec.deploy.hwe_kernel,
+        enable_hw_sync=ctx.policy.require_hw_sync,
+    )
+    # MAAS accepts owner data only once the machine is acquired, i.e. after the deploy call.
+    _record_owner_data(ctx, m)
+    return Step.wait(Stage.AWAIT_DEPLOY)
+
+
+def _record_owner_data(ctx: Context, m: LifecycleRecord) -> None:
+    assert m.system_id and m.node_id
+    ctx.ops.set_owner_data(
+        m.system_id,
+        {OWNER_FINGERPRINT: m.spec.deploy_fingerprint(), OWNER_NODE_ID: m.node_id, OWNER_MANAGED: "gpuaas-infra"},
+    )
+    m.owner_data_recorded = True
+
+
+def handle_await_deploy(ctx: Context, m: LifecycleRecord) -> Step:
+    # A failed set_owner_data after a successful deploy call is repaired here (idempotent).
+    if m.node_id and not m.owner_data_recorded:
+        _record_owner_data(ctx, m)
+    return Step.wait(Stage.AWAIT_DEPLOY)
+
+
+def _max_attempts(ctx: Context) -> int:
+    return ctx.policy.max_deploy_retry_attempts if ctx.policy.enable_deploy_retry_on_datasource_failure else 1
+
+
+def handle_recover_deploy(ctx: Context, m: LifecycleRecord) -> Step:
+    assert m.system_id
+    event = _event(ctx, m)
+    datasource = any(marker in event.lower() for marker in DATASOURCE_MARKERS)
+    if m.deploy_attempts == 0:
+        m.deploy_attempts = 1  # found failed on resume: that failure counts
+    if not datasource or m.deploy_attempts >= _max_attempts(ctx):
+        why = "datasource failure, retries exhausted" if datasource else "not a datasource failure"
+        return Step.fail(
+            FailCode.DEPLOY,
+            f"{m.ident()}: deployment failed ({why}, {m.deploy_attempts} attempt(s)): {event}; "
+            "the next up releases and redeploys it"
+        )
+    m.notes.append(f"deploy attempt {m.deploy_attempts} failed on datasource; releasing to retry")
+    ctx.ops.release(m.system_id, erase=False, secure_erase=False, quick_erase=False, force=False)
+    return Step.wait(Stage.AWAIT_RELEASE)
+
+
+def _erase_flags(mode: EraseMode) -> dict[str, bool]:
+    return {
+        "erase": mode is not EraseMode.NONE,
+        "secure_erase": mode is EraseMode.SECURE,
+        "quick_erase": mode is EraseMode.QUICK,
+    }
+
+
+def handle_release(ctx: Context, m: LifecycleRecord) -> Step:
+    assert m.system_id and m.view is not None
+    if m.view.status is MaasStatus.FAILED_DISK_ERASING:
+        if not ctx.policy.release_fallback_no_erase:
+            return Step.fail(
+                FailCode.ERASE,
+                f"{m.ident()}: disk erase failed: {_event(ctx, m)}; fix the disks and run again, or set "
+                "release_fallback_no_erase: true on the profile to release without erasing"
+            )
+        m.notes.append("erase failed; released WITHOUT erase (release_fallback_no_erase)")
+        ctx.ops.release(m.system_id, erase=False, secure_erase=False, quick_erase=False, force=True)
+        return Step.wait(Stage.AWAIT_RELEASE)
+    flags = _erase_flags(ctx.policy.release_erase_mode)
+    ctx.ops.release(m.system_id, force=m.view.status is MaasStatus.DEPLOYING, **flags)
+    return Step.wait(Stage.AWAIT_RELEASE)
+
+
+def handle_power_off(ctx: Context, m: LifecycleRecord) -> Step:
+    assert m.system_id and m.view is not None
+    if m.teardown is TeardownMode.FULL_DECOMMISSION and m.view.power_state != "off":
+        try:
+            ctx.ops.power_off(m.system_id)
+        except MaasError as e:
+            if e.status is not None and e.status < 500:
+                return Step.fail(FailCode.POWER_OFF, f"{m.ident()}: power off failed: {e}")
+            raise
+    return Step.complete(Stage.FORGET_NODE)
+
+
+def handle_await_enroll(ctx: Context, m: LifecycleRecord) -> Step:
+    assert m.view is not None
+    node_id = m.node_id or m.view.owner_data.get(OWNER_NODE_ID) or _node_on_platform(ctx, m)
+    if node_id is None:
+        m.notes.append("adopted a machine deployed outside gpuaas-infra: enrollment not tracked")
+        return Step.finish(MachineOutcome.READY, Stage.READY)
+    m.node_id = node_id
+    if not m.owner_data_recorded and OWNER_FINGERPRINT not in m.view.owner_data and m.system_id:
+        _record_owner_data(ctx, m)
+    status = ctx.enrollment.node_status(node_id)
+    if status == "active":
+        return Step.finish(MachineOutcome.READY, Stage.READY)
+    if status in ("quarantined", "retired", "deleted", "removing"):
+        return Step.fail(FailCode.NODE_STATE, f"{m.ident()}: platform node {node_id} is {status}, not active")
+    return Step.wait(Stage.AWAIT_ENROLL)
+
+
+def _node_on_platform(ctx: Context, m: LifecycleRecord) -> str | None:
+    """A run killed (or a 503) between the deploy call and the owner-data write leaves the node id
+    only on the platform: ask it by system_id before calling the machine "deployed outside"."""
+    if not m.system_id:
+        return None
+    node_id = ctx.enrollment.find_node(system_id=m.system_id)
+    if node_id is not None:
+        m.notes.append(f"node id {node_id} recovered from the platform (owner data was not written)")
+    return node_id
+
+
+def handle_forget_node(ctx: Context, m: LifecycleRecord) -> Step:
+    node_id = m.node_id or (m.view.owner_data.get(OWNER_NODE_ID) if m.view else None) or _node_on_platform(ctx, m)
+    if node_id is None:
+        return _torn_down(m)
+    m.node_id = node_id
+    ctx.enrollment.remove_node(node_id)
+    return Step.wait(Stage.AWAIT_FORGET)
+
+
+def handle_await_forget(ctx: Context, m: LifecycleRecord) -> Step:
+    assert m.node_id
+    if ctx.enrollment.node_status(m.node_id) in ("deleted", "unknown"):
+        return _torn_down(m)
+    return Step.wait(Stage.AWAIT_FORGET)
+
+
+def _torn_down(m: LifecycleRecord) -> Step:
+    if m.teardown is TeardownMode.DETACH:
+        return Step.finish(MachineOutcome.DETACHED, Stage.DETACHED)
+    return Step.finish(MachineOutcome.RELEASED, Stage.RELEASED)
+
+
+def handle_terminal(ctx: Context, m: LifecycleRecord) -> Step:
+    if m.stage is Stage.RELEASED:
+        return Step.complete(Stage.FORGET_NODE)  # nothing (left) to release in MAAS
+    assert m.view is not None
+    return Step.fail(
+        FailCode.NEEDS_OPERATOR,
+        f"{m.ident()}: MAAS status {m.view.status.label} needs an operator: {_event(ctx, m)}"
+    )

@@ -1,0 +1,132 @@
+"""One machine's lifecycle facts during a run, what the lifecycle runs with, and the typed result of
+one step. Scheduling state (slots, polls, deadlines) is the scheduler's and lives there."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from enum import StrEnum, unique
+
+from .ports import Enrollment, MachineDetail, MachineOps, MachineView, PortError
+from .spec import Deadlines, LifecyclePolicy, MachineSpec, TeardownMode
+from .status import MachineOutcome, Stage
+
+# Owner-data keys we keep on the MAAS machine (survive a killed provider; MAAS is the record).
+OWNER_FINGERPRINT = "gpuaas_deploy_fingerprint"
+OWNER_NODE_ID = "gpuaas_node_id"
+OWNER_MANAGED = "gpuaas_managed_by"
+
+
+class Goal(StrEnum):
+    DEPLOYED = "deployed"
+    RELEASED = "released"
+
+
+@unique
+class FailCode(StrEnum):
+    """Stable codes of runtime failures (the reason starts with one; docs/machines.md lists them)."""
+
+    CREATE = "MCH001"  # MAAS refused the create, or kept failing it
+    BMC_CREDENTIALS = "MCH002"  # the BMC credentials' Vault ref could not be read
+    COMMISSIONING = "MCH003"  # commissioning or its tests failed again
+    UNCLAIMED_NEW = "MCH004"  # a New machine under another name; auto_claim_single_new_machine is off
+    PXE_PREFLIGHT = "MCH005"  # boot interface / PXE MAC mismatch
+    BOOT_DISK = "MCH006"  # no block device matches the SKU's boot disk hint
+    ROCE_INTERFACE = "MCH007"  # a RoCE interface is missing on the machine
+    DEPLOY = "MCH008"  # deployment failed (not a datasource failure, or retries exhausted)
+    ERASE = "MCH009"  # disk erase failed and release_fallback_no_erase is off
+    POWER_OFF = "MCH010"  # MAAS refused the power off
+    NODE_STATE = "MCH011"  # the platform node is quarantined/retired/deleted, not active
+    NEEDS_OPERATOR = "MCH012"  # a MAAS status no stage handles (Broken, rescue, ...)
+    VANISHED = "MCH013"  # the machine disappeared from MAAS while onboarding
+    DEADLINE = "MCH014"  # a waiting stage passed its deadline
+    MAAS_ERROR = "MCH015"  # a 4xx from MAAS or the platform, or too many failed calls
+    INTERNAL = "MCH016"  # a bug: the machine failed, the others went on
+    POWER_NOT_APPLIED = "MCH017"  # MAAS did not take in-place power settings (read back)
+
+    def __call__(self, reason: str) -> str:
+        return f"{self.value} {reason}"
+
+
+class StepKind(StrEnum):
+    COMPLETE = "complete"  # the step is done: enter `stage` now (with an `outcome`: the machine is finished)
+    CONTINUE = "continue"  # MAAS or the platform is working: look again in `stage` after a back-off
+    DELAYED = "delayed"  # no free batch_max_parallel slot: try again when one frees
+    FAILED = "failed"  # the machine stops here; `outcome` and `reason` say why
+    ERROR = "error"  # a call failed: re-read the machine and let the table decide again
+
+
+@dataclass(frozen=True)
+class Step:
+    kind: StepKind
+    stage: Stage | None = None
+    outcome: MachineOutcome | None = None
+    reason: str = ""
+
+    @staticmethod
+    def complete(stage: Stage) -> Step:
+        return Step(StepKind.COMPLETE, stage)
+
+    @staticmethod
+    def finish(outcome: MachineOutcome, stage: Stage, reason: str = "") -> Step:
+        return Step(StepKind.COMPLETE, stage, outcome, reason)
+
+    @staticmethod
+    def wait(stage: Stage) -> Step:
+        return Step(StepKind.CONTINUE, stage)
+
+    @staticmethod
+    def delayed() -> Step:
+        return Step(StepKind.DELAYED)
+
+    @staticmethod
+    def fail(code: FailCode | None, reason: str, outcome: MachineOutcome = MachineOutcome.FAILED) -> Step:
+        """`code` None: `reason` already carries its code (e.g. a recorded create failure)."""
+        return Step(StepKind.FAILED, Stage.FAILED, outcome, code(reason) if code else reason)
+
+    @staticmethod
+    def error(reason: str) -> Step:
+        return Step(StepKind.ERROR, reason=reason)
+
+
+@dataclass
+class LifecycleRecord:
+    """What is known about one machine in one run (MAAS owner data is the durable record)."""
+
+    spec: MachineSpec
+    goal: Goal
+    teardown: TeardownMode = TeardownMode.FULL_DECOMMISSION
+    system_id: str | None = None
+    node_id: str | None = None
+    stage: Stage = Stage.RESOLVE
+    outcome: MachineOutcome | None = None
+    reason: str = ""
+    notes: list[str] = field(default_factory=list)
+    deploy_attempts: int = 0
+    commission_attempts: int = 0
+    errors: int = 0
+    last_error: PortError | None = None
+    view: MachineView | None = None
+    detail: MachineDetail | None = None  # read by the preflight, reused by storage and RoCE links
+    owner_data_recorded: bool = False
+    vanished: bool = False  # MAAS does not know (or no longer knows) this machine
+    create_error: str = ""
+    adopted: bool = False
+
+    def ident(self) -> str:
+        status = self.view.status.label if self.view else "unknown"
+        return f"{self.spec.hostname} (system_id {self.system_id or '-'}, status {status})"
+
+
+@dataclass
+class Context:
+    ops: MachineOps
+    enrollment: Enrollment
+    policy: LifecyclePolicy
+    deadlines: Deadlines
+    platform_url: str = ""
+    bmc_credentials: Callable[[str], tuple[str, str]] | None = None
+    """Vault ref -> (user, password) of a machine's BMC, read at create time (never stored)."""
+    clock: Callable[[], float] = time.monotonic
+    log: Callable[[str], None] = print

@@ -1,0 +1,100 @@
+"""The machines kinds describe themselves: every spec field is classified, diff never crashes on a
+preview's unknowns, and a value spelled differently (float, tuple, a default left out) is no change."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel
+
+from environments import load_environment
+from providers.kind import UNKNOWN, Change
+from providers.maas_machine import MAAS_MACHINE, MaasMachineProvider
+from providers.machine_pool import MACHINE_POOL, MachinePoolProvider
+from providers.machines.spec import Connection, LifecyclePolicy, MachineSpec
+from simulators.localstack import machine_specs
+
+CONN = {
+    "maas": {"site": "local", "maas_url": "http://127.0.0.1:1/MAAS/", "api_key_path": "a/b#k"},
+    "platform": {"url": "http://127.0.0.1:2", "token_path": "a/p#t"},
+    "vault": {"address": "http://127.0.0.1:3"},
+    "platform_site_id": "site-1",
+    "platform_profile_id": "p-1",
+}
+
+
+def _spec() -> dict[str, Any]:
+    return machine_specs(load_environment("local"))["local-gpu-1"]
+
+
+def _explicit(descriptor: Any, path: str) -> bool:
+    rules = (*descriptor.identity, *descriptor.replaces, *descriptor.in_place, *descriptor.ignored)
+    return any(path == r or path.startswith(r + ".") for r in rules)
+
+
+def _leaves(model: type[BaseModel], prefix: str) -> list[str]:
+    return [f"{prefix}.{name}" for name in model.model_fields]
+
+
+def test_every_input_field_is_classified_explicitly() -> None:
+    paths = _leaves(MachineSpec, "machine") + _leaves(Connection, "connection") + _leaves(LifecyclePolicy, "policy")
+    assert [p for p in paths if not _explicit(MAAS_MACHINE, p)] == []
+    assert [p for p in ("pool", "machines", "connection", "policy") if not _explicit(MACHINE_POOL, p)] == []
+
+
+def test_deploy_inputs_replace_and_power_hostname_tags_policy_are_in_place() -> None:
+    for path in ("machine.deploy.bundle_digest", "machine.storage.maas_layout", "machine.roce_links", "machine.sku",
+                 "machine.site", "machine.profile", "machine.pxe_interface", "machine.pxe_mac"):
+        assert MAAS_MACHINE.rule(path) is Change.REPLACE, path
+    for path in ("machine.hostname", "machine.tags", "machine.teardown_mode", "machine.ipmi_address",
+                 "machine.power_type", "machine.power_user_path", "policy.hardware_sync_interval",
+                 "connection.platform.url"):
+        assert MAAS_MACHINE.rule(path) is Change.UPDATE, path
+    assert MAAS_MACHINE.delete_before_replace
+
+
+def _machine_props(**machine: Any) -> dict[str, Any]:
+    return {"machine": {**_spec(), **machine}, "connection": CONN, "policy": {"batch_max_parallel": 4}}
+
+
+def test_maas_machine_diff_on_unknowns_after_refresh_is_an_update_not_a_crash() -> None:
+    old = {**_machine_props(), "system_id": "abc", "status": "Deployed", "outcome": "ready"}
+    new = {**_machine_props(), "policy": UNKNOWN, "connection": {**CONN, "platform_site_id": UNKNOWN}}
+    d = MaasMachineProvider().diff("abc", old, new)
+    assert d.changes and not d.replaces
+
+
+def test_maas_machine_diff_power_is_in_place_deploy_is_replace() -> None:
+    old = {**_machine_props(), "system_id": "abc", "status": "Deployed", "outcome": "ready"}
+    power = MaasMachineProvider().diff("abc", old, _machine_props(ipmi_address="10.9.9.9", power_type="redfish"))
+    assert power.changes and not power.replaces
+    deploy = {**_spec()["deploy"], "bundle_digest": "f" * 64}
+    redeploy = MaasMachineProvider().diff("abc", old, _machine_props(deploy=deploy))
+    assert redeploy.replaces == ["machine.deploy.bundle_digest"] and redeploy.delete_before_replace
+
+
+def test_same_meaning_spelled_differently_is_no_change() -> None:
+    old = {**_machine_props(), "system_id": "abc", "status": "Deployed", "outcome": "ready"}
+    # Pulumi's floats, a default the older code left out (testing_scripts), tuples vs lists.
+    new = _machine_props()
+    new["policy"] = {"batch_max_parallel": 4.0, "testing_scripts": []}
+    new["machine"] = {**new["machine"], "tags": tuple(new["machine"]["tags"])}
+    assert not MaasMachineProvider().diff("abc", old, new).changes
+
+
+def test_drift_recorded_by_refresh_makes_an_update() -> None:
+    old = {**_machine_props(), "system_id": "abc", "status": "Ready", "outcome": "drifted"}
+    d = MaasMachineProvider().diff("abc", old, _machine_props())
+    assert d.changes and not d.replaces
+
+
+def test_pool_diff_unknown_machines_and_drifted_records() -> None:
+    spec = _spec()
+    base = {"pool": "p", "machines": [spec], "connection": CONN, "policy": {}}
+    ok = {"hostname": spec["hostname"], "system_id": "abc", "status": "Deployed", "outcome": "ready"}
+    old = {**base, "machines_state": {spec["hostname"]: ok}}
+    assert not MachinePoolProvider().diff("pool-x", old, base).changes
+    unknown = MachinePoolProvider().diff("pool-x", old, {**base, "machines": UNKNOWN})
+    assert unknown.changes and not unknown.replaces
+    drifted = {**base, "machines_state": {spec["hostname"]: {**ok, "status": "Missing", "outcome": "drifted"}}}
+    assert MachinePoolProvider().diff("pool-x", drifted, base).changes
