@@ -84,20 +84,71 @@ def _entries(env: Environment) -> list[tuple[str, Shape, Reader, str]]:
     for s in env.sites:
         where = f"sites[{s.name}].maas_api_key_path"
         for kind in ("SiteProfile", "RoceAssignment", "MaasMachine/MachinePool"):
-            out.append((s.maas_api_key_path, Shape.MAAS_API_KEY, Reader(kind=kind, of=f"site {s.name}", phases=_ALL), where))
+            out.append(
+                (s.maas_api_key_path, Shape.MAAS_API_KEY, Reader(kind=kind, of=f"site {s.name}", phases=_ALL), where)
+            )
     token = env.platform.admin_token_path
-    out.append((token, Shape.BEARER_TOKEN, Reader(kind="SiteProfile", of="every site", phases=_ALL), "platform.admin_token_path"))
-    out.append((token, Shape.BEARER_TOKEN, Reader(kind="MaasMachine/MachinePool", of="enrollment tokens", phases=_APPLY), "platform.admin_token_path"))
+    out.append(
+        (
+            token,
+            Shape.BEARER_TOKEN,
+            Reader(kind="SiteProfile", of="every site", phases=_ALL),
+            "platform.admin_token_path",
+        )
+    )
+    out.append(
+        (
+            token,
+            Shape.BEARER_TOKEN,
+            Reader(kind="MaasMachine/MachinePool", of="enrollment tokens", phases=_APPLY),
+            "platform.admin_token_path",
+        )
+    )
     store = env.artifact_store.credentials_path
-    out.append((store, Shape.S3_KEYS, Reader(kind="BootstrapBundle", of=f"bucket {env.artifact_store.bucket}", phases=(*_APPLY, Phase.REFRESH)), "artifact_store.credentials_path"))
-    out.append((store, Shape.S3_KEYS, Reader(kind="SiteProfile", of="commissioning scripts", phases=_APPLY), "artifact_store.credentials_path"))
+    out.append(
+        (
+            store,
+            Shape.S3_KEYS,
+            Reader(kind="BootstrapBundle", of=f"bucket {env.artifact_store.bucket}", phases=(*_APPLY, Phase.REFRESH)),
+            "artifact_store.credentials_path",
+        )
+    )
+    out.append(
+        (
+            store,
+            Shape.S3_KEYS,
+            Reader(kind="SiteProfile", of="commissioning scripts", phases=_APPLY),
+            "artifact_store.credentials_path",
+        )
+    )
     for a in env.app_instances:
-        out.append((a.service_account_token_path, Shape.BEARER_TOKEN, Reader(kind="AppInstance", of=f"{a.name} (project {a.project_id})", phases=_ALL), f"app_instances[{a.name}].service_account_token_path"))
+        out.append(
+            (
+                a.service_account_token_path,
+                Shape.BEARER_TOKEN,
+                Reader(kind="AppInstance", of=f"{a.name} (project {a.project_id})", phases=_ALL),
+                f"app_instances[{a.name}].service_account_token_path",
+            )
+        )
     for h in env.hosts:
-        out.append((h.ssh_key_path, Shape.PEM_PRIVATE_KEY, Reader(kind="HostConvergence", of=f"host {h.hostname}", phases=_APPLY), f"hosts[{h.hostname}].ssh_key_path"))
+        out.append(
+            (
+                h.ssh_key_path,
+                Shape.PEM_PRIVATE_KEY,
+                Reader(kind="HostConvergence", of=f"host {h.hostname}", phases=_APPLY),
+                f"hosts[{h.hostname}].ssh_key_path",
+            )
+        )
     for m in env.machines:
         if m.power_user_path:
-            out.append((m.power_user_path, Shape.USER_PASSWORD, Reader(kind="MaasMachine/MachinePool", of=f"machine {m.hostname}", phases=_APPLY), f"machines[{m.hostname}].power_user_path"))
+            out.append(
+                (
+                    m.power_user_path,
+                    Shape.USER_PASSWORD,
+                    Reader(kind="MaasMachine/MachinePool", of=f"machine {m.hostname}", phases=_APPLY),
+                    f"machines[{m.hostname}].power_user_path",
+                )
+            )
     return out
 
 
@@ -155,7 +206,10 @@ def shape_problem(shape: Shape, value: SecretStr) -> str | None:
 
 
 def render_table(env: Environment, entries: list[SecretEntry]) -> str:
-    lines = [f"Vault entries of environment {env.name} (KV v2 mount {env.vault.kv_mount!r} at {env.vault.address}):", ""]
+    lines = [
+        f"Vault entries of environment {env.name} (KV v2 mount {env.vault.kv_mount!r} at {env.vault.address}):",
+        "",
+    ]
     for e in entries:
         lines.append(f"{e.path}#{e.key}")
         lines.append(f"    shape: {SHAPE_TEXT[e.shape]}")

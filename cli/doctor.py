@@ -1,0 +1,416 @@
+"""`gpuaas-infra doctor <env>`: read-only pre-flight checks before anything is mutated.
+
+Every endpoint's reachability and TLS; Vault auth; every entry of the secrets checklist
+(`cli.secrets.secret_checklist`, the same list `secrets` prints) present with the expected keys and
+shape; the MAAS key (an authenticated read) and MAAS version; the platform token (an admin-only
+read, so it also proves the platform_admin role) and contract; the S3 credentials, bucket and
+versioning. Output: one row per check (OK/FAIL/SKIP, with a fix hint per failure); exit 1 on any
+FAIL, 2 on bad input. No value read from Vault is ever printed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Mapping
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+import httpx
+import yaml
+from pydantic import BaseModel, ConfigDict, SecretStr
+
+from clients.maas import MaasSiteClient
+from clients.platform import PlatformApiError, PlatformClient, RetryPolicy
+from clients.platform.contract import API_VERSION
+from clients.s3 import ArtifactStore, S3Credentials, S3Error, S3Location
+from clients.vault import (
+    VaultCredentials,
+    VaultError,
+    VaultErrorKind,
+    VaultReader,
+    VaultSettings,
+    credentials_from_config,
+)
+from components.settings import NAMESPACE, EmbeddedEndpointMissing, StackSettings
+from environments import Environment
+from providers.machines.ports import MaasError
+
+from .secrets import SHAPE_TEXT, SecretEntry, load, secret_checklist, shape_problem
+
+STACKS_DIR = Path(__file__).resolve().parent.parent / "stacks"
+TIMEOUT_S = 5.0
+
+
+class Status(StrEnum):
+    OK = "OK"
+    FAIL = "FAIL"
+    SKIP = "SKIP"
+
+
+class Row(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    check: str
+    target: str
+    status: Status
+    detail: str = ""
+    hint: str = ""
+
+
+def stack_config(stack: str, overrides: list[str], stacks_dir: Path = STACKS_DIR) -> dict[str, str]:
+    """Plain values of stacks/Pulumi.<stack>.yaml (encrypted ones cannot be read without Pulumi),
+    then `--config key=value` overrides; keys without the `gpuaas-infra:` namespace."""
+    out: dict[str, str] = {}
+    path = stacks_dir / f"Pulumi.{stack}.yaml"
+    if path.exists():
+        for key, value in ((yaml.safe_load(path.read_text()) or {}).get("config") or {}).items():
+            if isinstance(value, str | int | float | bool):
+                out[str(key).removeprefix(f"{NAMESPACE}:")] = str(value)
+    for item in overrides:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise ValueError(f"--config {item.split('=')[0]!r}: write key=value (e.g. embedded_maas_url=http://...)")
+        out[key.removeprefix(f"{NAMESPACE}:")] = value
+    return out
+
+
+class Doctor:
+    """Runs the checks in dependency order; a check whose prerequisite failed is SKIP, not FAIL."""
+
+    def __init__(self, env: Environment, settings: StackSettings, credentials: VaultCredentials) -> None:
+        self.env, self.settings, self.credentials = env, settings, credentials
+        self.rows: list[Row] = []
+        self.reachable: dict[str, bool] = {}  # target URL -> answered
+
+    def add(self, check: str, target: str, status: Status, detail: str = "", hint: str = "") -> None:
+        self.rows.append(Row(check=check, target=target, status=status, detail=detail, hint=hint))
+
+    def run(self) -> list[Row]:
+        env = self.env
+        vault_url = self.endpoint(env.vault.address, "vault", "vault")
+        platform_url = self.endpoint(env.platform.url, "platform", "platform")
+        s3_url = self.endpoint(env.artifact_store.endpoint_url, "s3", "s3")
+        maas_urls = {s.name: self.endpoint(s.maas_url, "maas", f"maas[{s.name}]") for s in env.sites}
+        for label, url, probe in (
+            ("vault", vault_url, "/v1/sys/health"),
+            ("platform", platform_url, "/"),
+            ("s3", s3_url, "/"),
+        ):
+            if url:
+                self.probe(label, url, probe, verify=True)
+        for site in env.sites:
+            if maas_urls[site.name]:
+                self.maas_version(site.name, maas_urls[site.name] or "", site.tls_verify)
+        values = self.vault(vault_url)
+        for site in env.sites:
+            self.maas_key(site.name, maas_urls[site.name], site.tls_verify, values.get(site.maas_api_key_path))
+        self.platform(platform_url, values.get(env.platform.admin_token_path))
+        self.s3(s3_url, values.get(env.artifact_store.credentials_path))
+        return self.rows
+
+    # --- endpoints -------------------------------------------------------------------------------
+    def endpoint(self, value: str, kind: str, name: str) -> str | None:
+        try:
+            return self.settings.endpoint(value, kind)
+        except EmbeddedEndpointMissing as missing:
+            self.add("endpoint", name, Status.FAIL, "embedded, not resolved", str(missing))
+            return None
+
+    def probe(self, label: str, url: str, path: str, verify: bool) -> httpx.Response | None:
+        """Reachability and TLS of one endpoint; any HTTP answer (even 4xx/5xx) means reachable."""
+        base = url.rstrip("/")
+        target = f"{label} {base}"
+        try:
+            resp = httpx.get(base + path, verify=verify, timeout=TIMEOUT_S, follow_redirects=False)
+        except httpx.ConnectError as e:
+            if "SSL" in str(e) or "CERTIFICATE" in str(e).upper():
+                self.add("reachable", target, Status.OK, "TCP connect")
+                self.add(
+                    "tls",
+                    target,
+                    Status.FAIL,
+                    "certificate not trusted",
+                    "install the CA (or fix the certificate's name); never turn verification off in prod",
+                )
+            else:
+                self.add(
+                    "reachable",
+                    target,
+                    Status.FAIL,
+                    f"connect failed ({type(e).__name__})",
+                    "check the URL, DNS, routes and firewall, and that the service runs",
+                )
+            self.reachable[base] = False
+            return None
+        except httpx.HTTPError as e:
+            self.add(
+                "reachable",
+                target,
+                Status.FAIL,
+                f"no answer ({type(e).__name__})",
+                "check the service is up and not overloaded; nothing was changed",
+            )
+            self.reachable[base] = False
+            return None
+        self.reachable[base] = True
+        self.add("reachable", target, Status.OK, f"HTTP {resp.status_code}")
+        if not base.startswith("https://"):
+            self.add("tls", target, Status.SKIP, "plain http (no TLS)")
+        elif not verify:
+            self.add("tls", target, Status.SKIP, "tls_verify: false in the environment")
+        else:
+            self.add("tls", target, Status.OK, "certificate verified")
+        return resp
+
+    def answered(self, url: str | None) -> bool:
+        return bool(url) and self.reachable.get((url or "").rstrip("/"), False)
+
+    # --- Vault -----------------------------------------------------------------------------------
+    def vault(self, url: str | None) -> dict[str, SecretStr]:
+        entries = secret_checklist(self.env)
+        if not self.answered(url):
+            self.add("vault auth", url or "vault", Status.SKIP, "Vault not reachable")
+            for e in entries:
+                self.add("vault entry", e.ref, Status.SKIP, "Vault not reachable")
+            return {}
+        settings = VaultSettings(
+            address=url or "",
+            kv_mount=self.env.vault.kv_mount,
+            auth_method=self.env.vault.auth_method,
+            timeout_s=TIMEOUT_S,
+        )
+        reader = VaultReader(settings, self.credentials)
+        values: dict[str, SecretStr] = {}
+        auth_failure: VaultError | None = None
+        paths: dict[str, dict[str, SecretStr] | VaultError] = {}
+        for e in entries:
+            if e.path not in paths:
+                try:
+                    paths[e.path] = reader.read_path(e.path)
+                except VaultError as err:
+                    paths[e.path] = err
+                    if err.kind in (VaultErrorKind.AUTH_FAILED, VaultErrorKind.NO_CREDENTIALS, VaultErrorKind.SEALED):
+                        auth_failure = auth_failure or err
+        if auth_failure is not None:
+            self.add(
+                "vault auth",
+                settings.address,
+                Status.FAIL,
+                auth_failure.kind.value,
+                str(auth_failure).split("; fix: ")[-1],
+            )
+            for e in entries:
+                self.add("vault entry", e.ref, Status.SKIP, "Vault auth failed")
+            return {}
+        self.add(
+            "vault auth",
+            settings.address,
+            Status.OK,
+            f"{settings.auth_method.value} login, mount {settings.kv_mount!r}",
+        )
+        for e in entries:
+            value = self.vault_entry(e, paths[e.path])
+            if value is not None:
+                values[e.ref] = value
+        return values
+
+    def vault_entry(self, e: SecretEntry, found: dict[str, SecretStr] | VaultError) -> SecretStr | None:
+        mount = self.env.vault.kv_mount
+        fill = f"see `gpuaas-infra secrets {self.env.name} --template`"
+        if isinstance(found, VaultError):
+            if found.kind is VaultErrorKind.PATH_MISSING:
+                self.add(
+                    "vault entry",
+                    e.ref,
+                    Status.FAIL,
+                    "path missing",
+                    f"vault kv put -mount={mount} {e.path} {e.key}=<{e.shape.value}> ({fill})",
+                )
+            else:
+                self.add("vault entry", e.ref, Status.FAIL, found.kind.value, str(found).split("; fix: ")[-1])
+            return None
+        if e.key not in found:
+            self.add(
+                "vault entry",
+                e.ref,
+                Status.FAIL,
+                f"key {e.key!r} missing (path has {len(found)} other key(s))",
+                f"vault kv patch -mount={mount} {e.path} {e.key}=<{e.shape.value}> ({fill})",
+            )
+            return None
+        problem = shape_problem(e.shape, found[e.key])
+        if problem:
+            self.add(
+                "vault entry",
+                e.ref,
+                Status.FAIL,
+                f"wrong shape: {problem}",
+                f"store {SHAPE_TEXT[e.shape]} under {e.key!r} ({fill})",
+            )
+            return None
+        self.add("vault entry", e.ref, Status.OK, f"present, {e.shape.value}")
+        return found[e.key]
+
+    # --- MAAS ------------------------------------------------------------------------------------
+    def maas_version(self, site: str, url: str, tls_verify: bool) -> None:
+        resp = self.probe(f"maas[{site}]", url, "/api/2.0/version/", verify=tls_verify)
+        target = f"maas[{site}]"
+        if resp is None:
+            self.add("maas version", target, Status.SKIP, "MAAS not reachable")
+            return
+        try:
+            body: Any = resp.json()
+            version = f"{body['version']} ({body.get('subversion', '')})"
+        except (ValueError, KeyError, TypeError):
+            self.add(
+                "maas version",
+                target,
+                Status.FAIL,
+                f"HTTP {resp.status_code}, not a MAAS version document",
+                "check the site's maas_url points at the region API (…/MAAS)",
+            )
+            return
+        self.add("maas version", target, Status.OK, version)
+
+    def maas_key(self, site: str, url: str | None, tls_verify: bool, key: SecretStr | None) -> None:
+        target = f"maas[{site}]"
+        if not self.answered(url) or key is None:
+            self.add("maas api key", target, Status.SKIP, "MAAS unreachable" if key else "no key from Vault")
+            return
+        client = MaasSiteClient(url or "", key.get_secret_value(), tls_verify=tls_verify)
+        try:
+            user = client.whoami()
+        except MaasError as e:
+            if e.status in (401, 403):
+                self.add(
+                    "maas api key",
+                    target,
+                    Status.FAIL,
+                    f"HTTP {e.status}: MAAS rejected the key",
+                    f"write a valid key for {site} (MAAS UI > API keys) at {self.env.site(site).maas_api_key_path}",
+                )
+            else:
+                self.add(
+                    "maas api key",
+                    target,
+                    Status.FAIL,
+                    f"authenticated read failed (HTTP {e.status})",
+                    "check the MAAS region's health; nothing was changed",
+                )
+            return
+        self.add("maas api key", target, Status.OK, f"authenticated as {user!r}")
+
+    # --- platform --------------------------------------------------------------------------------
+    def platform(self, url: str | None, token: SecretStr | None) -> None:
+        if not self.answered(url) or token is None:
+            why = "platform unreachable" if token else "no token from Vault"
+            self.add("platform token", url or "platform", Status.SKIP, why)
+            self.add("platform contract", url or "platform", Status.SKIP, why)
+            return
+        ref = self.env.platform.admin_token_path
+        try:
+            with PlatformClient(url or "", token, timeout=TIMEOUT_S, retry=RetryPolicy(attempts=1)) as api:
+                api.list_sites(name="gpuaas-doctor-probe")  # admin-only read: proves the role too
+        except PlatformApiError as e:
+            hint = {
+                401: f"the token at {ref} is not accepted ({e.details.get('reason', 'invalid')}); store a fresh one",
+                403: f"the token at {ref} lacks the platform_admin role; store a platform_admin token",
+            }.get(e.status or 0, "check the platform's health; nothing was changed")
+            self.add(
+                "platform token",
+                url or "",
+                Status.FAIL,
+                f"{e.status} {e.code} (correlation_id={e.correlation_id})",
+                hint,
+            )
+            contract = Status.FAIL if e.code == "invalid_response" else Status.SKIP
+            self.add(
+                "platform contract",
+                url or "",
+                contract,
+                f"client contract {API_VERSION}",
+                "the platform answers outside the contract: align client and platform versions"
+                if contract is Status.FAIL
+                else "",
+            )
+            return
+        self.add("platform token", url or "", Status.OK, "accepted, role platform_admin")
+        self.add("platform contract", url or "", Status.OK, f"client contract {API_VERSION}; answers match it")
+
+    # --- S3 --------------------------------------------------------------------------------------
+    def s3(self, url: str | None, blob: SecretStr | None) -> None:
+        a = self.env.artifact_store
+        target = f"s3://{a.bucket}"
+        if not self.answered(url) or blob is None:
+            self.add("s3 bucket", target, Status.SKIP, "S3 unreachable" if blob else "no credentials from Vault")
+            return
+        creds = _s3_credentials(blob)
+        loc = S3Location(endpoint_url=url or "", bucket=a.bucket, region=a.region, path_style=a.path_style)
+        try:
+            ArtifactStore(loc, creds).check_bucket()
+        except S3Error as e:
+            detail, _, hint = str(e).partition("; fix: ")
+            self.add("s3 bucket", target, Status.FAIL, f"{e.kind.value}: {detail}", hint)
+            return
+        self.add("s3 bucket", target, Status.OK, "credentials accepted, bucket exists, versioning Enabled")
+
+
+def _s3_credentials(blob: SecretStr) -> S3Credentials:
+    """The checklist already proved the JSON shape (both members present, strings)."""
+    obj = json.loads(blob.get_secret_value())
+    return S3Credentials(
+        access_key_id=SecretStr(obj["access_key_id"]), secret_access_key=SecretStr(obj["secret_access_key"])
+    )
+
+
+def render(rows: list[Row]) -> str:
+    heads = ("check", "target", "status", "detail")
+    cells = [(r.check, r.target, r.status.value, r.detail) for r in rows]
+    widths = [max(len(h), *(len(c[i]) for c in cells)) if cells else len(h) for i, h in enumerate(heads)]
+    line = lambda c: "  ".join(v.ljust(w) for v, w in zip(c, widths, strict=True)).rstrip()  # noqa: E731
+    out = [line(heads), line(tuple("-" * w for w in widths))]
+    for r, c in zip(rows, cells, strict=True):
+        out.append(line(c))
+        if r.status is Status.FAIL and r.hint:
+            out.append(f"{'':{widths[0]}}  fix: {r.hint}")
+    failed = sum(r.status is Status.FAIL for r in rows)
+    out.append("")
+    out.append(f"{len(rows)} checks: {failed} FAIL, {sum(r.status is Status.SKIP for r in rows)} SKIP")
+    return "\n".join(out) + "\n"
+
+
+def run_doctor(env: Environment, config: Mapping[str, str], stack: str | None = None) -> list[Row]:
+    settings = StackSettings.from_config(stack or env.name, {**config, "environment": env.name})
+    return Doctor(env, settings, credentials_from_config(dict(config))).run()
+
+
+def doctor_main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(
+        prog="gpuaas-infra doctor",
+        description="Read-only pre-flight checks of an environment's endpoints, Vault entries and credentials.",
+    )
+    parser.add_argument("env", help="environment name (environments/<env>.yaml)")
+    parser.add_argument("--stack", help="stack whose plain config to read (default: the environment name)")
+    parser.add_argument(
+        "--config",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="stack config value, e.g. embedded_maas_url=http://...; Vault credentials "
+        "come from VAULT_TOKEN (or VAULT_ROLE_ID + VAULT_SECRET_ID)",
+    )
+    args = parser.parse_args(argv)
+    env = load(args.env)
+    if env is None:
+        return 2
+    try:
+        config = stack_config(args.stack or env.name, args.config)
+    except ValueError as bad:
+        sys.stderr.write(f"gpuaas-infra doctor: {bad}\n")
+        return 2
+    rows = run_doctor(env, config, args.stack)
+    sys.stdout.write(render(rows))
+    return 1 if any(r.status is Status.FAIL for r in rows) else 0
