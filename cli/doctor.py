@@ -88,6 +88,15 @@ class Doctor:
     def add(self, check: str, target: str, status: Status, detail: str = "", hint: str = "") -> None:
         self.rows.append(Row(check=check, target=target, status=status, detail=detail, hint=hint))
 
+    def ok(self, check: str, target: str, detail: str) -> None:
+        self.add(check, target, Status.OK, detail)
+
+    def skip(self, check: str, target: str, detail: str) -> None:
+        self.add(check, target, Status.SKIP, detail)
+
+    def fail(self, check: str, target: str, detail: str, hint: str) -> None:
+        self.add(check, target, Status.FAIL, detail, hint)
+
     def run(self) -> list[Row]:
         env = self.env
         vault_url = self.endpoint(env.vault.address, "vault", "vault")
@@ -116,7 +125,7 @@ class Doctor:
         try:
             return self.settings.endpoint(value, kind)
         except EmbeddedEndpointMissing as missing:
-            self.add("endpoint", name, Status.FAIL, "embedded, not resolved", str(missing))
+            self.fail("endpoint", name, "embedded, not resolved", str(missing))
             return None
 
     def probe(self, label: str, url: str, path: str, verify: bool) -> httpx.Response | None:
@@ -127,42 +136,39 @@ class Doctor:
             resp = httpx.get(base + path, verify=verify, timeout=TIMEOUT_S, follow_redirects=False)
         except httpx.ConnectError as e:
             if "SSL" in str(e) or "CERTIFICATE" in str(e).upper():
-                self.add("reachable", target, Status.OK, "TCP connect")
-                self.add(
+                self.ok("reachable", target, "TCP connect")
+                self.fail(
                     "tls",
                     target,
-                    Status.FAIL,
                     "certificate not trusted",
                     "install the CA (or fix the certificate's name); never turn verification off in prod",
                 )
             else:
-                self.add(
+                self.fail(
                     "reachable",
                     target,
-                    Status.FAIL,
                     f"connect failed ({type(e).__name__})",
                     "check the URL, DNS, routes and firewall, and that the service runs",
                 )
             self.reachable[base] = False
             return None
         except httpx.HTTPError as e:
-            self.add(
+            self.fail(
                 "reachable",
                 target,
-                Status.FAIL,
                 f"no answer ({type(e).__name__})",
                 "check the service is up and not overloaded; nothing was changed",
             )
             self.reachable[base] = False
             return None
         self.reachable[base] = True
-        self.add("reachable", target, Status.OK, f"HTTP {resp.status_code}")
+        self.ok("reachable", target, f"HTTP {resp.status_code}")
         if not base.startswith("https://"):
-            self.add("tls", target, Status.SKIP, "plain http (no TLS)")
+            self.skip("tls", target, "plain http (no TLS)")
         elif not verify:
-            self.add("tls", target, Status.SKIP, "tls_verify: false in the environment")
+            self.skip("tls", target, "tls_verify: false in the environment")
         else:
-            self.add("tls", target, Status.OK, "certificate verified")
+            self.ok("tls", target, "certificate verified")
         return resp
 
     def answered(self, url: str | None) -> bool:
@@ -172,9 +178,9 @@ class Doctor:
     def vault(self, url: str | None) -> dict[str, SecretStr]:
         entries = secret_checklist(self.env)
         if not self.answered(url):
-            self.add("vault auth", url or "vault", Status.SKIP, "Vault not reachable")
+            self.skip("vault auth", url or "vault", "Vault not reachable")
             for e in entries:
-                self.add("vault entry", e.ref, Status.SKIP, "Vault not reachable")
+                self.skip("vault entry", e.ref, "Vault not reachable")
             return {}
         settings = VaultSettings(
             address=url or "",
@@ -195,22 +201,11 @@ class Doctor:
                     if err.kind in (VaultErrorKind.AUTH_FAILED, VaultErrorKind.NO_CREDENTIALS, VaultErrorKind.SEALED):
                         auth_failure = auth_failure or err
         if auth_failure is not None:
-            self.add(
-                "vault auth",
-                settings.address,
-                Status.FAIL,
-                auth_failure.kind.value,
-                str(auth_failure).split("; fix: ")[-1],
-            )
+            self.fail("vault auth", settings.address, auth_failure.kind.value, str(auth_failure).split("; fix: ")[-1])
             for e in entries:
-                self.add("vault entry", e.ref, Status.SKIP, "Vault auth failed")
+                self.skip("vault entry", e.ref, "Vault auth failed")
             return {}
-        self.add(
-            "vault auth",
-            settings.address,
-            Status.OK,
-            f"{settings.auth_method.value} login, mount {settings.kv_mount!r}",
-        )
+        self.ok("vault auth", settings.address, f"{settings.auth_method.value} login, mount {settings.kv_mount!r}")
         for e in entries:
             value = self.vault_entry(e, paths[e.path])
             if value is not None:
@@ -222,36 +217,30 @@ class Doctor:
         fill = f"see `gpuaas-infra secrets {self.env.name} --template`"
         if isinstance(found, VaultError):
             if found.kind is VaultErrorKind.PATH_MISSING:
-                self.add(
+                self.fail(
                     "vault entry",
                     e.ref,
-                    Status.FAIL,
                     "path missing",
                     f"vault kv put -mount={mount} {e.path} {e.key}=<{e.shape.value}> ({fill})",
                 )
             else:
-                self.add("vault entry", e.ref, Status.FAIL, found.kind.value, str(found).split("; fix: ")[-1])
+                self.fail("vault entry", e.ref, found.kind.value, str(found).split("; fix: ")[-1])
             return None
         if e.key not in found:
-            self.add(
+            self.fail(
                 "vault entry",
                 e.ref,
-                Status.FAIL,
                 f"key {e.key!r} missing (path has {len(found)} other key(s))",
                 f"vault kv patch -mount={mount} {e.path} {e.key}=<{e.shape.value}> ({fill})",
             )
             return None
         problem = shape_problem(e.shape, found[e.key])
         if problem:
-            self.add(
-                "vault entry",
-                e.ref,
-                Status.FAIL,
-                f"wrong shape: {problem}",
-                f"store {SHAPE_TEXT[e.shape]} under {e.key!r} ({fill})",
+            self.fail(
+                "vault entry", e.ref, f"wrong shape: {problem}", f"store {SHAPE_TEXT[e.shape]} under {e.key!r} ({fill})"
             )
             return None
-        self.add("vault entry", e.ref, Status.OK, f"present, {e.shape.value}")
+        self.ok("vault entry", e.ref, f"present, {e.shape.value}")
         return found[e.key]
 
     # --- MAAS ------------------------------------------------------------------------------------
@@ -259,56 +248,53 @@ class Doctor:
         resp = self.probe(f"maas[{site}]", url, "/api/2.0/version/", verify=tls_verify)
         target = f"maas[{site}]"
         if resp is None:
-            self.add("maas version", target, Status.SKIP, "MAAS not reachable")
+            self.skip("maas version", target, "MAAS not reachable")
             return
         try:
             body: Any = resp.json()
             version = f"{body['version']} ({body.get('subversion', '')})"
         except (ValueError, KeyError, TypeError):
-            self.add(
+            self.fail(
                 "maas version",
                 target,
-                Status.FAIL,
                 f"HTTP {resp.status_code}, not a MAAS version document",
                 "check the site's maas_url points at the region API (…/MAAS)",
             )
             return
-        self.add("maas version", target, Status.OK, version)
+        self.ok("maas version", target, version)
 
     def maas_key(self, site: str, url: str | None, tls_verify: bool, key: SecretStr | None) -> None:
         target = f"maas[{site}]"
         if not self.answered(url) or key is None:
-            self.add("maas api key", target, Status.SKIP, "MAAS unreachable" if key else "no key from Vault")
+            self.skip("maas api key", target, "MAAS unreachable" if key else "no key from Vault")
             return
         client = MaasSiteClient(url or "", key.get_secret_value(), tls_verify=tls_verify)
         try:
             user = client.whoami()
         except MaasError as e:
             if e.status in (401, 403):
-                self.add(
+                self.fail(
                     "maas api key",
                     target,
-                    Status.FAIL,
                     f"HTTP {e.status}: MAAS rejected the key",
                     f"write a valid key for {site} (MAAS UI > API keys) at {self.env.site(site).maas_api_key_path}",
                 )
             else:
-                self.add(
+                self.fail(
                     "maas api key",
                     target,
-                    Status.FAIL,
                     f"authenticated read failed (HTTP {e.status})",
                     "check the MAAS region's health; nothing was changed",
                 )
             return
-        self.add("maas api key", target, Status.OK, f"authenticated as {user!r}")
+        self.ok("maas api key", target, f"authenticated as {user!r}")
 
     # --- platform --------------------------------------------------------------------------------
     def platform(self, url: str | None, token: SecretStr | None) -> None:
         if not self.answered(url) or token is None:
             why = "platform unreachable" if token else "no token from Vault"
-            self.add("platform token", url or "platform", Status.SKIP, why)
-            self.add("platform contract", url or "platform", Status.SKIP, why)
+            self.skip("platform token", url or "platform", why)
+            self.skip("platform contract", url or "platform", why)
             return
         ref = self.env.platform.admin_token_path
         try:
@@ -319,13 +305,7 @@ class Doctor:
                 401: f"the token at {ref} is not accepted ({e.details.get('reason', 'invalid')}); store a fresh one",
                 403: f"the token at {ref} lacks the platform_admin role; store a platform_admin token",
             }.get(e.status or 0, "check the platform's health; nothing was changed")
-            self.add(
-                "platform token",
-                url or "",
-                Status.FAIL,
-                f"{e.status} {e.code} (correlation_id={e.correlation_id})",
-                hint,
-            )
+            self.fail("platform token", url or "", f"{e.status} {e.code} (correlation_id={e.correlation_id})", hint)
             contract = Status.FAIL if e.code == "invalid_response" else Status.SKIP
             self.add(
                 "platform contract",
@@ -337,15 +317,15 @@ class Doctor:
                 else "",
             )
             return
-        self.add("platform token", url or "", Status.OK, "accepted, role platform_admin")
-        self.add("platform contract", url or "", Status.OK, f"client contract {API_VERSION}; answers match it")
+        self.ok("platform token", url or "", "accepted, role platform_admin")
+        self.ok("platform contract", url or "", f"client contract {API_VERSION}; answers match it")
 
     # --- S3 --------------------------------------------------------------------------------------
     def s3(self, url: str | None, blob: SecretStr | None) -> None:
         a = self.env.artifact_store
         target = f"s3://{a.bucket}"
         if not self.answered(url) or blob is None:
-            self.add("s3 bucket", target, Status.SKIP, "S3 unreachable" if blob else "no credentials from Vault")
+            self.skip("s3 bucket", target, "S3 unreachable" if blob else "no credentials from Vault")
             return
         creds = _s3_credentials(blob)
         loc = S3Location(endpoint_url=url or "", bucket=a.bucket, region=a.region, path_style=a.path_style)
@@ -353,9 +333,9 @@ class Doctor:
             ArtifactStore(loc, creds).check_bucket()
         except S3Error as e:
             detail, _, hint = str(e).partition("; fix: ")
-            self.add("s3 bucket", target, Status.FAIL, f"{e.kind.value}: {detail}", hint)
+            self.fail("s3 bucket", target, f"{e.kind.value}: {detail}", hint)
             return
-        self.add("s3 bucket", target, Status.OK, "credentials accepted, bucket exists, versioning Enabled")
+        self.ok("s3 bucket", target, "credentials accepted, bucket exists, versioning Enabled")
 
 
 def _s3_credentials(blob: SecretStr) -> S3Credentials:

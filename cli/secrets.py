@@ -11,6 +11,7 @@ import argparse
 import json
 import sys
 from enum import StrEnum
+from typing import NamedTuple
 
 from pydantic import BaseModel, ConfigDict, SecretStr
 
@@ -79,76 +80,51 @@ class SecretEntry(BaseModel):
     """Where the environment names it (e.g. `sites[local].maas_api_key_path`), for fix hints."""
 
 
-def _entries(env: Environment) -> list[tuple[str, Shape, Reader, str]]:
-    out: list[tuple[str, Shape, Reader, str]] = []
-    for s in env.sites:
-        where = f"sites[{s.name}].maas_api_key_path"
-        for kind in ("SiteProfile", "RoceAssignment", "MaasMachine/MachinePool"):
-            out.append(
-                (s.maas_api_key_path, Shape.MAAS_API_KEY, Reader(kind=kind, of=f"site {s.name}", phases=_ALL), where)
-            )
-    token = env.platform.admin_token_path
-    out.append(
-        (
-            token,
-            Shape.BEARER_TOKEN,
-            Reader(kind="SiteProfile", of="every site", phases=_ALL),
-            "platform.admin_token_path",
+class _Use(NamedTuple):
+    ref: str
+    shape: Shape
+    reader: Reader
+    field: str
+
+
+def _use(ref: str, shape: Shape, field: str, kind: str, of: str, phases: tuple[Phase, ...]) -> _Use:
+    return _Use(ref, shape, Reader(kind=kind, of=of, phases=phases), field)
+
+
+def _entries(env: Environment) -> list[_Use]:
+    """Who reads what, and when: mirrors the providers (site_profile, roce_assignment, machines,
+    bootstrap_bundle, apps, host_convergence); a new credential in the model belongs here too."""
+    token, store = env.platform.admin_token_path, env.artifact_store.credentials_path
+    out = [
+        _use(
+            s.maas_api_key_path, Shape.MAAS_API_KEY, f"sites[{s.name}].maas_api_key_path", kind, f"site {s.name}", _ALL
         )
-    )
-    out.append(
-        (
-            token,
-            Shape.BEARER_TOKEN,
-            Reader(kind="MaasMachine/MachinePool", of="enrollment tokens", phases=_APPLY),
-            "platform.admin_token_path",
-        )
-    )
-    store = env.artifact_store.credentials_path
-    out.append(
-        (
-            store,
-            Shape.S3_KEYS,
-            Reader(kind="BootstrapBundle", of=f"bucket {env.artifact_store.bucket}", phases=(*_APPLY, Phase.REFRESH)),
-            "artifact_store.credentials_path",
-        )
-    )
-    out.append(
-        (
-            store,
-            Shape.S3_KEYS,
-            Reader(kind="SiteProfile", of="commissioning scripts", phases=_APPLY),
-            "artifact_store.credentials_path",
-        )
-    )
-    for a in env.app_instances:
-        out.append(
-            (
-                a.service_account_token_path,
-                Shape.BEARER_TOKEN,
-                Reader(kind="AppInstance", of=f"{a.name} (project {a.project_id})", phases=_ALL),
-                f"app_instances[{a.name}].service_account_token_path",
-            )
-        )
-    for h in env.hosts:
-        out.append(
-            (
-                h.ssh_key_path,
-                Shape.PEM_PRIVATE_KEY,
-                Reader(kind="HostConvergence", of=f"host {h.hostname}", phases=_APPLY),
-                f"hosts[{h.hostname}].ssh_key_path",
-            )
-        )
-    for m in env.machines:
-        if m.power_user_path:
-            out.append(
-                (
-                    m.power_user_path,
-                    Shape.USER_PASSWORD,
-                    Reader(kind="MaasMachine/MachinePool", of=f"machine {m.hostname}", phases=_APPLY),
-                    f"machines[{m.hostname}].power_user_path",
-                )
-            )
+        for s in env.sites
+        for kind in ("SiteProfile", "RoceAssignment", "MaasMachine/MachinePool")
+    ]
+    out += [
+        _use(token, Shape.BEARER_TOKEN, "platform.admin_token_path", "SiteProfile", "every site", _ALL),
+        _use(token, Shape.BEARER_TOKEN, "platform.admin_token_path", "MaasMachine/MachinePool", "enrollment", _APPLY),
+        _use(store, Shape.S3_KEYS, "artifact_store.credentials_path", "BootstrapBundle",
+             f"bucket {env.artifact_store.bucket}", (*_APPLY, Phase.REFRESH)),
+        _use(store, Shape.S3_KEYS, "artifact_store.credentials_path", "SiteProfile", "commissioning scripts", _APPLY),
+    ]  # fmt: skip
+    out += [
+        _use(a.service_account_token_path, Shape.BEARER_TOKEN, f"app_instances[{a.name}].service_account_token_path",
+             "AppInstance", f"{a.name} (project {a.project_id})", _ALL)
+        for a in env.app_instances
+    ]  # fmt: skip
+    out += [
+        _use(h.ssh_key_path, Shape.PEM_PRIVATE_KEY, f"hosts[{h.hostname}].ssh_key_path", "HostConvergence",
+             f"host {h.hostname}", _APPLY)
+        for h in env.hosts
+    ]  # fmt: skip
+    out += [
+        _use(m.power_user_path, Shape.USER_PASSWORD, f"machines[{m.hostname}].power_user_path",
+             "MaasMachine/MachinePool", f"machine {m.hostname}", _APPLY)
+        for m in env.machines
+        if m.power_user_path
+    ]  # fmt: skip
     return out
 
 
