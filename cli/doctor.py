@@ -1,19 +1,16 @@
 """`gpuaas-infra doctor <env>`: read-only pre-flight checks before anything is mutated.
 
-Every endpoint's reachability and TLS; Vault auth; every entry of the secrets checklist
-(`cli.secrets.secret_checklist`, the same list `secrets` prints) present with the expected keys and
-shape; the MAAS key (an authenticated read) and MAAS version; the platform token (an admin-only
-read, so it also proves the platform_admin role) and contract; the S3 credentials, bucket and
-versioning. Output: one row per check (OK/FAIL/SKIP, with a fix hint per failure); exit 1 on any
-FAIL, 2 on bad input. No value read from Vault is ever printed.
+Endpoints (reachability, TLS); Vault auth and every entry of `cli.secrets.secret_checklist`
+(keys, shape); MAAS key and version; platform admin token (role) and contract; app service-account
+tokens; S3 credentials, bucket, versioning. One row per check (OK/FAIL/SKIP, a fix hint per FAIL);
+exit 1 on any FAIL, 2 on bad input. No value read from Vault is ever printed (docs/operations.md).
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable
 from enum import StrEnum
 from pathlib import Path
 from typing import Any
@@ -25,7 +22,7 @@ from pydantic import BaseModel, ConfigDict, SecretStr
 from clients.maas import MaasSiteClient
 from clients.platform import PlatformApiError, PlatformClient, RetryPolicy
 from clients.platform.contract import API_VERSION
-from clients.s3 import ArtifactStore, S3Credentials, S3Error, S3Location
+from clients.s3 import ArtifactStore, S3Error, S3Location, s3_credentials
 from clients.vault import (
     VaultCredentials,
     VaultError,
@@ -84,6 +81,8 @@ class Doctor:
         self.env, self.settings, self.credentials = env, settings, credentials
         self.rows: list[Row] = []
         self.reachable: dict[str, bool] = {}  # target URL -> answered
+        self.platform_url = ""
+        self.reader: VaultReader | None = None  # set once Vault answers
 
     def add(self, check: str, target: str, status: Status, detail: str = "", hint: str = "") -> None:
         self.rows.append(Row(check=check, target=target, status=status, detail=detail, hint=hint))
@@ -116,7 +115,9 @@ class Doctor:
         values = self.vault(vault_url)
         for site in env.sites:
             self.maas_key(site.name, maas_urls[site.name], site.tls_verify, values.get(site.maas_api_key_path))
+        self.platform_url = platform_url or ""
         self.platform(platform_url, values.get(env.platform.admin_token_path))
+        self.app_tokens(platform_url, values)
         self.s3(s3_url, values.get(env.artifact_store.credentials_path))
         return self.rows
 
@@ -171,6 +172,13 @@ class Doctor:
             self.ok("tls", target, "certificate verified")
         return resp
 
+    def why_skipped(self, url: str | None, value: SecretStr | None, system: str) -> str:
+        if not url:
+            return f"{system} endpoint not resolved"
+        if not self.answered(url):
+            return f"{system} not reachable"
+        return "no usable value from Vault" if value is None else "prerequisite failed"
+
     def answered(self, url: str | None) -> bool:
         return bool(url) and self.reachable.get((url or "").rstrip("/"), False)
 
@@ -188,7 +196,7 @@ class Doctor:
             auth_method=self.env.vault.auth_method,
             timeout_s=TIMEOUT_S,
         )
-        reader = VaultReader(settings, self.credentials)
+        reader = self.reader = VaultReader(settings, self.credentials)
         values: dict[str, SecretStr] = {}
         auth_failure: VaultError | None = None
         paths: dict[str, dict[str, SecretStr] | VaultError] = {}
@@ -266,7 +274,7 @@ class Doctor:
     def maas_key(self, site: str, url: str | None, tls_verify: bool, key: SecretStr | None) -> None:
         target = f"maas[{site}]"
         if not self.answered(url) or key is None:
-            self.skip("maas api key", target, "MAAS unreachable" if key else "no key from Vault")
+            self.skip("maas api key", target, self.why_skipped(url, key, "MAAS"))
             return
         client = MaasSiteClient(url or "", key.get_secret_value(), tls_verify=tls_verify)
         try:
@@ -292,42 +300,58 @@ class Doctor:
     # --- platform --------------------------------------------------------------------------------
     def platform(self, url: str | None, token: SecretStr | None) -> None:
         if not self.answered(url) or token is None:
-            why = "platform unreachable" if token else "no token from Vault"
+            why = self.why_skipped(url, token, "platform")
             self.skip("platform token", url or "platform", why)
             self.skip("platform contract", url or "platform", why)
             return
-        ref = self.env.platform.admin_token_path
+        ref, role = self.env.platform.admin_token_path, "the platform_admin role"
+        probe = lambda api: api.list_sites(name="gpuaas-doctor")  # noqa: E731 - admin-only: proves the role
+        err = self.platform_read("platform token", url or "", token, ref, role, probe)
+        if err is None:
+            self.ok("platform token", url or "", "accepted, role platform_admin")
+            self.ok("platform contract", url or "", f"client contract {API_VERSION}; answers match it")
+        elif err.code == "invalid_response":
+            hint = "the platform answers outside the contract: align client and platform versions"
+            self.fail("platform contract", url or "", f"client contract {API_VERSION}", hint)
+        else:
+            self.skip("platform contract", url or "", "platform token refused")
+
+    def app_tokens(self, url: str | None, values: dict[str, SecretStr]) -> None:
+        """Each app instance's service-account token: accepted, and scoped to the instance's project."""
+        for app in self.env.app_instances:
+            token, ref = values.get(app.service_account_token_path), app.service_account_token_path
+            target = f"{app.name} (project {app.project_id})"
+            if not self.answered(url) or token is None:
+                self.skip("app token", target, self.why_skipped(url, token, "platform"))
+                continue
+            role = f"access to project {app.project_id}"
+            read = lambda api, p=app.project_id, n=app.name: api.list_instances(p, name=n)  # noqa: E731
+            if self.platform_read("app token", target, token, ref, role, read) is None:
+                self.ok("app token", target, "accepted in its project")
+
+    def platform_read(
+        self, check: str, target: str, token: SecretStr, ref: str, role: str, read: Callable[[PlatformClient], object]
+    ) -> PlatformApiError | None:
         try:
-            with PlatformClient(url or "", token, timeout=TIMEOUT_S, retry=RetryPolicy(attempts=1)) as api:
-                api.list_sites(name="gpuaas-doctor-probe")  # admin-only read: proves the role too
+            with PlatformClient(self.platform_url, token, timeout=TIMEOUT_S, retry=RetryPolicy(attempts=1)) as api:
+                read(api)
         except PlatformApiError as e:
             hint = {
                 401: f"the token at {ref} is not accepted ({e.details.get('reason', 'invalid')}); store a fresh one",
-                403: f"the token at {ref} lacks the platform_admin role; store a platform_admin token",
-            }.get(e.status or 0, "check the platform's health; nothing was changed")
-            self.fail("platform token", url or "", f"{e.status} {e.code} (correlation_id={e.correlation_id})", hint)
-            contract = Status.FAIL if e.code == "invalid_response" else Status.SKIP
-            self.add(
-                "platform contract",
-                url or "",
-                contract,
-                f"client contract {API_VERSION}",
-                "the platform answers outside the contract: align client and platform versions"
-                if contract is Status.FAIL
-                else "",
-            )
-            return
-        self.ok("platform token", url or "", "accepted, role platform_admin")
-        self.ok("platform contract", url or "", f"client contract {API_VERSION}; answers match it")
+                403: f"the token at {ref} lacks {role}; store one that has it",
+            }.get(e.status or 0, "see the platform's answer above; nothing was changed")
+            self.fail(check, target, f"{e.status} {e.code} (correlation_id={e.correlation_id})", hint)
+            return e
+        return None
 
     # --- S3 --------------------------------------------------------------------------------------
     def s3(self, url: str | None, blob: SecretStr | None) -> None:
         a = self.env.artifact_store
         target = f"s3://{a.bucket}"
-        if not self.answered(url) or blob is None:
-            self.skip("s3 bucket", target, "S3 unreachable" if blob else "no credentials from Vault")
+        if not self.answered(url) or blob is None or self.reader is None:
+            self.skip("s3 bucket", target, self.why_skipped(url, blob, "S3"))
             return
-        creds = _s3_credentials(blob)
+        creds = s3_credentials(self.reader, a.credentials_path)  # the client's own parsing
         loc = S3Location(endpoint_url=url or "", bucket=a.bucket, region=a.region, path_style=a.path_style)
         try:
             ArtifactStore(loc, creds).check_bucket()
@@ -336,14 +360,6 @@ class Doctor:
             self.fail("s3 bucket", target, f"{e.kind.value}: {detail}", hint)
             return
         self.ok("s3 bucket", target, "credentials accepted, bucket exists, versioning Enabled")
-
-
-def _s3_credentials(blob: SecretStr) -> S3Credentials:
-    """The checklist already proved the JSON shape (both members present, strings)."""
-    obj = json.loads(blob.get_secret_value())
-    return S3Credentials(
-        access_key_id=SecretStr(obj["access_key_id"]), secret_access_key=SecretStr(obj["secret_access_key"])
-    )
 
 
 def render(rows: list[Row]) -> str:
@@ -362,11 +378,6 @@ def render(rows: list[Row]) -> str:
     return "\n".join(out) + "\n"
 
 
-def run_doctor(env: Environment, config: Mapping[str, str], stack: str | None = None) -> list[Row]:
-    settings = StackSettings.from_config(stack or env.name, {**config, "environment": env.name})
-    return Doctor(env, settings, credentials_from_config(dict(config))).run()
-
-
 def doctor_main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(
         prog="gpuaas-infra doctor",
@@ -374,14 +385,8 @@ def doctor_main(argv: list[str]) -> int:
     )
     parser.add_argument("env", help="environment name (environments/<env>.yaml)")
     parser.add_argument("--stack", help="stack whose plain config to read (default: the environment name)")
-    parser.add_argument(
-        "--config",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="stack config value, e.g. embedded_maas_url=http://...; Vault credentials "
-        "come from VAULT_TOKEN (or VAULT_ROLE_ID + VAULT_SECRET_ID)",
-    )
+    # Vault credentials come from VAULT_TOKEN (or VAULT_ROLE_ID + VAULT_SECRET_ID), never from flags.
+    parser.add_argument("--config", action="append", default=[], metavar="KEY=VALUE", help="stack config value")
     args = parser.parse_args(argv)
     env = load(args.env)
     if env is None:
@@ -391,6 +396,7 @@ def doctor_main(argv: list[str]) -> int:
     except ValueError as bad:
         sys.stderr.write(f"gpuaas-infra doctor: {bad}\n")
         return 2
-    rows = run_doctor(env, config, args.stack)
+    settings = StackSettings.from_config(args.stack or env.name, {**config, "environment": env.name})
+    rows = Doctor(env, settings, credentials_from_config(config)).run()
     sys.stdout.write(render(rows))
     return 1 if any(r.status is Status.FAIL for r in rows) else 0

@@ -71,6 +71,7 @@ def test_a_freshly_seeded_local_stack_is_green(world: LocalStack, capsys: pytest
         "maas api key",
         "platform token",
         "platform contract",
+        "app token",
         "s3 bucket",
     ):
         assert any(line.startswith(check) and "  OK  " in line for line in out.splitlines()), check
@@ -118,6 +119,22 @@ def _expired_admin_token(w: LocalStack) -> list[str]:
     return [token]
 
 
+def _revoked_app_token(w: LocalStack) -> list[str]:
+    assert w.vault is not None and w.platform is not None
+    path = "local/platform/sa-proj-lab"
+    token = w.vault.client().secrets.kv.v2.read_secret_version(path=path, mount_point=KV)["data"]["data"]["token"]
+    w.platform.revoke_token(token)
+    return []
+
+
+def _app_token_of_another_project(w: LocalStack) -> list[str]:
+    assert w.vault is not None and w.platform is not None
+    tenant = w.platform.create_tenant("elsewhere")
+    other = w.platform.issue_token(Role.SERVICE_ACCOUNT, project_id=w.platform.create_project(tenant, "elsewhere"))
+    w.vault.put_secret(KV, "local/platform/sa-proj-lab", {"token": other})
+    return [other]
+
+
 def _bucket_without_versioning(w: LocalStack) -> list[str]:
     assert w.s3 is not None
     w.s3.client().put_bucket_versioning(
@@ -158,6 +175,14 @@ FAULTS: list[tuple[str, Callable[[LocalStack], list[str]], str, str, str]] = [
         "lacks the platform_admin role",
     ),
     ("expired-token", _expired_admin_token, "platform token", "401 unauthenticated", "token_expired"),
+    ("app-token-revoked", _revoked_app_token, "app token  slurm-local", "401 unauthenticated", "token_revoked"),
+    (
+        "app-token-other-project",
+        _app_token_of_another_project,
+        "app token  slurm-local",
+        "403 project_boundary",
+        "lacks access to project project-10ca1000000000a1",
+    ),
     ("bucket-versioning-off", _bucket_without_versioning, "s3 bucket", "versioning_off", "enable versioning"),
 ]
 
