@@ -351,10 +351,12 @@ class Doctor:
         if not self.answered(url) or blob is None or self.reader is None:
             self.skip("s3 bucket", target, self.why_skipped(url, blob, "S3"))
             return
-        creds = s3_credentials(self.reader, a.credentials_path)  # the client's own parsing
         loc = S3Location(endpoint_url=url or "", bucket=a.bucket, region=a.region, path_style=a.path_style)
         try:
-            ArtifactStore(loc, creds).check_bucket()
+            ArtifactStore(loc, s3_credentials(self.reader, a.credentials_path)).check_bucket()
+        except VaultError as e:  # changed since the entry was read
+            self.fail("s3 bucket", target, e.kind.value, str(e).split("; fix: ")[-1])
+            return
         except S3Error as e:
             detail, _, hint = str(e).partition("; fix: ")
             self.fail("s3 bucket", target, f"{e.kind.value}: {detail}", hint)

@@ -128,6 +128,14 @@ class Store:
         self.hits: dict[str, int] = {}  # operationId -> successful calls (coverage for tests)
         self.calls: dict[str, int] = {}  # operationId -> every request that reached a handler
 
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        """Stores pickled before token expiry (tests/compat's v1 world) kept digest -> principal_id."""
+        state["bearer"] = {
+            d: BearerTokenRecord(new_id("token"), r) if isinstance(r, str) else r
+            for d, r in state.get("bearer", {}).items()
+        }
+        self.__dict__.update(state)
+
     # --- identities ------------------------------------------------------------------------
     def create_tenant(self, name: str) -> str:
         with self.lock:

@@ -11,6 +11,7 @@ import pytest
 
 from clients.platform import PlatformApiError, PlatformClient
 from clients.platform import models as m
+from simulators.platform.state import Store, TokenState, digest
 from tests.fixtures.platform_sim import RunningSim
 
 from .conftest import HTTP
@@ -129,3 +130,19 @@ def test_the_admin_view_issues_expiring_tokens_and_revokes_them(platform_sim: Ru
     assert bad.status_code == 422 and "ttl_s" in bad.text
     missing = HTTP.delete(f"{platform_sim.url}/_sim/tokens/token-0000000000000000", headers=admin)
     assert missing.status_code == 422 and "unknown token" in missing.json()["message"]
+
+
+def test_a_store_pickled_before_token_records_keeps_its_tokens_valid(platform_sim: RunningSim) -> None:
+    """tests/compat restores a v1 store whose bearer map held digest -> principal_id."""
+    token = platform_sim.creds.service_account
+    record = platform_sim.store.bearer_record(token)
+    assert record is not None
+    state = dict(vars(platform_sim.store))
+    state["bearer"] = {digest(token): record.principal_id}
+    restored = Store.__new__(Store)
+    restored.__setstate__(state)
+    upgraded = restored.bearer_record(token)
+    assert upgraded is not None and upgraded.principal_id == record.principal_id
+    assert restored.token_state(upgraded) is TokenState.VALID
+    restored.revoke_bearer(upgraded.token_id)
+    assert restored.token_state(upgraded) is TokenState.REVOKED
