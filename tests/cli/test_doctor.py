@@ -312,3 +312,25 @@ def test_unresolved_embedded_endpoints_fail_with_the_config_key_to_set(
     endpoint_fails = [line for line, _ in fails(out) if line.startswith("endpoint")]
     assert len(endpoint_fails) == 4 and "embedded_platform_url" in out
     assert main(["doctor", "local", "--config", "oops"]) == 2
+
+
+def test_doctor_only_reads(world: LocalStack, capsys: pytest.CaptureFixture[str]) -> None:
+    """Every call it made is a read: MAAS handlers, platform operations, S3 objects, Vault versions."""
+    assert world.maas and world.platform and world.s3 and world.vault
+    bucket = world.env.artifact_store.bucket
+    versions = {
+        p: world.vault.client().secrets.kv.v2.read_secret_metadata(path=p, mount_point=KV)["data"]["current_version"]
+        for p in ("local/maas/local", "local/platform/admin", "local/s3/bundle-publisher")
+    }
+    assert doctor(world, capsys)[0] == 0
+    assert world.maas.admin.request_counts() == {
+        "DescribeHandler": {"read": 1},
+        "UsersHandler": {"whoami": 1},
+        "VersionHandler": {"read": 1},
+    }
+    assert set(world.platform.store.calls) == {"listMaasSites", "listAppInstances"}
+    assert world.platform.audit() == [] and world.platform.operations() == []
+    assert world.s3.client().list_object_versions(Bucket=bucket).get("Versions") is None
+    for path, version in versions.items():
+        meta = world.vault.client().secrets.kv.v2.read_secret_metadata(path=path, mount_point=KV)
+        assert meta["data"]["current_version"] == version
