@@ -148,7 +148,7 @@ class Doctor:
                 self.fail(
                     "reachable",
                     target,
-                    f"connect failed ({type(e).__name__})",
+                    f"connect failed: {str(e)[:80] or type(e).__name__}",
                     "check the URL, DNS, routes and firewall, and that the service runs",
                 )
             self.reachable[base] = False
