@@ -48,7 +48,13 @@ _ADAPTERS: dict[str, TypeAdapter[Any]] = {
 
 def error_response(err: ApiError, correlation_id: str) -> web.Response:
     body = ErrorEnvelope(code=err.code, message=err.message, correlation_id=correlation_id, details=err.details)
-    return _json(err.status, body.model_dump_json().encode(), correlation_id)
+    response = _json(err.status, body.model_dump_json().encode(), correlation_id)
+    if err.status == 401 and err.code == E.UNAUTHENTICATED:  # RFC 6750 §3: a bearer 401 names its scheme
+        reason = err.details.get("reason")
+        response.headers["WWW-Authenticate"] = 'Bearer realm="gpuaas"' + (
+            f', error="invalid_token", error_description="{reason}"' if reason else ""
+        )
+    return response
 
 
 def _json(status: int, body: bytes | None, correlation_id: str, replay: bool = False) -> web.Response:

@@ -36,6 +36,10 @@ def test_a_token_works_until_its_ttl_then_gets_a_401_envelope(platform_sim: Runn
     assert_envelope(resp, 401, "unauthenticated", "req-expired-1")
     body = resp.json()
     assert body["details"] == {"reason": "token_expired"} and "expired" in body["message"]
+    assert (
+        resp.headers["WWW-Authenticate"]
+        == 'Bearer realm="gpuaas", error="invalid_token", error_description="token_expired"'
+    )
     assert token not in resp.text
 
 
@@ -49,6 +53,8 @@ def test_a_revoked_token_is_refused_at_once_and_others_of_the_principal_keep_wor
     assert_envelope(list_instances(platform_sim, old, pid, "req-revoked-1"), 401, "unauthenticated", "req-revoked-1")
     assert list_instances(platform_sim, old, pid, "req-revoked-2").json()["details"] == {"reason": "token_revoked"}
     assert list_instances(platform_sim, new, pid, "req-rotated-1").status_code == 200
+    anonymous = HTTP.get(f"{platform_sim.url}/api/v1/projects/{pid}/app-instances")
+    assert anonymous.status_code == 401 and anonymous.headers["WWW-Authenticate"] == 'Bearer realm="gpuaas"'
     assert token_id.startswith("token-") and token_id != platform_sim.token_id(new)
 
 
