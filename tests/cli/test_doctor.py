@@ -17,10 +17,14 @@ from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
+from pydantic import SecretStr
 
-from cli.doctor import stack_config
+from cli.doctor import Doctor, Row, Status, stack_config
 from cli.main import main
 from clients.platform.models import Role
+from clients.vault import VaultAuthMethod, VaultCredentials
+from components.settings import StackSettings
+from environments import Environment
 from simulators.localstack import LocalStack
 
 KV = "gpuaas"
@@ -334,3 +338,45 @@ def test_doctor_only_reads(world: LocalStack, capsys: pytest.CaptureFixture[str]
     for path, version in versions.items():
         meta = world.vault.client().secrets.kv.v2.read_secret_metadata(path=path, mount_point=KV)
         assert meta["data"]["current_version"] == version
+
+
+def _doctor_rows(world: LocalStack, env: Environment, credentials: VaultCredentials) -> list[Row]:
+    config = {k.removeprefix("gpuaas-infra:"): v for k, v in world.stack_config().items() if "embedded" in k}
+    return Doctor(env, StackSettings.from_config("local", config), credentials).run()
+
+
+def _failed(rows: list[Row]) -> list[Row]:
+    return [r for r in rows if r.status is Status.FAIL]
+
+
+def test_approle_login_and_a_policy_missing_one_path(world: LocalStack) -> None:
+    """The pipeline's AppRole can read every path but one: that entry fails with the grant to add."""
+    assert world.vault is not None
+    env = world.env.model_copy(
+        update={"vault": world.env.vault.model_copy(update={"auth_method": VaultAuthMethod.APPROLE})}
+    )
+    granted = [f"{KV}/data/local/{p}" for p in ("maas/local", "platform/admin", "s3/bundle-publisher", "ssh/lab-admin")]
+    role_id, secret_id = world.vault.approle(KV, policy_paths=granted)
+    creds = VaultCredentials(role_id=SecretStr(role_id), secret_id=SecretStr(secret_id))
+    rows = _doctor_rows(world, env, creds)
+    auth = next(r for r in rows if r.check == "vault auth")
+    assert auth.status is Status.OK and "approle" in auth.detail
+    (only,) = _failed(rows)
+    assert (only.check, only.target, only.detail) == (
+        "vault entry",
+        "local/platform/sa-proj-lab#token",
+        "permission_denied",
+    )
+    assert "grant the token's policy 'read'" in only.hint
+    bad = VaultCredentials(role_id=SecretStr(role_id), secret_id=SecretStr("not-the-secret-id"))
+    (auth_fail,) = _failed(_doctor_rows(world, env, bad))
+    assert auth_fail.check == "vault auth" and auth_fail.detail == "auth_failed"
+
+
+def test_a_sealed_vault_is_reachable_but_fails_auth(world: LocalStack) -> None:
+    assert world.vault is not None
+    world.vault.seal()
+    rows = _doctor_rows(world, world.env, VaultCredentials(token=SecretStr(world.vault.root_token)))
+    (only,) = _failed(rows)
+    assert (only.check, only.detail) == ("vault auth", "sealed") and "unseal" in only.hint
+    assert any(r.check == "reachable" and r.target.startswith("vault") and r.status is Status.OK for r in rows)
