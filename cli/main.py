@@ -20,6 +20,14 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "preview_note.cli:post_note_main",
         "create or update the merge-request note of one stack through GitLab's notes API",
     ),
+    "secrets": (
+        "cli.secrets:secrets_main",
+        "list the Vault entries an environment needs (path, key, shape, readers); --template to fill in",
+    ),
+    "doctor": (
+        "cli.doctor:doctor_main",
+        "read-only pre-flight checks: endpoints, TLS, Vault entries, MAAS/platform/S3 credentials",
+    ),
     "ci-lint": (
         "ci_lint.lint:main",
         "validate .gitlab-ci.yml offline (schema + project rules)",

@@ -1,6 +1,7 @@
 """The test-only admin view under /_sim/ (outside the contract), guarded by the sim admin token.
 
-Tenants, projects and principals (with bearer tokens per role), the audit log, all operations,
+Tenants, projects and principals (with bearer tokens per role, optionally expiring; tokens can be
+issued again and revoked), the audit log, all operations,
 fault injection, the simulated clock and node heartbeats.
 """
 
@@ -22,7 +23,7 @@ from .errors import ApiError
 from .faults import FaultPlan
 from .http import error_response
 from .nodes import set_status
-from .state import Store, new_id
+from .state import BearerTokenRecord, Store, new_id
 
 PREFIX = "/_sim"
 
@@ -46,6 +47,12 @@ class PrincipalIn(_Body):
     name: str = "principal"
     tenant_id: str | None = None
     project_id: str | None = None
+    ttl_s: float | None = Field(None, gt=0, description="the first token's lifetime (simulated seconds)")
+
+
+class TokenIn(_Body):
+    principal_id: str
+    ttl_s: float | None = Field(None, gt=0, description="simulated seconds; omitted: never expires")
 
 
 class AdvanceIn(_Body):
@@ -69,7 +76,19 @@ def set_node_online(store: Store, node_id: str, online: bool) -> None:
             set_status(store, node, NodeStatus.OFFLINE, "heartbeat lost")
 
 
+def token_view(store: Store, record: BearerTokenRecord, token: str | None = None) -> dict[str, Any]:
+    """What the admin view says about a token; the secret itself only once, when it is issued."""
+    out: dict[str, Any] = {
+        "token_id": record.token_id,
+        "principal_id": record.principal_id,
+        "expires_at": None if record.expires_at_s is None else store.clock.at(record.expires_at_s).isoformat(),
+        "revoked": record.revoked,
+    }
+    return {**out, "token": token} if token is not None else out
+
+
 def add_routes(store: Store, admin_token: str) -> Callable[[web.Application], None]:
+    # Long: one small closure per route over the shared store and token, then the route table.
     def guarded(
         fn: Callable[[web.Request, Any], Any], model: type[BaseModel] | None = None
     ) -> Callable[[web.Request], Awaitable[web.Response]]:
@@ -96,14 +115,23 @@ def add_routes(store: Store, admin_token: str) -> Callable[[web.Application], No
         return handle
 
     def principal(_: web.Request, b: PrincipalIn) -> dict[str, Any]:
-        p, token = store.create_principal(b.role, b.name, b.tenant_id, b.project_id)
+        p, token = store.create_principal(b.role, b.name, b.tenant_id, b.project_id, b.ttl_s)
+        record = store.bearer_record(token)
+        assert record is not None  # issued just above, under the store's lock
         return {
             "principal_id": p.principal_id,
             "role": p.role.value,
             "tenant_id": p.tenant_id,
             "project_id": p.project_id,
-            "token": token,
+            **token_view(store, record, token),
         }
+
+    def issue(_: web.Request, b: TokenIn) -> dict[str, Any]:
+        record, token = store.issue_bearer(b.principal_id, b.ttl_s)
+        return token_view(store, record, token)
+
+    def revoke(request: web.Request, _: None) -> dict[str, Any]:
+        return token_view(store, store.revoke_bearer(request.match_info["token_id"]))
 
     def faults(request: web.Request, b: FaultPlan | None) -> dict[str, Any]:
         if request.method == "POST" and b is not None:
@@ -124,6 +152,8 @@ def add_routes(store: Store, admin_token: str) -> Callable[[web.Application], No
             guarded(lambda _, b: vars(store.create_project(b.tenant_id, b.name, b.project_id)), ProjectIn),
         )
         r.add_post(f"{PREFIX}/principals", guarded(principal, PrincipalIn))
+        r.add_post(f"{PREFIX}/tokens", guarded(issue, TokenIn))
+        r.add_delete(f"{PREFIX}/tokens/{{token_id}}", guarded(revoke))
         r.add_get(f"{PREFIX}/audit", guarded(lambda _, __: [e.model_dump(mode="json") for e in store.audit]))
         r.add_get(
             f"{PREFIX}/operations",

@@ -8,7 +8,22 @@ from clients.platform.models import Role
 from clients.platform.models.codes import ErrorCode as E
 
 from .errors import ApiError
-from .state import Principal, Store
+from .state import BearerTokenRecord, Principal, Store, TokenState
+
+_REJECTED = {
+    TokenState.EXPIRED: "the bearer token has expired; get a new one from your identity provider",
+    TokenState.REVOKED: "the bearer token has been revoked; get a new one from your identity provider",
+}
+
+
+class TokenRejected(ApiError):
+    """A token the platform issued but no longer accepts (expired, revoked): the 401 is audited,
+    because its principal is known; an unknown token has no principal to name."""
+
+    def __init__(self, state: TokenState, record: BearerTokenRecord) -> None:
+        super().__init__(401, E.UNAUTHENTICATED, _REJECTED[state], {"reason": f"token_{state.value}"})
+        self.state = state
+        self.record = record
 
 
 def authenticate(store: Store, endpoint: Endpoint, authorization: str | None) -> Principal | None:
@@ -17,10 +32,13 @@ def authenticate(store: Store, endpoint: Endpoint, authorization: str | None) ->
     scheme, _, token = (authorization or "").partition(" ")
     if scheme.lower() != "bearer" or not token.strip():
         raise ApiError(401, E.UNAUTHENTICATED, "send 'Authorization: Bearer <token>'")
-    principal = store.principal_for(token.strip())
-    if principal is None:
+    record = store.bearer_record(token.strip())
+    state = store.token_state(record)
+    if record is not None and state in _REJECTED:
+        raise TokenRejected(state, record)
+    if state is not TokenState.VALID or record is None:
         raise ApiError(401, E.UNAUTHENTICATED, "the bearer token is not valid")
-    return principal
+    return store.principals[record.principal_id]
 
 
 def authorize(store: Store, endpoint: Endpoint, principal: Principal | None, params: dict[str, str]) -> None:

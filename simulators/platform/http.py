@@ -31,12 +31,12 @@ from clients.platform.models.codes import ErrorCode as E
 from clients.platform.models.common import IDEMPOTENCY_KEY_PATTERN
 
 from . import apps, engine, nodes, sites
-from .authz import authenticate, authorize
+from .authz import TokenRejected, authenticate, authorize
 from .context import Ctx, Handler, Result
 from .errors import ApiError
 from .faults import ErrorBurst, FaultPhase
 from .state import IdempotencyRecord, Principal, Store, new_id
-from .validation import check_body
+from .validation import check_body, check_nesting
 
 HANDLERS: dict[str, Handler] = {**sites.HANDLERS, **nodes.HANDLERS, **apps.HANDLERS}
 REQUEST_ID_RE = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
@@ -48,7 +48,13 @@ _ADAPTERS: dict[str, TypeAdapter[Any]] = {
 
 def error_response(err: ApiError, correlation_id: str) -> web.Response:
     body = ErrorEnvelope(code=err.code, message=err.message, correlation_id=correlation_id, details=err.details)
-    return _json(err.status, body.model_dump_json().encode(), correlation_id)
+    response = _json(err.status, body.model_dump_json().encode(), correlation_id)
+    if err.status == 401 and err.code == E.UNAUTHENTICATED:  # RFC 6750 §3: a bearer 401 names its scheme
+        reason = err.details.get("reason")
+        response.headers["WWW-Authenticate"] = 'Bearer realm="gpuaas"' + (
+            f', error="invalid_token", error_description="{reason}"' if reason else ""
+        )
+    return response
 
 
 def _json(status: int, body: bytes | None, correlation_id: str, replay: bool = False) -> web.Response:
@@ -127,23 +133,9 @@ def _process(store: Store, endpoint: Endpoint, request: web.Request, raw: bytes,
         store.calls[endpoint.operation_id] = store.calls.get(endpoint.operation_id, 0) + 1
         engine.tick(store)
         store.expire_idempotency()
-        principal = authenticate(store, endpoint, request.headers.get("Authorization"))
         params = dict(request.match_info)
         key = request.headers.get(IDEMPOTENCY_HEADER)
-        try:
-            authorize(store, endpoint, principal, params)
-        except ApiError:
-            if endpoint.audit_action:
-                store.record_audit(
-                    principal,
-                    endpoint.audit_action,
-                    None,
-                    AuditOutcome.DENIED,
-                    corr,
-                    key,
-                    params.get("project_id") if params.get("project_id") in store.projects else None,
-                )
-            raise
+        principal = _admitted(store, endpoint, request, params, key, corr)
         if endpoint.mutation:
             if key is None and endpoint.idempotency_required:
                 raise ApiError(
@@ -173,7 +165,14 @@ def _process(store: Store, endpoint: Endpoint, request: web.Request, raw: bytes,
                 return _json(record.status, record.body or None, corr, replay=True)
         body = _body(endpoint, request, raw)
         ctx = Ctx(store, endpoint, principal, params, query, body, corr, key)
-        result = _paginate(HANDLERS[endpoint.operation_id](ctx), query)
+        try:
+            result = _paginate(HANDLERS[endpoint.operation_id](ctx), query)
+        except ApiError as err:
+            # A 404 through the caller's own project path (another project's instance id) is a
+            # refused mutation like a 403: audit it, or cross-project probing leaves no trace.
+            if err.status == 404 and endpoint.mutation and endpoint.audit_action:
+                _audit_denied(store, endpoint, principal, params, corr, key)
+            raise
         payload = _serialize(result)
         if key is not None and endpoint.mutation:
             store.idempotency[(scope, key)] = IdempotencyRecord(
@@ -183,6 +182,63 @@ def _process(store: Store, endpoint: Endpoint, request: web.Request, raw: bytes,
         if endpoint.audit_action:
             _audit_accepted(store, endpoint, principal, result, params, corr, key)
         return _json(result.status, payload, corr)
+
+
+def _admitted(
+    store: Store, endpoint: Endpoint, request: web.Request, params: dict[str, str], key: str | None, corr: str
+) -> Principal | None:
+    """Authentication, then authorization; refusals of a known principal leave audit records."""
+    try:
+        principal = authenticate(store, endpoint, request.headers.get("Authorization"))
+    except TokenRejected as err:
+        # The attempt is the event: its action names why, its target the token (never its secret).
+        store.record_audit(
+            store.principals[err.record.principal_id],
+            f"auth.token_{err.state.value}",
+            err.record.token_id,
+            AuditOutcome.DENIED,
+            corr,
+            key,
+            _known_project(store, params),
+        )
+        raise
+    try:
+        authorize(store, endpoint, principal, params)
+    except ApiError:
+        if endpoint.audit_action:
+            _audit_denied(store, endpoint, principal, params, corr, key)
+        raise
+    return principal
+
+
+def _known_project(store: Store, params: dict[str, str]) -> str | None:
+    project_id = params.get("project_id")
+    return project_id if project_id in store.projects else None
+
+
+def _path_target(params: dict[str, str]) -> str | None:
+    """The resource a path names: its innermost id (the project is recorded on its own)."""
+    ids = [v for k, v in params.items() if k != "project_id"]
+    return ids[-1] if ids else None
+
+
+def _audit_denied(
+    store: Store,
+    endpoint: Endpoint,
+    principal: Principal | None,
+    params: dict[str, str],
+    corr: str,
+    key: str | None,
+) -> None:
+    store.record_audit(
+        principal,
+        endpoint.audit_action or "",
+        _path_target(params),
+        AuditOutcome.DENIED,
+        corr,
+        key,
+        _known_project(store, params),
+    )
 
 
 DEFAULT_PAGE = 100
@@ -259,7 +315,8 @@ def make_handler(store: Store, endpoint: Endpoint) -> Callable[[web.Request], Aw
             burst = store.faults.burst_for(request.method, request.path, FaultPhase.BEFORE)
             if burst:
                 return _injected(burst, "simulated platform fault; retry if safe", corr)
-            raw = await request.read()
+            raw = await request.read()  # aiohttp bounds it (client_max_size): 413 beyond
+            check_nesting(raw)
             response = _process(store, endpoint, request, raw, corr)
         except ApiError as err:
             ErrorCode(err.code)  # contract routes only use catalogued codes (else: 500 internal_error)

@@ -19,7 +19,7 @@ from .admin import add_routes, set_node_online
 from .clock import SimClock
 from .faults import FaultPlan
 from .http import build_app
-from .state import Store
+from .state import BearerTokenRecord, Store
 
 START_TIMEOUT_S = 10.0
 
@@ -120,9 +120,28 @@ class PlatformSimulator:
         tenant_id: str | None = None,
         project_id: str | None = None,
         name: str | None = None,
+        ttl_s: float | None = None,
     ) -> str:
-        """A bearer token for a new principal of `role` (project roles need project_id)."""
-        return self.store.create_principal(role, name or role.value, tenant_id, project_id)[1]
+        """A bearer token for a new principal of `role` (project roles need project_id).
+        `ttl_s`: it expires after that many simulated seconds (see `advance`); None: never."""
+        return self.store.create_principal(role, name or role.value, tenant_id, project_id, ttl_s)[1]
+
+    def reissue_token(self, token: str, ttl_s: float | None = None) -> str:
+        """Another token for the principal `token` belongs to (a rotation: both stay valid)."""
+        return self.store.issue_bearer(self._record(token).principal_id, ttl_s)[1]
+
+    def revoke_token(self, token: str) -> str:
+        """Revoke a token (by value, as tests hold it); returns its token_id, which audit records name."""
+        return self.store.revoke_bearer(self._record(token).token_id).token_id
+
+    def token_id(self, token: str) -> str:
+        return self._record(token).token_id
+
+    def _record(self, token: str) -> BearerTokenRecord:
+        record = self.store.bearer_record(token)
+        if record is None:
+            raise KeyError("this simulator never issued that token")  # never echo the token
+        return record
 
     def bootstrap(self) -> SimCredentials:
         tenant = self.create_tenant("acme")

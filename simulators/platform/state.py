@@ -12,6 +12,7 @@ import re
 import secrets
 import threading
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any
 
 from clients.platform.models import (
@@ -59,6 +60,23 @@ class Principal:
 
 
 @dataclass
+class BearerTokenRecord:
+    """A principal's API token: kept by digest, with an optional expiry (simulated seconds)."""
+
+    token_id: str
+    principal_id: str
+    expires_at_s: float | None = None
+    revoked: bool = False
+
+
+class TokenState(StrEnum):
+    VALID = "valid"
+    UNKNOWN = "unknown"
+    EXPIRED = "expired"
+    REVOKED = "revoked"
+
+
+@dataclass
 class EnrollmentTokenRecord:
     token_id: str
     node_id: str
@@ -94,7 +112,7 @@ class Store:
         self.tenants: dict[str, str] = {}
         self.projects: dict[str, Project] = {}
         self.principals: dict[str, Principal] = {}
-        self.bearer: dict[str, str] = {}  # digest(token) -> principal_id
+        self.bearer: dict[str, BearerTokenRecord] = {}  # digest(token) -> record
         self.sites: dict[str, MaasSite] = {}
         self.profiles: dict[str, SiteProfile] = {}
         self.nodes: dict[str, Node] = {}
@@ -109,6 +127,14 @@ class Store:
         self._seq = 0
         self.hits: dict[str, int] = {}  # operationId -> successful calls (coverage for tests)
         self.calls: dict[str, int] = {}  # operationId -> every request that reached a handler
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        """Stores pickled before token expiry (tests/compat's v1 world) kept digest -> principal_id."""
+        state["bearer"] = {
+            d: BearerTokenRecord(new_id("token"), r) if isinstance(r, str) else r
+            for d, r in state.get("bearer", {}).items()
+        }
+        self.__dict__.update(state)
 
     # --- identities ------------------------------------------------------------------------
     def create_tenant(self, name: str) -> str:
@@ -134,9 +160,16 @@ class Store:
             return project
 
     def create_principal(
-        self, role: Role, name: str, tenant_id: str | None = None, project_id: str | None = None
+        self,
+        role: Role,
+        name: str,
+        tenant_id: str | None = None,
+        project_id: str | None = None,
+        ttl_s: float | None = None,
     ) -> tuple[Principal, str]:
         """Returns the principal and its bearer token (shown once; only its digest is kept)."""
+        if ttl_s is not None and ttl_s <= 0:
+            raise ValueError(f"ttl_s must be > 0 simulated seconds, got {ttl_s}")
         with self.lock:
             if role in (Role.PROJECT_ADMIN, Role.SERVICE_ACCOUNT):
                 if project_id not in self.projects:
@@ -149,14 +182,41 @@ class Store:
             else:
                 tenant_id = project_id = None
             principal = Principal(new_id("principal"), name, role, tenant_id, project_id)
-            token = f"gpuaas_{secrets.token_urlsafe(32)}"
             self.principals[principal.principal_id] = principal
-            self.bearer[digest(token)] = principal.principal_id
-            return principal, token
+            return principal, self.issue_bearer(principal.principal_id, ttl_s)[1]
 
-    def principal_for(self, token: str) -> Principal | None:
-        pid = self.bearer.get(digest(token))
-        return self.principals.get(pid) if pid else None
+    def issue_bearer(self, principal_id: str, ttl_s: float | None = None) -> tuple[BearerTokenRecord, str]:
+        """A new bearer token for an existing principal; `ttl_s` in simulated seconds (None: no expiry)."""
+        with self.lock:
+            if principal_id not in self.principals:
+                raise KeyError(f"unknown principal {principal_id!r}")
+            if ttl_s is not None and ttl_s <= 0:
+                raise ValueError(f"ttl_s must be > 0 simulated seconds, got {ttl_s}")
+            token = f"gpuaas_{secrets.token_urlsafe(32)}"
+            expires = None if ttl_s is None else self.clock.seconds() + ttl_s
+            record = BearerTokenRecord(new_id("token"), principal_id, expires)
+            self.bearer[digest(token)] = record
+            return record, token
+
+    def revoke_bearer(self, token_id: str) -> BearerTokenRecord:
+        with self.lock:
+            record = next((r for r in self.bearer.values() if r.token_id == token_id), None)
+            if record is None:
+                raise KeyError(f"unknown token {token_id!r}")
+            record.revoked = True
+            return record
+
+    def bearer_record(self, token: str) -> BearerTokenRecord | None:
+        return self.bearer.get(digest(token))
+
+    def token_state(self, record: BearerTokenRecord | None) -> TokenState:
+        if record is None or record.principal_id not in self.principals:
+            return TokenState.UNKNOWN
+        if record.revoked:  # revocation wins: it is the deliberate act
+            return TokenState.REVOKED
+        if record.expires_at_s is not None and self.clock.seconds() >= record.expires_at_s:
+            return TokenState.EXPIRED
+        return TokenState.VALID
 
     # --- audit and timers --------------------------------------------------------------------
     def record_audit(

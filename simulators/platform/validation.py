@@ -5,6 +5,7 @@ pydantic models: the simulator accepts exactly what the contract says (4.0 is an
 from __future__ import annotations
 
 import functools
+import re
 from typing import Any
 
 import yaml
@@ -14,6 +15,27 @@ from clients.platform.contract import CONTRACT_PATH
 from clients.platform.models.codes import ErrorCode as E
 
 from .errors import ApiError
+
+# Deeper than any contract body (they nest 4-5 levels); json.loads and the schema walk recurse,
+# so a 10,000-deep array would otherwise end in RecursionError, i.e. a 500.
+MAX_NESTING = 64
+_JSON_STRING = re.compile(rb'"(?:[^"\\]++|\\.)*+"')  # possessive: linear on hostile input
+_NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
+
+
+def check_nesting(raw: bytes, limit: int = MAX_NESTING) -> None:
+    """Refuse a body whose arrays/objects nest deeper than `limit`, before anything parses it.
+    Brackets inside strings do not count; malformed JSON is left for the parser to name."""
+    depth = 0
+    for byte in _JSON_STRING.sub(b"", raw).translate(None, _NOT_BRACKETS):
+        depth += 1 if byte in b"[{" else -1
+        if depth > limit:
+            raise ApiError(
+                400,
+                E.MALFORMED_JSON,
+                f"the body nests arrays/objects deeper than {limit} levels",
+                {"max_depth": limit},
+            )
 
 
 @functools.cache

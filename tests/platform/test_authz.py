@@ -180,3 +180,40 @@ def test_privileged_mutations_are_audited(platform_sim: RunningSim, client_for: 
         client_for("service_account").list_audit_events(ids["project_id"])
     assert getattr(err.value, "code", None) == "role_not_permitted"
     assert client_for("project_admin").list_audit_events(ids["project_id"])
+
+
+def test_a_mutation_refused_with_404_through_the_callers_own_project_is_audited_as_denied(
+    platform_sim: RunningSim, client_for: ClientFor
+) -> None:
+    """Another project's instance via the caller's own project path: 404 (nothing leaks), and an
+    audit record like a 403's (denied, principal, target), so cross-project probing is visible."""
+    ids = world(platform_sim, client_for)
+    own = platform_sim.creds.other_project_id
+    outsider = platform_sim.creds.other_service_account
+    probes = ("upgradeAppInstance", "decommissionAppInstance", "requestMemberOperation")
+    for op in probes:
+        ep = next(e for e in ENDPOINTS if e.operation_id == op)
+        assert_envelope(call(platform_sim, ep, outsider, ids, own, f"req-probe-{op}"), 404, "app_instance_not_found")
+    events = {e.correlation_id: e for e in platform_sim.audit()}
+    for op in probes:
+        event = events[f"req-probe-{op}"]
+        ep = next(e for e in ENDPOINTS if e.operation_id == op)
+        assert (event.outcome, event.action, event.role) == (
+            m.AuditOutcome.DENIED,
+            ep.audit_action,
+            m.Role.SERVICE_ACCOUNT,
+        )
+        assert event.principal_id and event.target == ids["instance_id"] and event.project_id == own
+    # The instance is untouched; a 403 denial names its target the same way.
+    assert platform_sim.store.instances[ids["instance_id"]].status not in (
+        m.InstanceStatus.DECOMMISSIONING,
+        m.InstanceStatus.DECOMMISSIONED,
+    )
+    up = next(e for e in ENDPOINTS if e.operation_id == "upgradeAppInstance")
+    assert call(platform_sim, up, outsider, ids, request_id="req-403-target").status_code == 403
+    denied = next(e for e in platform_sim.audit() if e.correlation_id == "req-403-target")
+    assert (denied.outcome, denied.target) == (m.AuditOutcome.DENIED, ids["instance_id"])
+    # Reads refused with 404 are not audited (reads never are).
+    get = next(e for e in ENDPOINTS if e.operation_id == "getAppInstance")
+    call(platform_sim, get, outsider, ids, own, "req-probe-read")
+    assert all(e.correlation_id != "req-probe-read" for e in platform_sim.audit())
