@@ -88,7 +88,7 @@ def token_view(store: Store, record: BearerTokenRecord, token: str | None = None
 
 
 def add_routes(store: Store, admin_token: str) -> Callable[[web.Application], None]:
-    # Long: one small closure per route over the shared store and token, then the route table.
+    # size: one small closure per route over the shared store and token, then the route table.
     def guarded(
         fn: Callable[[web.Request, Any], Any], model: type[BaseModel] | None = None
     ) -> Callable[[web.Request], Awaitable[web.Response]]:

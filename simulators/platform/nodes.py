@@ -76,7 +76,7 @@ def _revoke_unused(store: Store, node_id: str) -> None:
 
 
 def mint_token(ctx: Ctx) -> Result:
-    # Long: the contract's checks in their documented order, then one atomic mint under the lock.
+    # size: the contract's checks in their documented order, then one atomic mint under the lock.
     store, req = ctx.store, ctx.body
     assert isinstance(req, EnrollmentTokenRequest)
     site_id = ctx.params["site_id"]
@@ -145,7 +145,7 @@ def mint_token(ctx: Ctx) -> Result:
 
 
 def enroll(ctx: Ctx) -> Result:
-    # Long: the token checks in their documented order (docs/platform-api.md), then the transition.
+    # size: the token checks in their documented order (docs/platform-api.md), then the transition.
     store, req = ctx.store, ctx.body
     assert isinstance(req, EnrollmentRequest)
     rec = store.enrollment_tokens.get(digest(req.enrollment_token.get_secret_value()))
