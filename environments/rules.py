@@ -228,27 +228,40 @@ def references(doc: EnvironmentDocument, bp: Blueprint, file: str) -> Iterator[F
             yield finding(Code.UNKNOWN_MACHINE, file, f"hosts[{i}].machine", f"machine {h.machine!r} is not declared")
 
 
+def host_role_mix(
+    hostname: str,
+    logical_role: str,
+    roles: Sequence[str],
+    extra_roles: Sequence[str],
+    runner_tags: Sequence[str],
+    file: str,
+    base: str,
+) -> Iterator[Finding]:
+    """Seed 003 for one host (its effective Ansible roles). Narrow: providers call it with their own values."""
+    if LogicalRole(logical_role) is LogicalRole.WORKER_COMPUTE:
+        for r in map(HostRole, roles):
+            if r in CONTROL_PLANE_AND_CI_ROLES:
+                j = list(extra_roles).index(r) if r in extra_roles else None
+                yield finding(
+                    Code.ROLE_ON_WORKER,
+                    file,
+                    f"{base}.extra_roles[{j}]" if j is not None else f"{base}.logical_role",
+                    f"host {hostname} is worker_compute but would run role {r.value}",
+                )
+    if runner_tags and HostRole.RUNNER not in roles:
+        yield finding(
+            Code.RUNNER_TAGS_WITHOUT_RUNNER,
+            file,
+            f"{base}.runner_tags",
+            f"host {hostname} declares runner tags but has no runner role",
+        )
+
+
 def host_roles(doc: EnvironmentDocument, bp: Blueprint, file: str) -> Iterator[Finding]:
     """Seed 003: never mix control-plane or CI services with GPU worker roles on one host."""
     for i, h in enumerate(doc.hosts):
         roles = _roles(h.logical_role, h.extra_roles, bp)
-        if h.logical_role is LogicalRole.WORKER_COMPUTE:
-            for r in roles:
-                if r in CONTROL_PLANE_AND_CI_ROLES:
-                    j = h.extra_roles.index(r) if r in h.extra_roles else None
-                    yield finding(
-                        Code.ROLE_ON_WORKER,
-                        file,
-                        f"hosts[{i}].extra_roles[{j}]" if j is not None else f"hosts[{i}].logical_role",
-                        f"host {h.hostname} is worker_compute but would run role {r.value}",
-                    )
-        if h.runner_tags and HostRole.RUNNER not in roles:
-            yield finding(
-                Code.RUNNER_TAGS_WITHOUT_RUNNER,
-                file,
-                f"hosts[{i}].runner_tags",
-                f"host {h.hostname} declares runner tags but has no runner role",
-            )
+        yield from host_role_mix(h.hostname, h.logical_role, roles, h.extra_roles, h.runner_tags, file, f"hosts[{i}]")
     if doc.hosts and not any(h.logical_role is LogicalRole.PLATFORM_CONTROL for h in doc.hosts):
         yield finding(Code.NO_PLATFORM_CONTROL, file, "hosts", "no host has logical_role platform_control")
 

@@ -36,13 +36,24 @@ from pydantic import ValidationError
 from clients.vault import credentials_from_config
 from providers.apps.plan import Observed, plan_members
 from providers.apps.reconciler import AppInstanceReconciler, InstanceOut
-from providers.apps.spec import SOURCE, AppInstanceSpec, parse_spec, rule_failures
+from providers.apps.spec import SOURCE, AppInstanceArgs, AppInstanceSpec, parse_spec, rule_failures
 from providers.common import has_unknown, is_unknown, plain, spec_failures
+from providers.kind import KindDescriptor, register
 
-INPUT_KEYS = ("stack", "instance", "blueprint", "topology", "placements", "platform_url", "vault",
-              "max_parallel", "operation_timeout_s")
-REPLACE_KEYS = ("instance.name", "instance.project_id", "instance.app.slug", "instance.runtime")
+INPUT_KEYS = tuple(AppInstanceSpec.model_fields)
 OUTPUT_KEYS = ("instance_id", "status", "app_version", "members")
+DESCRIPTOR = register(KindDescriptor(
+    name="AppInstance",
+    identity=("instance.name", "instance.project_id"),
+    replaces=("instance.app.slug", "instance.runtime"),  # the platform cannot change an instance's app type
+    in_place=("instance", "stack", "blueprint", "topology", "placements", "platform_url", "vault", "max_parallel",
+              "operation_timeout_s"),
+    delete_before_replace=True,  # names are unique per project
+    summary_outputs=("instance_id", "status", "app_version"),
+    doc="a project-scoped app instance converged through idempotent member operations",
+    notes={"instance.app.version": "an in-place upgrade", "instance.members": "member operations, in place",
+           "placements": "node ids of the machines members bind to (unknown until they enroll)"},
+))
 
 
 def _get(d: Any, dotted: str) -> Any:
@@ -112,12 +123,10 @@ class AppInstanceProvider(ResourceProvider):
         return CheckResult(news, [CheckFailure(p, msg) for p, msg in rule_failures(spec)])
 
     def diff(self, id_: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
-        old_in, new_in = _inputs(olds), _inputs(news)
-        replaces = [k for k in REPLACE_KEYS if not has_unknown(_get(new_in, k)) and _get(old_in, k) != _get(new_in, k)]
-        changed = [k for k in INPUT_KEYS if has_unknown(new_in.get(k)) or old_in.get(k) != new_in.get(k)]
-        if not has_unknown(new_in):
-            changed += drift(olds, news)
-        return DiffResult(changes=bool(changed or replaces), replaces=replaces, delete_before_replace=True)
+        d = DESCRIPTOR.diff(olds, news, inputs=INPUT_KEYS)
+        found = [] if has_unknown(_inputs(news)) else drift(olds, news)
+        return DiffResult(changes=d.changed or bool(found), replaces=list(d.replaces),
+                          delete_before_replace=DESCRIPTOR.delete_before_replace)
 
     def create(self, props: dict[str, Any]) -> CreateResult:
         rec = self._rec(props)
@@ -149,5 +158,7 @@ class AppInstance(Resource, module="gpuaas", name="AppInstance"):
     app_version: pulumi.Output[str]
     members: pulumi.Output[list[dict[str, Any]]]
 
-    def __init__(self, name: str, props: dict[str, Any], opts: pulumi.ResourceOptions | None = None) -> None:
-        super().__init__(AppInstanceProvider(), name, {**{k: None for k in OUTPUT_KEYS}, **props}, opts)
+    def __init__(self, name: str, args: AppInstanceArgs, placements: pulumi.Input[dict[str, Any]],
+                 opts: pulumi.ResourceOptions | None = None) -> None:
+        props = {**dict.fromkeys(OUTPUT_KEYS), **args.model_dump(mode="json"), "placements": placements}
+        super().__init__(AppInstanceProvider(), name, props, opts)

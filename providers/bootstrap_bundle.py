@@ -42,10 +42,22 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from clients.s3 import ArtifactStore, S3Location, StoredObject, s3_credentials
 from clients.vault import VaultCredentials, credentials_from_config
 from providers.common import VaultInputs, config_get, has_unknown, plain, spec_failures, vault_reader
+from providers.kind import KindDescriptor, register
+from providers.wire import FabricMode
 
 TEMPLATES_ROOT = Path(__file__).resolve().parent / "bundle_templates"
 MANIFEST = "manifest.json"
 SOURCE = "bootstrap_bundles"
+
+DESCRIPTOR = register(KindDescriptor(
+    name="BootstrapBundle",
+    identity=("name", "site"),  # they name the object key: a new object, not a new version
+    in_place=("template_set", "packages", "values", "site_context", "profile", "store", "vault", "digest"),
+    ignored=("files", "size"),  # derived by check from the rendered files; `digest` covers them
+    summary_outputs=("digest", "url"),
+    doc="a deterministic, content-addressed bundle published to S3 (same inputs, same digest, no diff)",
+    notes={"digest": "a template or value change shows as a new digest: an update publishing a new object"},
+))
 
 
 # --- spec ---------------------------------------------------------------------------------------
@@ -67,6 +79,29 @@ class Packages(BaseModel):
     fabric: list[str] = []
 
 
+class BundleSite(BaseModel):
+    """The site fields templates may use."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str
+    bmc_network: str | None = None
+    customer_handoff: bool = False
+
+
+class BundleProfile(BaseModel):
+    """The profile fields templates may use. Only these reach the bundle: changing another policy field
+    (batch_max_parallel, ...) must not change the digest (which redeploys machines)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    fabric_mode: FabricMode = FabricMode.ETHERNET
+    storage_layout_profile: str = "flat"
+    require_hw_sync: bool = True
+    hardware_sync_interval: int = 900
+    enable_phase2_roce: bool = False
+
+
 class BundleSpec(BaseModel):
     model_config = ConfigDict(frozen=True, extra="ignore")  # ignore check-added and output keys
 
@@ -75,16 +110,16 @@ class BundleSpec(BaseModel):
     template_set: str = Field(pattern=r"^[a-z0-9][a-z0-9_-]*$")
     packages: Packages = Packages()
     values: dict[str, str | int | bool | float] = {}
-    site_context: dict[str, Any] = {}
-    profile: dict[str, Any] = {}
+    site_context: BundleSite
+    profile: BundleProfile = BundleProfile()
     store: StoreInputs
     vault: VaultInputs
 
     def context(self) -> dict[str, Any]:
         return {
             "bundle": {"name": self.name, "site": self.site, "template_set": self.template_set},
-            "site": self.site_context,
-            "profile": self.profile,
+            "site": self.site_context.model_dump(mode="json"),
+            "profile": self.profile.model_dump(mode="json"),
             "packages": self.packages.model_dump(),
             "values": dict(self.values),
         }
@@ -178,6 +213,40 @@ def digest(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
+_META = re.compile(r"^#\s*(name|script_type|title|description):\s*(.+?)\s*$", re.MULTILINE)
+
+
+class Script(BaseModel):
+    """A MAAS node script a bundle carries (named by its metadata header)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str
+    script_type: str
+    title: str
+    description: str
+    body: bytes
+
+    @property
+    def sha256(self) -> str:
+        return hashlib.sha256(self.body).hexdigest()
+
+
+def bundle_scripts(data: bytes, folder: str, default_type: str) -> list[Script]:
+    """The `<folder>/*.sh` scripts of a packed bundle, named by their MAAS metadata header."""
+    out: list[Script] = []
+    with tarfile.open(fileobj=io.BytesIO(gzip.decompress(data))) as tar:
+        for member in sorted(tar.getmembers(), key=lambda m: m.name):
+            if not (member.isfile() and member.name.startswith(f"{folder}/") and member.name.endswith(".sh")):
+                continue
+            body = tar.extractfile(member).read()  # type: ignore[union-attr]
+            meta = dict(_META.findall(body.decode(errors="replace")))
+            name = meta.get("name") or member.name.rsplit("/", 1)[-1].removesuffix(".sh")
+            out.append(Script(name=name, script_type=meta.get("script_type") or default_type,
+                              title=meta.get("title") or name, description=meta.get("description") or "", body=body))
+    return out
+
+
 # --- reconciler -----------------------------------------------------------------------------------
 class Published(BaseModel):
     ref: dict[str, str]
@@ -227,8 +296,7 @@ class BundlePublisher:
 
 
 # --- adapter --------------------------------------------------------------------------------------
-REPLACE_KEYS = ("name", "site")  # they name the object key: a new object, not a new version
-COMPARED = ("template_set", "packages", "values", "site_context", "profile", "store", "digest")
+INPUTS = (*BundleSpec.model_fields, "digest")
 
 
 class BootstrapBundleProvider(ResourceProvider):
@@ -261,9 +329,9 @@ class BootstrapBundleProvider(ResourceProvider):
         return CheckResult(checked, [])
 
     def diff(self, id_: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
-        changed = [k for k in (*REPLACE_KEYS, *COMPARED) if plain(olds.get(k)) != plain(news.get(k))]
-        return DiffResult(changes=bool(changed), replaces=[k for k in changed if k in REPLACE_KEYS],
-                          delete_before_replace=False)
+        d = DESCRIPTOR.diff(olds, news, inputs=INPUTS)
+        return DiffResult(changes=d.changed, replaces=list(d.replaces),
+                          delete_before_replace=DESCRIPTOR.delete_before_replace)
 
     def _outputs(self, props: dict[str, Any], pub: Published) -> dict[str, Any]:
         outs = {k: v for k, v in props.items() if not k.startswith("__")}
@@ -297,6 +365,6 @@ class BootstrapBundle(Resource, module="gpuaas", name="BootstrapBundle"):
     url: pulumi.Output[str]
     files: pulumi.Output[dict[str, str]]
 
-    def __init__(self, name: str, props: dict[str, Any], opts: pulumi.ResourceOptions | None = None) -> None:
+    def __init__(self, name: str, spec: BundleSpec, opts: pulumi.ResourceOptions | None = None) -> None:
         outs = {"ref": None, "digest": None, "size": None, "url": None, "files": None}
-        super().__init__(BootstrapBundleProvider(), name, {**outs, **props}, opts)
+        super().__init__(BootstrapBundleProvider(), name, {**outs, **spec.model_dump(mode="json")}, opts)

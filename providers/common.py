@@ -19,8 +19,8 @@ from clients.vault import VaultAuthMethod, VaultCredentials, VaultReader, VaultS
 from environments.findings import CATALOGUE, Code, format_path
 from providers.kind import UNKNOWN, is_unknown
 
-__all__ = ["UNKNOWN", "VaultInputs", "config_get", "has_unknown", "is_unknown", "plain", "spec_failures",
-           "vault_reader"]
+__all__ = ["UNKNOWN", "VaultAuthMethod", "VaultInputs", "config_get", "has_unknown", "is_unknown", "plain",
+           "spec_failures", "vault_reader"]
 
 
 def has_unknown(value: Any) -> bool:
@@ -53,7 +53,8 @@ def spec_failures(err: ValidationError, source: str, prefix: str = "") -> list[C
     codes `make validate` uses): `<CODE> <source>: <path>: <message>; fix: <hint>`."""
     out: list[CheckFailure] = []
     for e in err.errors(include_url=False):
-        path = prefix + format_path([p for p in e["loc"] if not (isinstance(p, str) and p.startswith(("function-", "[key]")))])
+        loc = [p for p in e["loc"] if not (isinstance(p, str) and p.startswith(("function-", "[key]")))]
+        path = prefix + format_path(loc)
         leaf = path.rsplit(".", 1)[-1]
         if e["type"] == "missing":
             code, msg, hint = Code.MISSING_FIELD, f"required field {leaf!r} is missing", f"add {leaf}: <value>"

@@ -40,11 +40,23 @@ from clients.maas import MaasSiteClient
 from clients.maas import MachineNics as MaasMachineNics
 from clients.vault import VaultCredentials, credentials_from_config
 from environments.findings import Code
-from environments.model import FabricMode
 from providers.common import VaultInputs, has_unknown, plain, spec_failures, vault_reader
+from providers.kind import KindDescriptor, register
 from providers.machines.status import MaasStatus
+from providers.wire import FabricMode
 
 SOURCE = "roce_pools"
+DESCRIPTOR = register(KindDescriptor(
+    name="RoceAssignment",
+    identity=("site",),
+    in_place=("pools", "machines", "table", "maas", "vault"),
+    delete_before_replace=True,  # one assignment per site
+    summary_outputs=("link_status",),
+    doc="the static RoCE addresses of one site's phase-2 machines, linked in MAAS",
+    notes={"table": "computed at check from pools and machines; existing addresses are never renumbered",
+           "machines": "adding a machine adds its rows; the other machines' rows stay equal"},
+))
+INPUTS = ("site", "pools", "machines", "table", "maas", "vault")
 Key = tuple[str, str]  # (hostname, interface)
 # MAAS refuses link_subnet outside these statuses (409).
 MISSING = "missing"  # link_status prefix after a refresh found links gone
@@ -294,11 +306,13 @@ class RoceReconciler:
 
 
 # --- adapter ------------------------------------------------------------------------------------------
-def _comparable(key: str, value: Any) -> Any:
+def _comparable(props: Mapping[str, Any]) -> dict[str, Any]:
     # MACs are learned from MAAS after check: not a change of the assignment.
-    if key == "table" and isinstance(value, Mapping):
-        return {h: [{k: v for k, v in r.items() if k != "mac"} for r in rows or ()] for h, rows in plain(value).items()}
-    return plain(value)
+    out = plain(props)
+    if isinstance(out.get("table"), Mapping):
+        out["table"] = {h: [{k: v for k, v in r.items() if k != "mac"} for r in rows or ()]
+                        for h, rows in out["table"].items()}
+    return out
 
 
 class RoceAssignmentProvider(ResourceProvider):
@@ -329,12 +343,11 @@ class RoceAssignmentProvider(ResourceProvider):
         return CheckResult({**news, "table": table_of(entries, [m.hostname for m in spec.machines])}, [])
 
     def diff(self, id_: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
-        keys = ("pools", "machines", "table", "maas")
-        changed = [k for k in keys if _comparable(k, olds.get(k)) != _comparable(k, news.get(k))]
-        if any(str(v).startswith(MISSING) for v in (olds.get("link_status") or {}).values()):
-            changed.append("link_status")  # a refresh found links removed by hand: update re-links them
-        return DiffResult(changes=bool(changed), replaces=["site"] if olds.get("site") != news.get("site") else [],
-                          delete_before_replace=True)
+        d = DESCRIPTOR.diff(_comparable(olds), _comparable(news), inputs=INPUTS)
+        # a refresh found links removed by hand: update re-links them
+        relink = any(str(v).startswith(MISSING) for v in (olds.get("link_status") or {}).values())
+        return DiffResult(changes=d.changed or relink, replaces=list(d.replaces),
+                          delete_before_replace=DESCRIPTOR.delete_before_replace)
 
     def create(self, props: dict[str, Any]) -> CreateResult:
         table, status = self._rec(props).apply(None)
@@ -345,7 +358,9 @@ class RoceAssignmentProvider(ResourceProvider):
         return UpdateResult({**plain(news), "table": table, "link_status": status})
 
     def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
-        """The table lives in state; refresh checks that linked machines still have their links."""
+        """The table lives in state; refresh checks that linked machines still have their links.
+        Outputs keep exactly the shape create/update wrote (a refresh after up shows no drift)."""
+        props = plain(props)
         status = dict(props.get("link_status") or {})
         rec = self._rec(props)
         linked = sorted(h for h, st in status.items() if st == "linked" or str(st).startswith(MISSING))
@@ -366,5 +381,6 @@ class RoceAssignment(Resource, module="gpuaas", name="RoceAssignment"):
     table: pulumi.Output[dict[str, list[dict[str, Any]]]]
     link_status: pulumi.Output[dict[str, str]]
 
-    def __init__(self, name: str, props: dict[str, Any], opts: pulumi.ResourceOptions | None = None) -> None:
+    def __init__(self, name: str, spec: RoceSpec, opts: pulumi.ResourceOptions | None = None) -> None:
+        props = spec.model_dump(mode="json", exclude_none=True)  # Pulumi drops None values anyway
         super().__init__(RoceAssignmentProvider(), name, {"table": None, "link_status": None, **props}, opts)

@@ -16,12 +16,9 @@ A policy field change is an in-place update (diff never asks for replacement exc
 
 from __future__ import annotations
 
-import gzip
 import hashlib
-import io
+import ipaddress
 import re
-import tarfile
-from types import SimpleNamespace
 from typing import Any
 
 import pulumi
@@ -36,57 +33,100 @@ from pulumi.dynamic import (
     ResourceProvider,
     UpdateResult,
 )
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from clients.maas import MaasSiteClient
 from clients.platform import PlatformClient
 from clients.platform import models as pm
 from clients.s3 import ArtifactStore, S3Location, s3_credentials
-from clients.vault import VaultCredentials, credentials_from_config, parse_ref
+from clients.vault import VaultCredentials, VaultReader, credentials_from_config, parse_ref
 from environments import rules
 from environments.findings import Level
-from environments.model import Site, Tier
-from environments.model import SiteProfile as ProfileModel
-from providers.bootstrap_bundle import StoreInputs
+from providers.bootstrap_bundle import Script, StoreInputs, bundle_scripts
 from providers.common import VaultInputs, has_unknown, plain, spec_failures, vault_reader
+from providers.kind import KindDescriptor, register
 from providers.machines.ports import MaasError
+from providers.wire import EraseMode, FabricMode, Name, Tier, VaultRef, Wire
 
 SOURCE = "sites"
-_META = re.compile(r"^#\s*(name|script_type|title|description):\s*(.+?)\s*$", re.MULTILINE)
+
+DESCRIPTOR = register(KindDescriptor(
+    name="SiteProfile",
+    identity=("site.name", "profile.name"),
+    in_place=("tier", "site", "profile", "bundles", "vault", "platform", "store"),
+    delete_before_replace=True,  # the platform's names are unique per site
+    summary_outputs=("site_id", "profile_id"),
+    doc="a site + profile registered with the platform admin API; the profile's bundle scripts in MAAS",
+    notes={"site.name": "names the platform site (a rename is a new site)",
+           "profile.name": "names the platform profile", "profile": "policy fields: updated in place"},
+))
+INPUTS = ("tier", "site", "profile", "bundles", "vault", "platform", "store")
 
 
-class _M(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-
-class BundleOutput(_M):
+class BundleOutput(Wire):
     url: str
     digest: str
     ref: dict[str, str]
 
 
-class SiteInputs(Site):
-    """The environment's Site without its profile list (each profile is its own resource)."""
+class SiteInputs(Wire):
+    """A site as this provider records it (the environment's Site, minus its profile list)."""
 
-    profiles: tuple[ProfileModel, ...] = ()
+    name: Name
+    maas_url: str
+    maas_api_key_path: VaultRef
+    tls_verify: bool = True
+    customer_handoff: bool = False
+    bmc_network: ipaddress.IPv4Network | None = None
 
 
-class PlatformInputs(_M):
+class ProfileInputs(Wire):
+    """A site profile's policy as this provider records it (same names and bounds as the environment's)."""
+
+    name: Name
+    site_bootstrap_bundle_ref: str
+    strict_pxe_preflight: bool = True
+    enable_phase2_roce: bool = False
+    require_hw_sync: bool = True
+    hardware_sync_interval: int = Field(900, ge=60, le=86400)
+    release_fallback_no_erase: bool = False
+    enable_deploy_retry_on_datasource_failure: bool = True
+    max_deploy_retry_attempts: int = Field(3, ge=1, le=10)
+    auto_claim_single_new_machine: bool = False
+    batch_max_parallel: int = Field(8, ge=1, le=64)
+    enrollment_token_ttl_seconds: int = Field(3600, ge=300, le=86400)
+    fabric_mode: FabricMode = FabricMode.ETHERNET
+    commissioning_bundle_ref: str | None = None
+    post_deploy_validation_bundle_ref: str | None = None
+    storage_layout_profile: str = "flat"
+    release_erase_mode: EraseMode = EraseMode.QUICK
+
+    def bundle_refs(self) -> tuple[str, ...]:
+        return tuple(n for n in (self.site_bootstrap_bundle_ref, self.commissioning_bundle_ref,
+                                 self.post_deploy_validation_bundle_ref) if n)
+
+
+class PlatformInputs(Wire):
     url: str
     admin_token_path: str
 
 
-class SiteProfileSpec(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="ignore")
+class SiteProfileArgs(BaseModel):
+    """What the component knows at declaration time (the bundles' published refs come later)."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore")  # ignore output keys recorded beside inputs
 
     tier: Tier = Tier.LOCAL
     site: SiteInputs
-    profile: ProfileModel
-    bundles: dict[str, BundleOutput] = {}
-    """bundle name -> its published ref (the profile's *_bundle_ref names point here)."""
+    profile: ProfileInputs
     vault: VaultInputs
     platform: PlatformInputs
     store: StoreInputs
+
+
+class SiteProfileSpec(SiteProfileArgs):
+    bundles: dict[str, BundleOutput] = {}
+    """bundle name -> its published ref (the profile's *_bundle_ref names point here)."""
 
     def bundle_url(self, name: str | None) -> str | None:
         return self.bundles[name].url if name else None
@@ -112,56 +152,43 @@ class SiteProfileSpec(BaseModel):
         return pm.VaultCredentialRef(mount=self.vault.kv_mount, path=path, field=key)
 
 
-def policy_findings(spec_in: dict[str, Any]) -> list[str]:
+def policy_findings(spec: SiteProfileArgs) -> list[str]:
     """The environment's own rules (POL001, POL003 ...) over this one site and profile."""
-    site = Site.model_validate({**spec_in["site"], "profiles": [spec_in["profile"]]})
-    doc = SimpleNamespace(sites=[site], tier=Tier(spec_in.get("tier", "local")))
-    found = rules.policy_combinations(doc, None, f"{SOURCE}[{site.name}]")  # type: ignore[arg-type]
-    return [f"{f.code.value} {f.file}: profiles[{site.profiles[0].name}]{f.path.split('profiles[0]')[-1]}: "
-            f"{f.message}; fix: {f.hint}" for f in found if f.level is Level.ERROR]
-
-
-class Script(_M):
-    name: str
-    script_type: str
-    title: str
-    description: str
-    body: bytes
-
-    @property
-    def sha256(self) -> str:
-        return hashlib.sha256(self.body).hexdigest()
-
-
-def bundle_scripts(data: bytes, folder: str, default_type: str) -> list[Script]:
-    """The `<folder>/*.sh` scripts of a packed bundle, named by their MAAS metadata header."""
-    out: list[Script] = []
-    with tarfile.open(fileobj=io.BytesIO(gzip.decompress(data))) as tar:
-        for member in sorted(tar.getmembers(), key=lambda m: m.name):
-            if not (member.isfile() and member.name.startswith(f"{folder}/") and member.name.endswith(".sh")):
-                continue
-            body = tar.extractfile(member).read()  # type: ignore[union-attr]
-            meta = dict(_META.findall(body.decode(errors="replace")))
-            name = meta.get("name") or member.name.rsplit("/", 1)[-1].removesuffix(".sh")
-            out.append(Script(name=name, script_type=meta.get("script_type") or default_type,
-                              title=meta.get("title") or name, description=meta.get("description") or "", body=body))
-    return out
+    s, p = spec.site, spec.profile
+    source, base = f"{SOURCE}[{s.name}]", f"profiles[{p.name}]"
+    found = [*rules.site_tls(s.name, s.tls_verify, spec.tier, source, "site.tls_verify"),
+             *rules.profile_policy(s.name, p.name, fabric_mode=p.fabric_mode, enable_phase2_roce=p.enable_phase2_roce,
+                                   retry_enabled=p.enable_deploy_retry_on_datasource_failure,
+                                   retry_attempts_set="max_deploy_retry_attempts" in p.model_fields_set,
+                                   customer_handoff=s.customer_handoff, release_erase_mode=p.release_erase_mode,
+                                   file=source, base=base)]
+    return [f"{f.code.value} {f.file}: {f.path}: {f.message}; fix: {f.hint}" for f in found if f.level is Level.ERROR]
 
 
 class ProfileResult(BaseModel):
+    """The outputs, in one shape for create, update and read (a refresh after up shows no drift)."""
+
     site_id: str
     profile_id: str
     effective_policy: dict[str, Any]
     commissioning_scripts: list[str]
     testing_scripts: list[str]
     scripts: dict[str, str]
+    """script name -> sha256 as MAAS has it ("missing" when a refresh found it gone)."""
+    scripts_registered: dict[str, str]
+    """script name -> sha256 this stack registered (scripts != scripts_registered: drift)."""
 
 
 class SiteProfileReconciler:
+    """converge / observe / release one site profile. Plain Python: no Pulumi here."""
+
     def __init__(self, spec: SiteProfileSpec, credentials: VaultCredentials | None) -> None:
         self.spec, self._credentials = spec, credentials
 
-    def _maas(self, vault: Any) -> MaasSiteClient:
+    def _vault(self) -> VaultReader:
+        return vault_reader(self.spec.vault, self._credentials)
+
+    def _maas(self, vault: VaultReader) -> MaasSiteClient:
         s = self.spec.site
         key = vault.read(s.maas_api_key_path)
         maas = MaasSiteClient(s.maas_url, key.get_secret_value(), tls_verify=s.tls_verify)
@@ -176,7 +203,7 @@ class SiteProfileReconciler:
                 from None
         return maas
 
-    def _scripts(self, vault: Any) -> list[Script]:
+    def _scripts(self, vault: VaultReader) -> list[Script]:
         p, s = self.spec.profile, self.spec.store
         wanted = [(p.commissioning_bundle_ref, "commissioning", "commissioning"),
                   (p.post_deploy_validation_bundle_ref, "validation", "testing")]
@@ -196,48 +223,63 @@ class SiteProfileReconciler:
             out += bundle_scripts(data, folder, default_type)
         return out
 
-    def _platform(self, vault: Any) -> PlatformClient:
+    def _platform(self, vault: VaultReader) -> PlatformClient:
         return PlatformClient(self.spec.platform.url, vault.read(self.spec.platform.admin_token_path))
 
-    def apply(self, previous_scripts: list[str] | None = None) -> ProfileResult:
-        vault = vault_reader(self.spec.vault, self._credentials)
-        maas = self._maas(vault)  # steps 1-2: verified before any change
-        scripts = self._scripts(vault)  # step 3
-        s, policy = self.spec.site, self.spec.policy()
-        with self._platform(vault) as api:  # step 4
-            site = api.find_site(s.name)
-            desc = f"managed by gpuaas-infra ({self.spec.tier.value})"
-            if site is None:
-                site = api.create_site(pm.MaasSiteCreate(name=s.name, maas_url=s.maas_url, description=desc,
-                                                         credential_ref=self.spec.credential_ref()))
-            elif (site.maas_url, site.credential_ref) != (s.maas_url, self.spec.credential_ref()):
-                site = api.update_site(site.site_id, pm.MaasSiteUpdate(
-                    maas_url=s.maas_url, region=site.region, description=site.description or desc,
-                    credential_ref=self.spec.credential_ref()))
-            prof = next(iter(api.list_profiles(site.site_id, name=self.spec.profile.name)), None)
-            if prof is None:
-                prof = api.create_profile(site.site_id, pm.SiteProfileCreate(name=self.spec.profile.name,
-                                                                             policy=policy))
-            elif prof.policy != policy:
-                prof = api.update_profile(site.site_id, prof.profile_id, policy)
-        present = maas.scripts()  # step 5
+    def _ensure_profile(self, api: PlatformClient) -> tuple[str, pm.SiteProfile]:
+        """Adopt-or-create the site, then the profile; update only what differs."""
+        s, policy, cref = self.spec.site, self.spec.policy(), self.spec.credential_ref()
+        site = api.find_site(s.name)
+        desc = f"managed by gpuaas-infra ({self.spec.tier.value})"
+        if site is None:
+            site = api.create_site(pm.MaasSiteCreate(name=s.name, maas_url=s.maas_url, description=desc,
+                                                     credential_ref=cref))
+        elif (site.maas_url, site.credential_ref) != (s.maas_url, cref):
+            site = api.update_site(site.site_id, pm.MaasSiteUpdate(
+                maas_url=s.maas_url, region=site.region, description=site.description or desc, credential_ref=cref))
+        prof = next(iter(api.list_profiles(site.site_id, name=self.spec.profile.name)), None)
+        if prof is None:
+            prof = api.create_profile(site.site_id, pm.SiteProfileCreate(name=self.spec.profile.name, policy=policy))
+        elif prof.policy != policy:
+            prof = api.update_profile(site.site_id, prof.profile_id, policy)
+        return site.site_id, prof
+
+    def converge(self, previous_scripts: list[str] | None = None) -> ProfileResult:
+        vault = self._vault()
+        maas = self._maas(vault)  # 1-2: Vault key and MAAS verified before any change
+        scripts = self._scripts(vault)  # 3: bundles fetched and their digests verified
+        with self._platform(vault) as api:  # 4
+            site_id, prof = self._ensure_profile(api)
+        present = maas.scripts()  # 5
         for sc in scripts:
             have = present.get(sc.name)
             if have is None or have.sha256 != sc.sha256 or have.script_type != sc.script_type:
                 maas.put_script(sc.name, sc.script_type, sc.body, title=sc.title, description=sc.description,
-                                tags=("gpuaas", s.name), replace=have is not None)
+                                tags=("gpuaas", self.spec.site.name), replace=have is not None)
         for name in sorted(set(previous_scripts or ()) - {sc.name for sc in scripts}):
             maas.delete_script(name)  # registered by a previous bundle, gone from the new one
+        registered = {x.name: x.sha256 for x in scripts}
         return ProfileResult(
-            site_id=site.site_id, profile_id=prof.profile_id, effective_policy=prof.policy.model_dump(mode="json"),
+            site_id=site_id, profile_id=prof.profile_id, effective_policy=prof.policy.model_dump(mode="json"),
             commissioning_scripts=[x.name for x in scripts if x.script_type == "commissioning"],
             testing_scripts=[x.name for x in scripts if x.script_type == "testing"],
-            scripts={x.name: x.sha256 for x in scripts},
+            scripts=registered, scripts_registered=dict(registered),
         )
 
-    def remove(self, site_id: str, profile_id: str, scripts: list[str]) -> None:
+    def observe(self, last: ProfileResult) -> ProfileResult | None:
+        """The profile as the platform has it and the scripts as MAAS has them; None when it is gone."""
+        vault = self._vault()
+        with self._platform(vault) as api:
+            prof = next((p for p in api.list_profiles(last.site_id) if p.profile_id == last.profile_id), None)
+        if prof is None:
+            return None
+        present = self._maas(vault).scripts()
+        actual = {n: (present[n].sha256 if n in present else "missing") for n in last.scripts_registered}
+        return last.model_copy(update={"effective_policy": prof.policy.model_dump(mode="json"), "scripts": actual})
+
+    def release(self, site_id: str, profile_id: str, scripts: list[str]) -> None:
         """Unregister the profile (the site stays: other profiles and machines may use it) and its scripts."""
-        vault = vault_reader(self.spec.vault, self._credentials)
+        vault = self._vault()
         maas = self._maas(vault)
         with self._platform(vault) as api:
             profiles = api.list_profiles(site_id)
@@ -253,6 +295,16 @@ class SiteProfileReconciler:
         for name in scripts:
             maas.delete_script(name)
 
+    def drift(self, last: dict[str, Any]) -> list[str]:
+        """What the last observation (a refresh) found changed outside the stack."""
+        out = []
+        if "scripts_registered" in last and plain(last.get("scripts")) != plain(last["scripts_registered"]):
+            out.append("scripts")
+        found = last.get("effective_policy")
+        if found is not None and plain(found) != self.spec.policy().model_dump(mode="json"):
+            out.append("effective_policy")
+        return out
+
 
 def _bundle_name(url: str | None) -> str | None:
     """'s3://bucket/bundles/<site>/<name>/<digest>.tar.gz' -> '<site>/<name>'."""
@@ -261,27 +313,11 @@ def _bundle_name(url: str | None) -> str | None:
 
 
 # --- adapter ------------------------------------------------------------------------------------------
-REPLACE_KEYS = ("site.name", "profile.name")
-
-
-def _get(d: dict[str, Any], dotted: str) -> Any:
-    for part in dotted.split("."):
-        d = (d or {}).get(part)  # type: ignore[assignment]
-    return d
-
-
-def _drift(olds: dict[str, Any]) -> list[str]:
-    """What a refresh found changed outside the stack: the platform's policy, MAAS's scripts."""
-    out = []
-    if "scripts_registered" in olds and plain(olds.get("scripts")) != plain(olds["scripts_registered"]):
-        out.append("scripts")
-    try:
-        desired = SiteProfileSpec.model_validate(plain(olds)).policy().model_dump(mode="json")
-    except (ValidationError, KeyError):
-        return out
-    if olds.get("effective_policy") is not None and plain(olds["effective_policy"]) != desired:
-        out.append("effective_policy")
-    return out
+def _last(props: dict[str, Any]) -> ProfileResult:
+    """Recorded outputs; v1 state may lack `scripts_registered` (it equalled `scripts` then)."""
+    p = plain(props)
+    return ProfileResult.model_validate({**p, "scripts_registered": p.get("scripts_registered") or p.get("scripts")
+                                         or {}})
 
 
 class SiteProfileProvider(ResourceProvider):
@@ -305,48 +341,43 @@ class SiteProfileProvider(ResourceProvider):
             spec = SiteProfileSpec.model_validate(inputs)
         except ValidationError as e:
             return CheckResult(news, spec_failures(e, f"{SOURCE}[{name}]"))
-        failures = [CheckFailure("profile", f) for f in policy_findings(inputs)]
-        for ref in (spec.profile.site_bootstrap_bundle_ref, spec.profile.commissioning_bundle_ref,
-                    spec.profile.post_deploy_validation_bundle_ref):
-            if bundles_known and ref and ref not in spec.bundles:
-                failures.append(CheckFailure("bundles", f"REF003 {SOURCE}[{name}]: profile {spec.profile.name} "
-                                             f"names bundle {ref!r}, which is not passed in; fix: declare it under "
-                                             "bootstrap_bundles for this site"))
+        failures = [CheckFailure("profile", f) for f in policy_findings(spec)]
+        missing = [ref for ref in spec.profile.bundle_refs() if bundles_known and ref not in spec.bundles]
+        failures += [CheckFailure("bundles", f"REF003 {SOURCE}[{name}]: profile {spec.profile.name} names bundle "
+                                  f"{ref!r}, which is not passed in; fix: declare it under bootstrap_bundles for "
+                                  "this site") for ref in missing]
         return CheckResult(news, failures)
 
     def diff(self, id_: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
-        keys = ("tier", "site", "profile", "bundles", "vault", "platform", "store")
-        changed = [k for k in keys if plain(olds.get(k)) != plain(news.get(k))] + _drift(olds)
-        replaces = [k for k in REPLACE_KEYS if plain(_get(olds, k)) != plain(_get(news, k))]
-        return DiffResult(changes=bool(changed), replaces=replaces, delete_before_replace=True)
+        d = DESCRIPTOR.diff(olds, news, inputs=INPUTS)
+        try:
+            drift = self._rec(olds).drift(olds)
+        except ValidationError:
+            drift = []
+        return DiffResult(changes=d.changed or bool(drift), replaces=list(d.replaces),
+                          delete_before_replace=DESCRIPTOR.delete_before_replace)
 
-    def _outs(self, props: dict[str, Any], r: ProfileResult) -> dict[str, Any]:
-        return {**plain(props), **r.model_dump(mode="json"), "scripts_registered": r.scripts}
+    @staticmethod
+    def _outs(props: dict[str, Any], r: ProfileResult) -> dict[str, Any]:
+        p = plain(props)
+        return {**{k: p[k] for k in INPUTS if k in p}, **r.model_dump(mode="json")}
 
     def create(self, props: dict[str, Any]) -> CreateResult:
-        r = self._rec(props).apply()
+        r = self._rec(props).converge()
         return CreateResult(f"{r.site_id}/{r.profile_id}", self._outs(props, r))
 
     def update(self, id_: str, olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
-        r = self._rec(news).apply(previous_scripts=list(olds.get("scripts_registered") or olds.get("scripts") or {}))
+        r = self._rec(news).converge(previous_scripts=list(_last(olds).scripts_registered))
         return UpdateResult(self._outs(news, r))
 
     def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
         """Refresh: the policy as the platform has it, the scripts as MAAS has them (drift -> diff)."""
-        rec = self._rec(props)
-        vault = vault_reader(rec.spec.vault, getattr(self, "_credentials", None))
-        with rec._platform(vault) as api:
-            prof = next((p for p in api.list_profiles(props["site_id"]) if p.profile_id == props["profile_id"]), None)
-        if prof is None:
-            return ReadResult("", {})
-        present = rec._maas(vault).scripts()
-        wanted = props.get("scripts_registered") or props.get("scripts") or {}
-        actual = {n: (present[n].sha256 if n in present else "missing") for n in wanted}
-        return ReadResult(id_, {**props, "effective_policy": prof.policy.model_dump(mode="json"), "scripts": actual,
-                                "scripts_registered": wanted})
+        r = self._rec(props).observe(_last(props))
+        return ReadResult(id_, self._outs(props, r)) if r else ReadResult("", {})
 
     def delete(self, id_: str, props: dict[str, Any]) -> None:
-        self._rec(props).remove(props["site_id"], props["profile_id"], list(props.get("scripts") or {}))
+        last = _last(props)
+        self._rec(props).release(last.site_id, last.profile_id, list(last.scripts))
 
 
 class SiteProfile(Resource, module="gpuaas", name="SiteProfile"):
@@ -357,7 +388,8 @@ class SiteProfile(Resource, module="gpuaas", name="SiteProfile"):
     testing_scripts: pulumi.Output[list[str]]
     scripts: pulumi.Output[dict[str, str]]
 
-    def __init__(self, name: str, props: dict[str, Any], opts: pulumi.ResourceOptions | None = None) -> None:
-        outs = {k: None for k in ("site_id", "profile_id", "effective_policy", "commissioning_scripts",
-                                  "testing_scripts", "scripts")}
-        super().__init__(SiteProfileProvider(), name, {**outs, **props}, opts)
+    def __init__(self, name: str, args: SiteProfileArgs, bundles: pulumi.Input[dict[str, Any]],
+                 opts: pulumi.ResourceOptions | None = None) -> None:
+        outs = dict.fromkeys(ProfileResult.model_fields)
+        super().__init__(SiteProfileProvider(), name, {**outs, **args.model_dump(mode="json"), "bundles": bundles},
+                         opts)
