@@ -23,6 +23,7 @@ from environments.model import Site
 from providers.bootstrap_bundle import BootstrapBundle, BundleProfile, BundleSite, BundleSpec, Packages
 from providers.roce_assignment import MaasInputs, MachineNics, Pool, RoceAssignment, RoceSpec
 from providers.site_profile import PlatformInputs, ProfileInputs, SiteInputs, SiteProfile, SiteProfileArgs
+from providers.wire import FabricMode, Tier
 
 from .settings import StackSettings, platform_url, store_inputs, vault_inputs
 
@@ -51,7 +52,7 @@ def bundle_spec(env: Environment, settings: StackSettings, b: BundleDoc) -> Bund
 def profile_args(env: Environment, settings: StackSettings, site: Site, profile: str) -> SiteProfileArgs:
     p = next(p for p in site.profiles if p.name == profile)
     return SiteProfileArgs(
-        tier=env.tier.value,
+        tier=Tier(env.tier.value),
         site=SiteInputs.model_validate({**site.model_dump(mode="json", exclude={"profiles"}),
                                         "maas_url": settings.endpoint(site.maas_url, "maas")}),
         profile=ProfileInputs.model_validate(p.model_dump(mode="json")),
@@ -69,7 +70,7 @@ def roce_spec(env: Environment, settings: StackSettings, site: Site) -> RoceSpec
         pools=[Pool(site=p.site, rail=p.rail, subnet=p.subnet, start=p.range.start, end=p.range.end, mtu=p.mtu,
                     vlan=p.vlan) for p in env.roce_pools_of(site.name)],
         machines=[MachineNics(hostname=m.hostname, profile=m.profile,
-                              fabric_mode=env.profile(site.name, m.profile).fabric_mode.value,
+                              fabric_mode=FabricMode(env.profile(site.name, m.profile).fabric_mode.value),
                               enable_phase2_roce=env.profile(site.name, m.profile).enable_phase2_roce,
                               interfaces=list(env.sku(m.sku).fabric_interfaces)) for m in machines],
         maas=MaasInputs(url=settings.endpoint(site.maas_url, "maas"), api_key_path=site.maas_api_key_path,

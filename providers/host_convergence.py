@@ -3,11 +3,15 @@
 One resource per environment (not per host): one ansible run converges every host in parallel
 (forks), the Slurm controller and workers must agree on one slurm.conf and munge key, and the
 dynamic-provider server has only 4 worker threads — one per host would hold three of them.
-Per-host results are still reported (`hosts` output: ok/changed/failed/unreachable per host).
+Per-host results are still reported (`host_reports` output: ok/changed/failed/unreachable per host).
 
-Layers (STYLE.md): `plan()` is pure (environment -> validated inventory + content hash, refusing
-a role-rule violation before ansible runs), `converge()` is the effectful step (secrets from Vault,
-then clients.ansible), `HostConvergenceProvider` is the thin Pulumi adapter.
+Input: the compiled inventory (`HostConvergenceSpec`: hosts with their addresses, users, logical
+and Ansible roles, runner tags; artifact pins; vars; Vault references of secrets), built by
+components/host_roles.py from the environment model. The provider never reads environment files,
+and Pulumi diffs the inventory itself.
+Layers (STYLE.md): `plan()` is pure (spec -> inventory + content hash, refusing a role-rule
+violation before ansible runs), `converge()` is the effectful step (secrets from Vault, then
+clients.ansible), `HostConvergenceProvider` is the thin Pulumi adapter.
 """
 
 from __future__ import annotations
@@ -35,27 +39,53 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, f
 
 from clients.ansible import ANSIBLE_DIR, SITE_PLAYBOOK, PlaybookRun, RunResult, TaskEvent, TaskStatus, run_playbook
 from clients.vault import credentials_from_config
-from environments import Environment, EnvironmentInvalid, Finding, Level, validate_environment
-from providers.common import VaultInputs, has_unknown, plain, vault_reader
+from environments import rules
+from environments.findings import Finding, Level
+from providers.common import VaultInputs, has_unknown, plain, spec_failures, vault_reader
+from providers.kind import KindDescriptor, register
+from providers.wire import LogicalRole, VaultRef, Wire
 
 SecretReader = Callable[[str], SecretStr]
 """Vault reference (`path#key`) -> value. Injected in tests; `clients.vault` otherwise."""
+SOURCE = "hosts"
+
+DESCRIPTOR = register(KindDescriptor(
+    name="HostConvergence",
+    identity=("environment",),
+    in_place=("hosts", "ssh_key_ref", "artifacts", "apt_source", "secret_refs", "extra_vars", "vault", "timeout_s",
+              "content_hash"),
+    ignored=("preview_check",),  # changes what a preview prints, not the hosts
+    summary_outputs=("changed_total",),
+    doc="ansible-runner converged the environment's hosts to their roles",
+    notes={"content_hash": "roles, playbook, inventory and vars: a change of any reruns the playbook",
+           "hosts": "the compiled inventory: an address or role change shows here"},
+))
 
 
-class ArtifactSource(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+class ArtifactSource(Wire):
     url: str = Field(min_length=1)
     sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
 
 
-class HostConvergenceSpec(BaseModel):
-    """The resource's inputs. Secrets are Vault references only, never values."""
+class InventoryHost(Wire):
+    """One host as the play sees it (compiled from the environment: effective roles, reachable address)."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
-    environment: str
-    """Environment name (environments/<name>.yaml) or a path to an environment document."""
-    address_overrides: dict[str, ipaddress.IPv4Address] = {}
-    """hostname -> address to reach it at instead of the model's (the lab; never the real 100.x)."""
+    hostname: str = Field(pattern=r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
+    address: ipaddress.IPv4Address
+    ssh_user: str = "gpuaas"
+    logical_role: LogicalRole
+    roles: tuple[str, ...]
+    """Ansible role names (ansible/roles/<name>)."""
+    runner_tags: tuple[str, ...] = ()
+
+
+class HostConvergenceSpec(Wire):
+    """The resource's inputs: the compiled inventory. Secrets are Vault references only, never values."""
+
+    environment: str = Field(pattern=r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
+    """The environment's name (labels and `gpuaas_environment`); the provider never reads its file."""
+    hosts: tuple[InventoryHost, ...] = Field(min_length=1)
+    ssh_key_ref: VaultRef
     artifacts: dict[str, ArtifactSource] = {}
     apt_source: str = ""
     secret_refs: dict[str, str] = {}
@@ -101,20 +131,18 @@ class ConvergenceResult(BaseModel):
 
 
 class Plan(BaseModel):
-    model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True)
-    environment: Environment
+    model_config = ConfigDict(frozen=True)
     inventory: dict[str, Any]
     extravars: dict[str, Any]
-    ssh_key_ref: str
     content_hash: str
 
 
 class RoleRulesViolated(Exception):
-    """The environment breaks the model's rules: nothing was run."""
+    """The inventory breaks the model's role rules: nothing was run."""
 
     def __init__(self, findings: list[Finding]) -> None:
         self.findings = findings
-        super().__init__("environment refused before ansible ran:\n" + "\n".join(
+        super().__init__("inventory refused before ansible ran:\n" + "\n".join(
             f"  {f.code.value} {f.file}: {f.path}: {f.message}; fix: {f.hint}" for f in findings))
 
 
@@ -132,33 +160,29 @@ class ConvergenceFailed(Exception):
 
 # --- planning (pure) -----------------------------------------------------------------------------
 
-def load_validated(environment: str) -> Environment:
-    """The model's own validation (role rules included); never re-implemented here."""
-    env, found = validate_environment(environment)
-    errors = [f for f in found if f.level is Level.ERROR]
-    if env is None or errors:
-        raise RoleRulesViolated(errors or found)
-    return env
+def role_findings(spec: HostConvergenceSpec) -> list[Finding]:
+    """The environment's own role rules (ROLE001 ...) over the compiled hosts; never re-implemented here."""
+    return [f for i, h in enumerate(spec.hosts)
+            for f in rules.host_role_mix(h.hostname, h.logical_role, h.roles, (), h.runner_tags,
+                                         f"{SOURCE}[{spec.environment}]", f"hosts[{i}]")
+            if f.level is Level.ERROR]
 
 
-def build_inventory(env: Environment, overrides: Mapping[str, ipaddress.IPv4Address]) -> dict[str, Any]:
+def build_inventory(hosts: tuple[InventoryHost, ...]) -> dict[str, Any]:
     """Groups = logical roles, plus `role_<name>` per Ansible role; hostnames as in the model."""
-    unknown = sorted(set(overrides) - {h.hostname for h in env.hosts})
-    if unknown:
-        raise ValueError(f"address_overrides names hosts not in environment {env.name}: {', '.join(unknown)}")
-    hosts: dict[str, Any] = {}
+    out: dict[str, Any] = {}
     children: dict[str, Any] = {}
-    for h in env.hosts:
-        hosts[h.hostname] = {
-            "ansible_host": str(overrides.get(h.hostname, h.address)),
+    for h in hosts:
+        out[h.hostname] = {
+            "ansible_host": str(h.address),
             "ansible_user": h.ssh_user,
             "gpuaas_logical_role": h.logical_role.value,
-            "gpuaas_roles": [r.value for r in h.roles],
-            "gpuaas_runner_tags": [t.value for t in h.runner_tags],
+            "gpuaas_roles": list(h.roles),
+            "gpuaas_runner_tags": list(h.runner_tags),
         }
-        for group in [h.logical_role.value, *(f"role_{r.value}" for r in h.roles)]:
+        for group in [h.logical_role.value, *(f"role_{r}" for r in h.roles)]:
             children.setdefault(group, {"hosts": {}})["hosts"][h.hostname] = {}
-    return {"all": {"hosts": hosts, "children": dict(sorted(children.items()))}}
+    return {"all": {"hosts": out, "children": dict(sorted(children.items()))}}
 
 
 def _tree_digest(root: Path) -> str:
@@ -177,17 +201,13 @@ def content_hash(inventory: Mapping[str, Any], extravars: Mapping[str, Any], sec
 
 
 def plan(spec: HostConvergenceSpec) -> Plan:
-    env = load_validated(spec.environment)
-    if not env.hosts:
-        raise ValueError(f"environment {env.name} declares no hosts")
-    keys = {h.ssh_key_path for h in env.hosts}
-    if len(keys) != 1:
-        raise ValueError(f"environment {env.name}: hosts use different ssh_key_path values; one run uses one key")
-    inventory = build_inventory(env, spec.address_overrides)
-    extravars = {"gpuaas_environment": env.name, "gpuaas_apt_source": spec.apt_source,
+    if found := role_findings(spec):
+        raise RoleRulesViolated(found)
+    inventory = build_inventory(spec.hosts)
+    extravars = {"gpuaas_environment": spec.environment, "gpuaas_apt_source": spec.apt_source,
                  "gpuaas_artifacts": {k: a.model_dump() for k, a in sorted(spec.artifacts.items())},
                  **spec.extra_vars}
-    return Plan(environment=env, inventory=inventory, extravars=extravars, ssh_key_ref=keys.pop(),
+    return Plan(inventory=inventory, extravars=extravars,
                 content_hash=content_hash(inventory, extravars, spec.secret_refs))
 
 
@@ -219,10 +239,10 @@ def converge(spec: HostConvergenceSpec, read_secret: SecretReader, *, check: boo
     p = plan(spec)  # raises RoleRulesViolated before anything touches a host
     secrets = {name: read_secret(ref).get_secret_value() for name, ref in sorted(spec.secret_refs.items())}
     run = PlaybookRun(playbook=SITE_PLAYBOOK, inventory=p.inventory, extravars={**p.extravars, **secrets},
-                      ssh_private_key=read_secret(p.ssh_key_ref), check=check, diff=check,
+                      ssh_private_key=read_secret(spec.ssh_key_ref), check=check, diff=check,
                       timeout_s=spec.timeout_s)
     result = run_playbook(run, on_event)
-    hosts = _report(result, [h.hostname for h in p.environment.hosts])
+    hosts = _report(result, [h.hostname for h in spec.hosts])
     out = ConvergenceResult(content_hash=p.content_hash, check=check, hosts=hosts, changes=result.changes,
                             duration_s=result.duration_s, error=result.error)
     if result.status != "successful" or any(r.outcome in (HostOutcome.FAILED, HostOutcome.UNREACHABLE)
@@ -235,8 +255,11 @@ def converge(spec: HostConvergenceSpec, read_secret: SecretReader, *, check: boo
 
 def _outputs(spec: HostConvergenceSpec, result: ConvergenceResult) -> dict[str, Any]:
     return {**spec.model_dump(mode="json"), "content_hash": result.content_hash,
-            "hosts": {h: r.model_dump(mode="json") for h, r in result.hosts.items()},
+            "host_reports": {h: r.model_dump(mode="json") for h, r in result.hosts.items()},
             "changed_total": sum(r.changed for r in result.hosts.values()), "duration_s": result.duration_s}
+
+
+INPUTS = (*HostConvergenceSpec.model_fields, "content_hash")
 
 
 def _spec(props: Mapping[str, Any]) -> HostConvergenceSpec:
@@ -268,25 +291,20 @@ class HostConvergenceProvider(ResourceProvider):
             spec = _spec(news)
             p = plan(spec)
         except ValidationError as e:
-            return CheckResult(news, [CheckFailure(str(err["loc"][0]), err["msg"]) for err in e.errors()])
+            return CheckResult(news, spec_failures(e, f"{SOURCE}[{news.get('environment')}]"))
         except RoleRulesViolated as e:
-            return CheckResult(news, [CheckFailure("environment", str(e))])
-        except (ValueError, EnvironmentInvalid) as e:
-            return CheckResult(news, [CheckFailure("environment", str(e))])
+            return CheckResult(news, [CheckFailure("hosts", str(e))])
         if spec.preview_check and not olds:
             # A first creation has no diff() call: its preview is the check-mode run, here.
             self._print_preview(self._check_run(spec))
         return CheckResult({**news, "content_hash": p.content_hash}, [])
 
     def diff(self, id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:  # noqa: A002
-        keys = [k for k in ("content_hash", "environment", "address_overrides", "secret_refs")
-                if plain(olds.get(k)) != plain(news.get(k))]
-        if not keys or _unresolved(news):
-            return DiffResult(changes=bool(keys), replaces=[], delete_before_replace=False)
-        spec = _spec(news)
-        if spec.preview_check:
+        d = DESCRIPTOR.diff(olds, news, inputs=INPUTS)
+        if d.changed and not _unresolved(news) and (spec := _spec(news)).preview_check:
             self._print_preview(self._check_run(spec))
-        return DiffResult(changes=True, replaces=[], delete_before_replace=False)
+        return DiffResult(changes=d.changed, replaces=list(d.replaces),
+                          delete_before_replace=DESCRIPTOR.delete_before_replace)
 
     @staticmethod
     def _print_preview(result: ConvergenceResult) -> None:
@@ -308,7 +326,7 @@ class HostConvergenceProvider(ResourceProvider):
     def create(self, props: dict[str, Any]) -> CreateResult:
         spec = _spec(props)
         result = converge(spec, self._reader(spec))
-        return CreateResult(id_=f"hostconvergence-{load_validated(spec.environment).name}",
+        return CreateResult(id_=f"hostconvergence-{spec.environment}",
                             outs=_outputs(spec, result))
 
     def update(self, id: str, olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:  # noqa: A002
@@ -322,10 +340,11 @@ class HostConvergenceProvider(ResourceProvider):
 
 class HostConvergence(pulumi.dynamic.Resource, module="gpuaas", name="HostConvergence"):
     content_hash: pulumi.Output[str]
-    hosts: pulumi.Output[dict[str, Any]]
+    host_reports: pulumi.Output[dict[str, Any]]
+    """hostname -> ok/changed/failed/unreachable counts and outcome of the last run."""
     changed_total: pulumi.Output[int]
 
     def __init__(self, name: str, spec: HostConvergenceSpec, opts: pulumi.ResourceOptions | None = None) -> None:
-        props = {**spec.model_dump(mode="json"), "content_hash": None, "hosts": None, "changed_total": None,
+        props = {**spec.model_dump(mode="json"), "content_hash": None, "host_reports": None, "changed_total": None,
                  "duration_s": None}
         super().__init__(HostConvergenceProvider(), name, props, opts)
