@@ -94,7 +94,8 @@ class StackSettings(BaseModel):
         except json.JSONDecodeError as e:
             bad = f"{HOST_ROLES}: not a JSON object ({e.msg})"
         except ValidationError as e:
-            bad = "; ".join(f"{'.'.join(str(p) for p in err['loc'])}: {err['msg']}" for err in e.errors())
+            bad = "; ".join(f"{'.'.join(HOST_ROLES if p == 'host_roles' else str(p) for p in err['loc'])}: "
+                            f"{err['msg']}" for err in e.errors())
         raise StackConfigInvalid(f"stack {stack}: invalid {NAMESPACE} config: {bad}; fix: pulumi config set "
                                  f"{NAMESPACE}:<key> <value> (keys: {', '.join(CONFIG_KEYS)})")
 
