@@ -3,6 +3,8 @@ in small steps, each checked against the operations the platform ran."""
 
 from __future__ import annotations
 
+import pytest
+
 from clients.platform import models as m
 from providers.apps.reconciler import InstanceOut
 
@@ -60,3 +62,20 @@ def test_create_same_scale_rebind_upgrade_remove(lab: Lab) -> None:
     lab.rec(lab.spec(workers=2, worker_nodes=("gpu-2",), version="24.05.1")).remove(upgraded.instance_id)
     assert kinds(lab, n) == ["member_drain", "member_drain"], "workers drained; the controller is not drainable"
     assert lab.api.get_instance(lab.pid, upgraded.instance_id).status is m.InstanceStatus.DECOMMISSIONED
+
+
+def test_failure_reports_are_bounded_with_full_detail_on_stderr(capsys: pytest.CaptureFixture[str]) -> None:
+    from providers.apps.reconciler import MESSAGE_CHARS, SHOWN_FAILURES, AppInstanceFailed, OpFailure
+
+    failures = [OpFailure(action=f"add worker[{i}]", code="adapter_step_failed", message="x" * 5000 + f" end-{i}",
+                          correlation_id=f"corr-{i}", operation_id=f"op-{i}") for i in range(40)]
+    err = AppInstanceFailed("app instance slurm-t (project p)", failures, "run up again")
+    text = str(err)
+    assert text.startswith("app instance slurm-t (project p): 40 operation(s) failed: add worker[0]")
+    assert "and 37 more" in text and text.endswith("run up again")
+    assert len(text) < (SHOWN_FAILURES + 1) * (MESSAGE_CHARS + 10) + 200
+    err_out = capsys.readouterr().err
+    assert all(f"end-{i} (correlation_id=corr-{i}, operation_id=op-{i})" in err_out for i in range(40))
+    few = [f.model_copy(update={"message": "short"}) for f in failures[:2]]
+    assert "short (correlation_id=corr-1, operation_id=op-1)" in str(AppInstanceFailed("w", few, "h"))
+    assert capsys.readouterr().err == "", "short reports need no stderr copy"
