@@ -204,8 +204,16 @@ class RoceSpec(BaseModel):
 
 
 def table_of(entries: dict[Key, Entry], hostnames: list[str]) -> dict[str, list[dict[str, Any]]]:
-    return {h: [e.model_dump(mode="json") for (hh, _), e in sorted(entries.items(), key=lambda kv: kv[1].rail)
-                if hh == h] for h in sorted(hostnames)}
+    # No `vlan: null`: Pulumi drops None inside structs, so a refresh would read the row back without it.
+    return {h: [e.model_dump(mode="json", exclude_none=True)
+                for (hh, _), e in sorted(entries.items(), key=lambda kv: kv[1].rail) if hh == h]
+            for h in sorted(hostnames)}
+
+
+def canonical_table(table: Mapping[str, Any] | None) -> dict[str, list[dict[str, Any]]]:
+    """A recorded table (v1 state wrote `vlan: null`, floats for ints) in the shape `table_of` writes."""
+    return {h: [Entry.model_validate(plain(r)).model_dump(mode="json", exclude_none=True) for r in rows or ()]
+            for h, rows in (table or {}).items()}
 
 
 def existing_of(table: Mapping[str, Any] | None) -> dict[Key, str]:
@@ -309,9 +317,9 @@ class RoceReconciler:
 def _comparable(props: Mapping[str, Any]) -> dict[str, Any]:
     # MACs are learned from MAAS after check: not a change of the assignment.
     out = plain(props)
-    if isinstance(out.get("table"), Mapping):
-        out["table"] = {h: [{k: v for k, v in r.items() if k != "mac"} for r in rows or ()]
-                        for h, rows in out["table"].items()}
+    if isinstance(out.get("table"), Mapping) and not has_unknown(out["table"]):
+        out["table"] = {h: [{k: v for k, v in r.items() if k != "mac"} for r in rows]
+                        for h, rows in canonical_table(out["table"]).items()}
     return out
 
 
@@ -360,7 +368,7 @@ class RoceAssignmentProvider(ResourceProvider):
     def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
         """The table lives in state; refresh checks that linked machines still have their links.
         Outputs keep exactly the shape create/update wrote (a refresh after up shows no drift)."""
-        props = plain(props)
+        props = {**plain(props), "table": canonical_table(props.get("table"))}
         status = dict(props.get("link_status") or {})
         rec = self._rec(props)
         linked = sorted(h for h, st in status.items() if st == "linked" or str(st).startswith(MISSING))
