@@ -130,18 +130,18 @@ class AppInstanceProvider(ResourceProvider):
 
     def create(self, props: dict[str, Any]) -> CreateResult:
         rec = self._rec(props)
-        out = rec.apply()
+        out = rec.converge()
         return CreateResult(f"{rec.spec.project_id}/{rec.spec.name}", _outs(_inputs(props), out))
 
     def update(self, id_: str, olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
-        out = self._rec(news).apply(plain(olds).get("instance_id"), _hosts(olds))
+        out = self._rec(news).converge(plain(olds).get("instance_id"), _hosts(olds))
         return UpdateResult(_outs(_inputs(news), out))
 
     def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
         state = plain(props)
         if not state.get("instance_id"):
             return ReadResult(id_, props)
-        out = self._rec(props).read(state["instance_id"], _hosts(props))
+        out = self._rec(props).observe(state["instance_id"], _hosts(props))
         if out is None:  # decommissioned or deleted outside the stack: gone
             return ReadResult("", {})
         return ReadResult(id_, _outs(_inputs(props), out))
@@ -149,7 +149,7 @@ class AppInstanceProvider(ResourceProvider):
     def delete(self, id_: str, props: dict[str, Any]) -> None:
         state = plain(props)
         if state.get("instance_id"):
-            self._rec(props).remove(state["instance_id"])
+            self._rec(props).release(state["instance_id"])
 
 
 class AppInstance(Resource, module="gpuaas", name="AppInstance"):

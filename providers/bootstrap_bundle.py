@@ -3,7 +3,8 @@
 Spec (`BundleSpec`) <- inputs. Pure core: `render_bundle` (jinja2, StrictUndefined) and `pack`
 (sorted tar entries, mtime 0, uid/gid 0, empty owner names, fixed modes, gzip header without name
 or time), `digest` = sha256 of the packed bytes, key `bundles/<site>/<name>/<digest>.tar.gz`.
-Reconciler (`BundlePublisher`): publish unless that key already holds that digest (a no-op).
+Reconciler (`BundlePublisher`): `converge` publishes unless that key already holds that digest (a no-op);
+`observe` checks the object is still there; `release` deletes that version.
 Adapter (`BootstrapBundleProvider`): `check` renders, so an undefined template variable fails there,
 naming the template and the variable; it also adds `digest`, `size` and `files` (path -> sha256) to
 the inputs, so a template change shows in preview as a change of exactly the bundles it renders.
@@ -270,7 +271,8 @@ class BundlePublisher:
         data = pack(render_bundle(self.spec, self.root))
         return data, digest(data)
 
-    def publish(self) -> Published:
+    def converge(self) -> Published:
+        """Publish the bundle unless its key already holds that digest (a no-op)."""
         data, dg = self.build()
         store = self.store()
         store.check_bucket()
@@ -287,11 +289,12 @@ class BundlePublisher:
         return Published(ref=ref, digest=dg, size=obj.size, url=f"s3://{obj.bucket}/{obj.key}",
                          republished=republished)
 
-    def exists(self, ref: dict[str, str], dg: str) -> bool:
+    def observe(self, ref: dict[str, str], dg: str) -> bool:
+        """Is the published object still there with that digest?"""
         obj = self.store().head(ref["key"])
         return obj is not None and obj.metadata.get("digest") == dg
 
-    def unpublish(self, ref: dict[str, str]) -> None:
+    def release(self, ref: dict[str, str]) -> None:
         self.store().delete_version(ref["key"], ref["version_id"])
 
 
@@ -339,23 +342,23 @@ class BootstrapBundleProvider(ResourceProvider):
         return outs
 
     def create(self, props: dict[str, Any]) -> CreateResult:
-        pub = self._publisher(props).publish()
+        pub = self._publisher(props).converge()
         return CreateResult(pub.digest, self._outputs(props, pub))
 
     def update(self, id_: str, olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
         # A new digest is a new object; the old one stays (deployed nodes may still fetch it).
-        pub = self._publisher(news).publish()
+        pub = self._publisher(news).converge()
         return UpdateResult(self._outputs(news, pub))
 
     def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
         ref, dg = props.get("ref"), props.get("digest")
-        if not ref or not dg or not self._publisher(props).exists(ref, dg):
+        if not ref or not dg or not self._publisher(props).observe(ref, dg):
             return ReadResult("", {})  # gone from the store: the next up publishes it again
         return ReadResult(id_, props)
 
     def delete(self, id_: str, props: dict[str, Any]) -> None:
         if props.get("ref"):
-            self._publisher(props).unpublish(props["ref"])
+            self._publisher(props).release(props["ref"])
 
 
 class BootstrapBundle(Resource, module="gpuaas", name="BootstrapBundle"):

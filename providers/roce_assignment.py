@@ -238,7 +238,7 @@ class RoceReconciler:
         key = vault_reader(self.spec.vault, self._credentials).read(self.spec.maas.api_key_path)
         return MaasSiteClient(self.spec.maas.url, key.get_secret_value(), tls_verify=self.spec.maas.tls_verify)
 
-    def apply(self, old_table: Mapping[str, Any] | None) -> tuple[dict[str, Any], dict[str, str]]:
+    def converge(self, old_table: Mapping[str, Any] | None) -> tuple[dict[str, Any], dict[str, str]]:
         """Allocate against state + MAAS, then link what MAAS lets us link. Returns (table, link status)."""
         if refused := self.spec.refusals():
             raise ValueError("; ".join(refused))
@@ -306,6 +306,18 @@ class RoceReconciler:
                 if ip == e["address"] and cidr == e["subnet"]:
                     maas.unlink(m.system_id, nic.id, link_id)  # type: ignore[union-attr]
 
+    def observe(self, table: Mapping[str, Any], link_status: Mapping[str, str]) -> dict[str, str]:
+        """Link status per host: do the machines linked before still have their links in MAAS?"""
+        status = dict(link_status)
+        linked = sorted(h for h, st in status.items() if st == "linked" or str(st).startswith(MISSING))
+        machines = self.maas().machine_nics(linked) if linked else {}
+        for host in linked:
+            m = machines.get(host)
+            have = {(n.name, ip) for n in (m.nics.values() if m else ()) for _l, _m, _c, ip in n.links}
+            lost = [r["interface"] for r in table.get(host, ()) if (r["interface"], r["address"]) not in have]
+            status[host] = f"{MISSING} {len(lost)} link(s): {', '.join(lost)}" if lost else "linked"
+        return status
+
     def release(self, old_table: Mapping[str, Any]) -> None:
         with _site_lock(self.spec.site):
             maas = self.maas()
@@ -358,27 +370,18 @@ class RoceAssignmentProvider(ResourceProvider):
                           delete_before_replace=DESCRIPTOR.delete_before_replace)
 
     def create(self, props: dict[str, Any]) -> CreateResult:
-        table, status = self._rec(props).apply(None)
+        table, status = self._rec(props).converge(None)
         return CreateResult(f"roce-{props['site']}", {**plain(props), "table": table, "link_status": status})
 
     def update(self, id_: str, olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
-        table, status = self._rec(news).apply(olds.get("table"))
+        table, status = self._rec(news).converge(olds.get("table"))
         return UpdateResult({**plain(news), "table": table, "link_status": status})
 
     def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
         """The table lives in state; refresh checks that linked machines still have their links.
         Outputs keep exactly the shape create/update wrote (a refresh after up shows no drift)."""
         props = {**plain(props), "table": canonical_table(props.get("table"))}
-        status = dict(props.get("link_status") or {})
-        rec = self._rec(props)
-        linked = sorted(h for h, st in status.items() if st == "linked" or str(st).startswith(MISSING))
-        machines = rec.maas().machine_nics(linked) if linked else {}
-        for host in linked:
-            m = machines.get(host)
-            have = {(n.name, ip) for n in (m.nics.values() if m else ()) for _l, _m, _c, ip in n.links}
-            lost = [r["interface"] for r in (props.get("table") or {}).get(host, ())
-                    if (r["interface"], r["address"]) not in have]
-            status[host] = f"{MISSING} {len(lost)} link(s): {', '.join(lost)}" if lost else "linked"
+        status = self._rec(props).observe(props["table"], props.get("link_status") or {})
         return ReadResult(id_, {**props, "link_status": status})
 
     def delete(self, id_: str, props: dict[str, Any]) -> None:

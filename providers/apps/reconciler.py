@@ -3,7 +3,7 @@
 Only `PlatformClient` (the public API) is used, with the project's service-account token read from
 Vault at call time (seed 004: an app team's automation needs no hidden internal access).
 
-`apply`, in this order:
+`converge`, in this order (`observe` is step 5 alone, `release` drains then decommissions):
   1. find the instance (by the id in state, else by name: a create whose response was lost, or a
      run killed mid-create, is adopted, never duplicated); create it if there is none, with an
      idempotency key derived from stack, project, name and how many instances of that name were
@@ -293,7 +293,7 @@ class AppInstanceReconciler:
                                         "run up again: only the operations not yet done are retried")
         return hosts
 
-    def observe(self, api: PlatformClient, iid: str, hosts: dict[str, str | None]) -> InstanceOut | None:
+    def _observe(self, api: PlatformClient, iid: str, hosts: dict[str, str | None]) -> InstanceOut | None:
         pid = self.spec.project_id
         try:
             inst = api.get_instance(pid, iid)
@@ -318,24 +318,26 @@ class AppInstanceReconciler:
         return InstanceOut(instance_id=iid, status=inst.status, app_version=inst.app_version, members=members)
 
     # --- the lifecycle -----------------------------------------------------------------------------
-    def apply(self, instance_id: str | None = None, hosts: dict[str, str | None] | None = None) -> InstanceOut:
+    def converge(self, instance_id: str | None = None, hosts: dict[str, str | None] | None = None) -> InstanceOut:
         with self.client() as api:
             inst = self._ensure(api, instance_id)
             self._settle(api, inst.instance_id)  # member operations a killed run left in flight
             if inst.app_version != self.spec.instance.app.version:
                 self._upgrade(api, inst)
             kept = self._converge(api, inst.instance_id, dict(hosts or {}))
-            out = self.observe(api, inst.instance_id, kept)
+            out = self._observe(api, inst.instance_id, kept)
         if out is None:
             raise RuntimeError(f"{self.where}: instance {inst.instance_id} vanished while it was converged; "
                                "run up again")
         return out
 
-    def read(self, instance_id: str, hosts: dict[str, str | None]) -> InstanceOut | None:
-        with self.client() as api:
-            return self.observe(api, instance_id, hosts)
+    apply = converge  # the name benchmarks/bench_apps.py still calls
 
-    def remove(self, instance_id: str) -> None:
+    def observe(self, instance_id: str, hosts: dict[str, str | None]) -> InstanceOut | None:
+        with self.client() as api:
+            return self._observe(api, instance_id, hosts)
+
+    def release(self, instance_id: str) -> None:
         """Drain the members (the app moves work off them), then decommission the instance."""
         pid = self.spec.project_id
         with self.client() as api:

@@ -24,7 +24,7 @@ def hosts(out: InstanceOut) -> dict[str, str | None]:
 
 
 def test_create_same_scale_rebind_upgrade_remove(lab: Lab) -> None:
-    out = lab.rec(lab.spec()).apply()
+    out = lab.rec(lab.spec()).converge()
     assert out.status is m.InstanceStatus.READY
     assert [(x.component_key, x.host, x.status) for x in out.members] == [
         ("controller", "lab-1", m.MemberStatus.ACTIVE), ("worker", "gpu-1", m.MemberStatus.ACTIVE)]
@@ -32,34 +32,34 @@ def test_create_same_scale_rebind_upgrade_remove(lab: Lab) -> None:
     assert all(x.last_operation_status is m.OperationStatus.SUCCEEDED for x in out.members)
     assert kinds(lab) == []  # members came with the create
 
-    same = lab.rec(lab.spec()).apply(out.instance_id, hosts(out))
+    same = lab.rec(lab.spec()).converge(out.instance_id, hosts(out))
     assert kinds(lab) == [] and same.members == out.members
 
-    up3 = lab.rec(lab.spec(workers=3)).apply(out.instance_id, hosts(out))
+    up3 = lab.rec(lab.spec(workers=3)).converge(out.instance_id, hosts(out))
     assert kinds(lab) == ["member_add", "member_add"]
     assert len(workers(up3)) == 3 and ("gpu-1", lab.nodes["gpu-1"]) in workers(up3)
 
     n = len(lab.member_ops())
-    down2 = lab.rec(lab.spec(workers=2)).apply(up3.instance_id, hosts(up3))
+    down2 = lab.rec(lab.spec(workers=2)).converge(up3.instance_id, hosts(up3))
     assert kinds(lab, n) == ["member_drain", "member_remove"]
     drained = {mid for _, mid in lab.member_ops()[n:]}
     assert len(drained) == 1 and drained.isdisjoint(hosts(down2))
     assert ("gpu-1", lab.nodes["gpu-1"]) in workers(down2), "the pinned worker stays"
 
     n = len(lab.member_ops())
-    rebound = lab.rec(lab.spec(workers=2, worker_nodes=("gpu-2",))).apply(down2.instance_id, hosts(down2))
+    rebound = lab.rec(lab.spec(workers=2, worker_nodes=("gpu-2",))).converge(down2.instance_id, hosts(down2))
     assert kinds(lab, n) == ["member_replace"]
     assert ("gpu-2", lab.nodes["gpu-2"]) in workers(rebound) and len(workers(rebound)) == 2
     assert lab.nodes["gpu-1"] not in {w[1] for w in workers(rebound)}
 
     n = len(lab.member_ops())
-    upgraded = lab.rec(lab.spec(workers=2, worker_nodes=("gpu-2",), version="24.05.1")).apply(
+    upgraded = lab.rec(lab.spec(workers=2, worker_nodes=("gpu-2",), version="24.05.1")).converge(
         rebound.instance_id, hosts(rebound))
     assert upgraded.app_version == "24.05.1" and kinds(lab, n) == []
     assert [o.kind for o in lab.sim.operations()].count(m.OperationKind.INSTANCE_UPGRADE) == 1
 
     n = len(lab.member_ops())
-    lab.rec(lab.spec(workers=2, worker_nodes=("gpu-2",), version="24.05.1")).remove(upgraded.instance_id)
+    lab.rec(lab.spec(workers=2, worker_nodes=("gpu-2",), version="24.05.1")).release(upgraded.instance_id)
     assert kinds(lab, n) == ["member_drain", "member_drain"], "workers drained; the controller is not drainable"
     assert lab.api.get_instance(lab.pid, upgraded.instance_id).status is m.InstanceStatus.DECOMMISSIONED
 
