@@ -30,7 +30,6 @@ from hvac import exceptions as hv
 from pydantic import BaseModel, ConfigDict, SecretStr
 from tenacity import retry, retry_if_exception_type, stop_after_attempt, wait_exponential
 
-
 __all__ = [
     "VaultAuthMethod",
     "VaultCredentials",

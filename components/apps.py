@@ -17,7 +17,7 @@ import pulumi
 from environments import Environment
 from environments.model import AppInstance as AppDoc
 from providers.app_instance import AppInstance
-from providers.apps.spec import AppInstanceArgs, BlueprintInputs, InstanceInputs, NodeRole
+from providers.apps.spec import AppInstanceArgs, AppSpec, BlueprintInputs, InstanceInputs, NodeRole, RuntimeMetadata
 
 from .settings import StackSettings, platform_url, vault_inputs
 
@@ -52,9 +52,10 @@ def instance_args(env: Environment, settings: StackSettings, a: AppDoc) -> AppIn
     return AppInstanceArgs(
         stack=settings.stack,
         instance=InstanceInputs.model_validate(a.model_dump(mode="json")),
-        blueprint=BlueprintInputs.model_validate({
-            "name": bp.name, "app": bp.apps[a.app.slug].model_dump(mode="json"),
-            "runtime_combinations": [c.model_dump(mode="json") for c in bp.runtime_combinations]}),
+        blueprint=BlueprintInputs(
+            name=bp.name, app=AppSpec.model_validate(bp.apps[a.app.slug].model_dump(mode="json")),
+            runtime_combinations=tuple(RuntimeMetadata.model_validate(c.model_dump(mode="json"))
+                                       for c in bp.runtime_combinations)),
         topology=_topology(env, a),
         platform_url=platform_url(env, settings),
         vault=vault_inputs(env, settings),

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from clients.ansible import ANSIBLE_DIR, SITE_PLAYBOOK
-from environments import HostRole, declared_environments, validate_environment
 from components.host_roles import inventory_hosts
+from environments import HostRole, declared_environments, validate_environment
 from providers.host_convergence import build_inventory
 
 BIN = Path(sys.executable).parent
