@@ -1,9 +1,11 @@
-"""Small helpers shared by the dynamic-provider adapters of this area (sites, bundles, RoCE).
+"""Small helpers shared by the dynamic-provider adapters.
 
-- `is_unknown` / `has_unknown`: preview sends unresolved values as Pulumi's UNKNOWN sentinel.
+- `is_unknown` / `has_unknown`: preview sends unresolved values as Pulumi's UNKNOWN sentinel
+  (`is_unknown` is providers/kind.py's, re-exported).
 - `plain`: Pulumi hands numbers over as floats (4 -> 4.0) and adds `__provider`; undo both.
-- `spec_failures`: a pydantic ValidationError as CheckFailures carrying the environment model's
-  finding codes (ENV003/ENV004/ENV005 ...), so `check` speaks the same language as `make validate`.
+- `spec_failures`: a provider input model's pydantic ValidationError as CheckFailures carrying the
+  catalogue's finding codes (ENV002/ENV003/ENV004/ENV005), so `check` speaks the same language as
+  `make validate` without importing the environment loader (providers own their input models).
 - `VaultInputs` + `vault_reader`: Vault location comes from inputs, credentials from configure().
 """
 
