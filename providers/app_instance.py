@@ -33,6 +33,7 @@ from pulumi.dynamic import (
 )
 from pydantic import ValidationError
 
+from clients.platform.models import InstanceStatus
 from clients.vault import credentials_from_config
 from providers.apps.plan import Observed, plan_members
 from providers.apps.reconciler import AppInstanceReconciler, InstanceOut
@@ -85,7 +86,7 @@ def drift(olds: dict[str, Any], news: dict[str, Any]) -> list[str]:
     except ValidationError:
         return []
     found = []
-    if old.get("status") not in ("ready", None):
+    if old.get("status") not in (InstanceStatus.READY.value, None):
         found.append("status")
     if old.get("app_version") not in (spec.instance.app.version, None):
         found.append("app_version")
