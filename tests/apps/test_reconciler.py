@@ -79,3 +79,24 @@ def test_failure_reports_are_bounded_with_full_detail_on_stderr(capsys: pytest.C
     few = [f.model_copy(update={"message": "short"}) for f in failures[:2]]
     assert "short (correlation_id=corr-1, operation_id=op-1)" in str(AppInstanceFailed("w", few, "h"))
     assert capsys.readouterr().err == "", "short reports need no stderr copy"
+
+
+def test_observed_generation_names_one_intent() -> None:
+    """Same observation, same key (a retry replays); a second removal of the slot's member, or any other
+    operation on the instance, gives a new one."""
+    from providers.apps.reconciler import observed_generation
+
+    def member(mid: str, status: m.MemberStatus) -> m.Member:
+        return m.Member.model_construct(member_id=mid, component_key="worker", status=status)
+
+    def inst(last: str) -> m.AppInstance:
+        return m.AppInstance.model_construct(last_operation_id=last)
+
+    a, r = m.MemberStatus.ACTIVE, m.MemberStatus.REMOVED
+    first = observed_generation(inst("op-2"), [member("c", a), member("w1", r)])
+    assert first == observed_generation(inst("op-2"), [member("w1", r), member("c", a)])
+    second = observed_generation(inst("op-4"), [member("c", a), member("w1", r), member("w2", r)])
+    assert second != first
+    # even if the platform forgot removed members, the instance's last operation moved
+    assert observed_generation(inst("op-4"), [member("c", m.MemberStatus.ACTIVE)]) != observed_generation(
+        inst("op-2"), [member("c", m.MemberStatus.ACTIVE)])
