@@ -135,3 +135,22 @@ def test_a_member_removed_by_hand_twice_is_put_back_twice(world: World) -> None:
         adds = _our_adds(world)
         assert len(adds) == len(adds0) + round_ and len(set(adds)) == len(adds), "a NEW add operation each time"
     assert world.app_op(ok(engine.preview())) == "same", "and then nothing is left to do"
+
+
+def test_refresh_right_after_up_reports_no_drift(world: World, tmp_path: Path) -> None:
+    """read() returns the outputs create/update wrote, in the same shape: refresh + preview stay clean."""
+    import json
+
+    engine = world.engine
+    ok(engine.up())
+    state = tmp_path / "state.json"
+
+    def app_outputs() -> dict[str, Any]:
+        doc = json.loads(state.read_text())
+        return next(r["outputs"] for r in doc["resources"] if r["urn"].endswith(f"app-{world.instance().name}"))
+
+    before = app_outputs()
+    ok(engine.refresh())
+    after = app_outputs()
+    assert {k: v for k, v in after.items() if before.get(k) != v} == {}
+    assert world.app_op(ok(engine.preview())) == "same"
