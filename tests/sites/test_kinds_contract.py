@@ -120,3 +120,15 @@ def test_providers_use_only_rule_functions_of_environments(rel: str) -> None:
 def test_clients_are_leaves(rel: str) -> None:
     ours = {"environments", "providers", "components", "engine", "simulators", "tests"}
     assert not {m.split(".")[0] for m in _imports(REPO / rel)} & ours
+
+
+@pytest.mark.parametrize("kind", ["SiteProfile", "BootstrapBundle", "RoceAssignment"])
+def test_the_docs_table_says_what_the_descriptor_says(kind: str) -> None:
+    doc = (REPO / "docs" / "sites-bundles-roce.md").read_text()
+    row = next(line for line in doc.splitlines() if line.startswith(f"| {kind} |"))
+    identity, in_place = row.split("|")[2], row.split("|")[3]
+    d = REGISTRY[kind]
+    assert all(f"`{p}`" in identity for p in d.identity), row
+    assert [p.strip() for p in in_place.split(",") if p.strip()] and all(
+        p.split(".")[0] in in_place for p in d.in_place), row
+    assert ("delete first" in identity) == d.delete_before_replace, row
