@@ -36,13 +36,12 @@ from pulumi.dynamic import (
 )
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from clients.maas import MaasSiteClient
+from clients.maas import MaasSiteClient, MaasStatus
 from clients.maas import MachineNics as MaasMachineNics
 from clients.vault import VaultCredentials, credentials_from_config
 from environments.findings import Code
 from providers.common import VaultInputs, has_unknown, plain, spec_failures, vault_reader
 from providers.kind import KindDescriptor, register
-from providers.machines.status import MaasStatus
 from providers.wire import FabricMode
 
 SOURCE = "roce_pools"

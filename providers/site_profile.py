@@ -35,7 +35,7 @@ from pulumi.dynamic import (
 )
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from clients.maas import MaasSiteClient
+from clients.maas import MaasError, MaasSiteClient
 from clients.platform import PlatformClient
 from clients.platform import models as pm
 from clients.s3 import ArtifactStore, S3Location, s3_credentials
@@ -45,7 +45,6 @@ from environments.findings import Level
 from providers.bootstrap_bundle import Script, StoreInputs, bundle_scripts
 from providers.common import VaultInputs, has_unknown, plain, spec_failures, vault_reader
 from providers.kind import KindDescriptor, register
-from providers.machines.ports import MaasError
 from providers.wire import EraseMode, FabricMode, Name, Tier, VaultRef, Wire
 
 SOURCE = "sites"
