@@ -13,6 +13,7 @@ import pytest
 from pydantic import SecretStr, ValidationError
 
 import providers.host_convergence as hc
+import providers.hosts.convergence as core
 from components.host_roles import HostRolesInvalid, inventory_hosts, spec_for
 from components.settings import HostRolesSettings, StackSettings
 from environments import load_environment
@@ -69,8 +70,8 @@ def test_content_hash_tracks_vars_inventory_and_role_files(monkeypatch: pytest.M
     assert plan(dev_spec(secret_refs={"a": "p#k"})).content_hash != base
     assert plan(dev_spec(address_overrides={"dev-gpu-1": "10.0.0.9"})).content_hash != base
     copy = tmp_path / "ansible"
-    shutil.copytree(hc.ANSIBLE_DIR, copy)
-    monkeypatch.setattr(hc, "ANSIBLE_DIR", copy)
+    shutil.copytree(core.ANSIBLE_DIR, copy)
+    monkeypatch.setattr(core, "ANSIBLE_DIR", copy)
     assert plan(dev_spec()).content_hash == base
     (copy / "roles/common/defaults/main.yml").write_text("---\ncommon_packages: []\n")
     assert plan(dev_spec()).content_hash != base
@@ -89,7 +90,7 @@ def violating_spec() -> HostConvergenceSpec:
 def test_role_rule_violation_is_refused_before_ansible_runs(violating_spec: HostConvergenceSpec,
                                                            monkeypatch: pytest.MonkeyPatch) -> None:
     calls: list[str] = []
-    monkeypatch.setattr(hc, "run_playbook", lambda *a, **k: calls.append("ansible"))
+    monkeypatch.setattr(core, "run_playbook", lambda *a, **k: calls.append("ansible"))
 
     def reader(ref: str) -> SecretStr:
         calls.append(ref)
