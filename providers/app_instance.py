@@ -33,9 +33,8 @@ from pulumi.dynamic import (
 )
 from pydantic import ValidationError
 
-from clients.platform.models import InstanceStatus
 from clients.vault import credentials_from_config
-from providers.apps.plan import Observed, plan_members
+from providers.apps.plan import outstanding
 from providers.apps.reconciler import AppInstanceReconciler, InstanceOut
 from providers.apps.spec import SOURCE, AppInstanceArgs, AppInstanceSpec, parse_spec, rule_failures
 from providers.common import has_unknown, is_unknown, plain, spec_failures
@@ -78,23 +77,11 @@ def _outs(inputs: dict[str, Any], out: InstanceOut) -> dict[str, Any]:
 
 def drift(olds: dict[str, Any], news: dict[str, Any]) -> list[str]:
     """What the last observation (create/update/refresh) says still needs doing for the desired spec."""
-    old = plain(olds)
-    if not old.get("members") and not old.get("instance_id"):
-        return []
     try:
         spec = parse_spec(_inputs(news))
     except ValidationError:
         return []
-    found = []
-    if old.get("status") not in (InstanceStatus.READY.value, None):
-        found.append("status")
-    if old.get("app_version") not in (spec.instance.app.version, None):
-        found.append("app_version")
-    observed = [Observed(member_id=m["member_id"], component_key=m["component_key"], status=m["status"],
-                         node_id=m.get("node_id"), hostname=m.get("hostname")) for m in old.get("members") or []]
-    if plan_members(spec.slots(), observed, _hosts(olds), spec.control_plane_keys()).actions:
-        found.append("members")
-    return found
+    return outstanding(spec, plain(olds))
 
 
 class AppInstanceProvider(ResourceProvider):
