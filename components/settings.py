@@ -2,7 +2,7 @@
 
 The `local` environment names its endpoints `embedded`; the demo launcher (or a test) starts the
 simulators and passes their URLs as stack config. Real stacks never use `embedded`.
-Also here: the provider inputs every area shares (`vault_inputs`, `store_inputs`, `platform_inputs`),
+Also here: the provider inputs every area shares (`vault_inputs`, `store_inputs`, `platform_url`),
 built one way from the environment and these settings.
 """
 
