@@ -6,16 +6,15 @@ validates and compiles it once, and hands the compiled model to the components.
 
 import pulumi
 
-from components.settings import StackSettings
+from components.settings import CONFIG_KEYS, NAMESPACE, StackConfigInvalid, StackSettings
 from components.stack import declare_environment
 from environments import EnvironmentInvalid, load_environment
 
-config = pulumi.Config("gpuaas-infra")
-settings = StackSettings.from_config(
-    pulumi.get_stack(),
-    {key: config.get(key) for key in ("environment", "embedded_maas_url", "embedded_platform_url",
-                                      "embedded_vault_url", "embedded_s3_url")},
-)
+config = pulumi.Config(NAMESPACE)
+try:
+    settings = StackSettings.from_config(pulumi.get_stack(), {key: config.get(key) for key in CONFIG_KEYS})
+except StackConfigInvalid as invalid:
+    raise pulumi.RunError(str(invalid)) from None
 
 try:
     environment = load_environment(settings.environment)

@@ -30,8 +30,6 @@ from hvac import exceptions as hv
 from pydantic import BaseModel, ConfigDict, SecretStr
 from tenacity import retry, retry_if_exception_type, stop_after_attempt, wait_exponential
 
-from environments.model import VaultAuthMethod
-
 __all__ = [
     "VaultAuthMethod",
     "VaultCredentials",
@@ -44,6 +42,14 @@ __all__ = [
 ]
 
 CONFIG_NS = "gpuaas-infra"
+
+
+class VaultAuthMethod(StrEnum):
+    """How the providers log in to Vault (the environment's `vault.auth_method` has the same values;
+    clients are leaves, so this is the client's own enum)."""
+
+    TOKEN = "token"
+    APPROLE = "approle"
 
 
 class VaultErrorKind(StrEnum):

@@ -16,21 +16,29 @@ Stack config (`gpuaas-infra:hostRoles`, an object; everything but the environmen
       apt_source: ""                   # extra apt line (the lab's mirror); empty in real environments
       address_overrides: {}            # hostname -> address (the lab only)
 
-Wire-up (components/stack.py): `BUILDERS.append(("host_roles", build_host_roles))`.
+The component compiles the environment's hosts into the resource's typed inventory (effective
+Ansible roles, reachable addresses, users, runner tags; one SSH key reference), so Pulumi diffs the
+inventory and the provider never reads environment files.
 Environments without hosts, or stacks without `hostRoles`, declare nothing.
 """
 
 from __future__ import annotations
 
+import ipaddress
+from dataclasses import dataclass
 from typing import Any
 
 import pulumi
 
 from environments import Environment
-from providers.common import VaultInputs
-from providers.host_convergence import HostConvergence, HostConvergenceSpec
+from providers.host_convergence import ArtifactSource, HostConvergence, HostConvergenceSpec, InventoryHost
+from providers.wire import LogicalRole
 
-from .settings import NAMESPACE, StackSettings
+from .settings import HostRolesSettings, StackSettings, vault_inputs
+
+
+class HostRolesInvalid(ValueError):
+    pass
 
 
 class HostRoles(pulumi.ComponentResource):
@@ -39,28 +47,49 @@ class HostRoles(pulumi.ComponentResource):
     def __init__(self, name: str, spec: HostConvergenceSpec, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("gpuaas:index:HostRoles", name, None, opts)
         self.convergence = HostConvergence(f"{name}-convergence", spec, pulumi.ResourceOptions(parent=self))
-        self.register_outputs({"hosts": self.convergence.hosts, "content_hash": self.convergence.content_hash})
+        self.register_outputs({"hosts": self.convergence.host_reports, "content_hash": self.convergence.content_hash})
 
 
-def spec_for(env: Environment, settings: StackSettings, host_roles: dict[str, Any]) -> HostConvergenceSpec:
+def inventory_hosts(env: Environment, overrides: dict[str, str]) -> tuple[InventoryHost, ...]:
+    """The environment's hosts as the play sees them (`overrides`: hostname -> address, the lab only)."""
+    unknown = sorted(set(overrides) - {h.hostname for h in env.hosts})
+    if unknown:
+        raise HostRolesInvalid(f"hostRoles.address_overrides names hosts not in environment {env.name}: "
+                               f"{', '.join(unknown)}; fix: use hostnames from {env.source}")
+    return tuple(InventoryHost(
+        hostname=h.hostname, address=ipaddress.IPv4Address(overrides.get(h.hostname, str(h.address))),
+        ssh_user=h.ssh_user, logical_role=LogicalRole(h.logical_role.value), roles=tuple(r.value for r in h.roles),
+        runner_tags=tuple(t.value for t in h.runner_tags)) for h in env.hosts)
+
+
+def spec_for(env: Environment, settings: StackSettings, host_roles: HostRolesSettings) -> HostConvergenceSpec:
     """The resource's inputs from the compiled environment + the stack's hostRoles config (pure)."""
-    vault = VaultInputs(address=settings.endpoint(env.vault.address, "vault"), kv_mount=env.vault.kv_mount,
-                        auth_method=env.vault.auth_method)
+    keys = sorted({h.ssh_key_path for h in env.hosts})
+    if len(keys) != 1:
+        raise HostRolesInvalid(f"environment {env.name}: hosts use different ssh_key_path values ({', '.join(keys)}); "
+                               "one run uses one key; fix: give every host the same ssh_key_path")
     return HostConvergenceSpec(
         environment=env.name,
-        vault=vault,
-        artifacts=host_roles.get("artifacts") or {},
-        secret_refs=host_roles.get("secret_refs") or {},
-        preview_check=bool(host_roles.get("preview_check", False)),
-        apt_source=host_roles.get("apt_source") or "",
-        address_overrides=host_roles.get("address_overrides") or {},
-        extra_vars=host_roles.get("extra_vars") or {},
+        hosts=inventory_hosts(env, host_roles.address_overrides),
+        ssh_key_ref=keys[0],
+        vault=vault_inputs(env, settings),
+        artifacts={k: ArtifactSource(url=a.url, sha256=a.sha256) for k, a in host_roles.artifacts.items()},
+        secret_refs=host_roles.secret_refs,
+        preview_check=host_roles.preview_check,
+        apt_source=host_roles.apt_source,
+        extra_vars=host_roles.extra_vars,
     )
 
 
-def build_host_roles(env: Environment, settings: StackSettings, handles: dict[str, Any]) -> dict[str, Any]:
-    host_roles = pulumi.Config(NAMESPACE).get_object("hostRoles")
-    if not env.hosts or not host_roles:
-        return {}
-    component = HostRoles(f"{env.name}-host-roles", spec_for(env, settings, host_roles))
-    return {"host_roles": component.convergence.hosts, "_host_roles": component}
+@dataclass(frozen=True)
+class HostRolesResult:
+    """The host-roles area: per-host reports of the last run (None: the stack converges no hosts)."""
+
+    reports: pulumi.Output[dict[str, Any]] | None
+
+
+def build_host_roles(env: Environment, settings: StackSettings) -> HostRolesResult:
+    if not env.hosts or settings.host_roles is None:
+        return HostRolesResult(None)
+    component = HostRoles(f"{env.name}-host-roles", spec_for(env, settings, settings.host_roles))
+    return HostRolesResult(component.convergence.host_reports)

@@ -1,16 +1,22 @@
-"""Stack settings: what a stack adds to its environment (embedded endpoints for the local stack).
+"""Stack settings: everything a stack adds to its environment, read from stack config in one place.
 
 The `local` environment names its endpoints `embedded`; the demo launcher (or a test) starts the
 simulators and passes their URLs as stack config. Real stacks never use `embedded`.
+Also here: the provider inputs every area shares (`vault_inputs`, `store_inputs`, `platform_url`),
+built one way from the environment and these settings.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from environments import Environment
+from providers.bootstrap_bundle import StoreInputs
+from providers.common import VaultAuthMethod, VaultInputs
 
 NAMESPACE = "gpuaas-infra"
 
@@ -23,8 +29,40 @@ EMBEDDED_KEYS = {
 }
 
 
+APP_PARALLELISM = "app_member_parallelism"  # member operations in flight per app instance
+APP_TIMEOUT = "app_operation_timeout_s"  # deadline of one platform operation
+HOST_ROLES = "hostRoles"  # an object: see components/host_roles.py
+
+# Every stack config key the program reads (un-namespaced); providers read theirs in configure().
+CONFIG_KEYS = ("environment", *EMBEDDED_KEYS.values(), APP_PARALLELISM, APP_TIMEOUT, HOST_ROLES)
+
+
 class EmbeddedEndpointMissing(Exception):
     pass
+
+
+class StackConfigInvalid(Exception):
+    pass
+
+
+class ArtifactPin(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    url: str = Field(min_length=1)
+    sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
+
+
+class HostRolesSettings(BaseModel):
+    """`gpuaas-infra:hostRoles`: what host convergence needs beyond the environment."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    artifacts: dict[str, ArtifactPin] = {}
+    secret_refs: dict[str, str] = {}
+    preview_check: bool = False
+    apt_source: str = ""
+    address_overrides: dict[str, str] = {}
+    extra_vars: dict[str, Any] = {}
 
 
 class StackSettings(BaseModel):
@@ -33,12 +71,33 @@ class StackSettings(BaseModel):
     stack: str
     environment: str
     embedded: dict[str, str] = {}
+    app_member_parallelism: int = Field(4, ge=1, le=32)
+    app_operation_timeout_s: float = Field(900.0, gt=0, le=7200)
+    host_roles: HostRolesSettings | None = None
+    """None: the stack converges no hosts (it sets no hostRoles)."""
 
     @classmethod
-    def from_config(cls, stack: str, config: Mapping[str, str | None]) -> StackSettings:
-        """`config` maps un-namespaced keys (environment, embedded_maas_url, ...) to values."""
+    def from_config(cls, stack: str, config: Mapping[str, Any]) -> StackSettings:
+        """`config` maps un-namespaced keys (CONFIG_KEYS) to their values as Pulumi config has them
+        (strings; hostRoles as a JSON string or an object)."""
         embedded = {k: v for k, key in EMBEDDED_KEYS.items() if (v := config.get(key))}
-        return cls(stack=stack, environment=config.get("environment") or stack, embedded=embedded)
+        fields: dict[str, Any] = {"stack": stack, "environment": config.get("environment") or stack,
+                                  "embedded": embedded}
+        for key in (APP_PARALLELISM, APP_TIMEOUT):
+            if config.get(key) not in (None, ""):
+                fields[key] = config[key]
+        roles = config.get(HOST_ROLES)
+        try:
+            if roles:
+                fields["host_roles"] = json.loads(roles) if isinstance(roles, str) else roles
+            return cls.model_validate(fields)
+        except json.JSONDecodeError as e:
+            bad = f"{HOST_ROLES}: not a JSON object ({e.msg})"
+        except ValidationError as e:
+            bad = "; ".join(f"{'.'.join(HOST_ROLES if p == 'host_roles' else str(p) for p in err['loc'])}: "
+                            f"{err['msg']}" for err in e.errors())
+        raise StackConfigInvalid(f"stack {stack}: invalid {NAMESPACE} config: {bad}; fix: pulumi config set "
+                                 f"{NAMESPACE}:<key> <value> (keys: {', '.join(CONFIG_KEYS)})")
 
     def endpoint(self, value: str, kind: str) -> str:
         """The URL to use for an environment endpoint (`embedded` resolved from stack config)."""
@@ -60,3 +119,19 @@ class StackSettings(BaseModel):
             "s3": env.artifact_store.endpoint_url == "embedded",
         }
         return [k for k, w in wanted.items() if w and k not in self.embedded]
+
+
+def vault_inputs(env: Environment, settings: StackSettings) -> VaultInputs:
+    """Where Vault is, for every provider (credentials come from each provider's configure())."""
+    return VaultInputs(address=settings.endpoint(env.vault.address, "vault"), kv_mount=env.vault.kv_mount,
+                       auth_method=VaultAuthMethod(env.vault.auth_method.value))
+
+
+def store_inputs(env: Environment, settings: StackSettings) -> StoreInputs:
+    a = env.artifact_store
+    return StoreInputs(endpoint_url=settings.endpoint(a.endpoint_url, "s3"), bucket=a.bucket, region=a.region,
+                       path_style=a.path_style, credentials_path=a.credentials_path)
+
+
+def platform_url(env: Environment, settings: StackSettings) -> str:
+    return settings.endpoint(env.platform.url, "platform")

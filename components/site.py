@@ -1,17 +1,18 @@
 """Sites: per site, its bootstrap bundles, one SiteProfile per profile, and its RoCE assignment.
 
-`build_sites(env, settings, handles)` is the "sites" builder of components/stack.py. Per site a
-`gpuaas:index:Site` component parents:
+`build_sites(env, settings) -> SitesResult` is the first step of components/stack.py. Per site a
+`gpuaas:index:Site` component parents (each resource gets its kind's typed spec, built here):
   - `BootstrapBundle` per bundle of the site (rendered with the profile values templates use),
   - `SiteProfile` per profile (the bundles' published refs flow in, so a new digest updates
     exactly the profiles that name that bundle),
   - one `RoceAssignment` for the site's phase-2 RoCE machines (when it has any).
-It returns the stack outputs plus `_site_outputs`, a `SiteOutputs` the machines builder reads
-(platform ids, bundle ref/digest, RoCE links per hostname, commissioning scripts).
+It returns the stack outputs plus a `SiteOutputs` the machines builder reads (platform ids, bundle
+ref/digest, RoCE links per hostname, commissioning scripts).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import pulumi
@@ -19,41 +20,63 @@ import pulumi
 from environments import Environment
 from environments.model import BootstrapBundle as BundleDoc
 from environments.model import Site
-from providers.bootstrap_bundle import BootstrapBundle
-from providers.roce_assignment import RoceAssignment
-from providers.site_profile import SiteProfile
+from providers.bootstrap_bundle import BootstrapBundle, BundleProfile, BundleSite, BundleSpec, Packages
+from providers.roce_assignment import MaasInputs, MachineNics, Pool, RoceAssignment, RoceSpec
+from providers.site_profile import PlatformInputs, ProfileInputs, SiteInputs, SiteProfile, SiteProfileArgs
+from providers.wire import FabricMode, Tier
 
-from .settings import StackSettings
-
-# Profile fields bundle templates may use. Only these reach the bundle: changing another policy
-# field (batch_max_parallel, ...) must not change the bundle digest (which redeploys machines).
-BUNDLE_PROFILE_FIELDS = ("fabric_mode", "storage_layout_profile", "require_hw_sync", "hardware_sync_interval",
-                         "enable_phase2_roce")
+from .settings import StackSettings, platform_url, store_inputs, vault_inputs
 
 
-def _vault(env: Environment, settings: StackSettings) -> dict[str, Any]:
-    return {"address": settings.endpoint(env.vault.address, "vault"), "kv_mount": env.vault.kv_mount,
-            "auth_method": env.vault.auth_method.value}
-
-
-def _store(env: Environment, settings: StackSettings) -> dict[str, Any]:
-    a = env.artifact_store
-    return {"endpoint_url": settings.endpoint(a.endpoint_url, "s3"), "bucket": a.bucket, "region": a.region,
-            "path_style": a.path_style, "credentials_path": a.credentials_path}
-
-
-def _bundle_profile(env: Environment, b: BundleDoc) -> dict[str, Any]:
+def _bundle_profile(env: Environment, b: BundleDoc) -> BundleProfile:
     """The profile a bundle renders for: the first of its site naming it as the bootstrap bundle."""
     profiles = env.site(b.site).profiles
     p = next((p for p in profiles if p.site_bootstrap_bundle_ref == b.name), None) or next(
         (p for p in profiles if b.name in (p.commissioning_bundle_ref, p.post_deploy_validation_bundle_ref)),
         profiles[0])
     dumped = p.model_dump(mode="json")
-    return {k: dumped[k] for k in BUNDLE_PROFILE_FIELDS}
+    return BundleProfile.model_validate({k: dumped[k] for k in BundleProfile.model_fields})
 
 
-def _site_inputs(env: Environment, settings: StackSettings, s: Site) -> dict[str, Any]:
-    return {**s.model_dump(mode="json", exclude={"profiles"}), "maas_url": settings.endpoint(s.maas_url, "maas")}
+def bundle_spec(env: Environment, settings: StackSettings, b: BundleDoc) -> BundleSpec:
+    site = env.site(b.site)
+    return BundleSpec(
+        name=b.name, site=b.site, template_set=b.template_set,
+        packages=Packages.model_validate(b.vendor_packages.model_dump(mode="json")), values=dict(b.values),
+        site_context=BundleSite(name=site.name, bmc_network=str(site.bmc_network),
+                                customer_handoff=site.customer_handoff),
+        profile=_bundle_profile(env, b), store=store_inputs(env, settings), vault=vault_inputs(env, settings),
+    )
+
+
+def profile_args(env: Environment, settings: StackSettings, site: Site, profile: str) -> SiteProfileArgs:
+    p = next(p for p in site.profiles if p.name == profile)
+    return SiteProfileArgs(
+        tier=Tier(env.tier.value),
+        site=SiteInputs.model_validate({**site.model_dump(mode="json", exclude={"profiles"}),
+                                        "maas_url": settings.endpoint(site.maas_url, "maas")}),
+        profile=ProfileInputs.model_validate(p.model_dump(mode="json")),
+        vault=vault_inputs(env, settings), store=store_inputs(env, settings),
+        platform=PlatformInputs(url=platform_url(env, settings), admin_token_path=env.platform.admin_token_path),
+    )
+
+
+def roce_spec(env: Environment, settings: StackSettings, site: Site) -> RoceSpec | None:
+    machines = env.roce_machines(site.name)
+    if not machines:
+        return None
+    return RoceSpec(
+        site=site.name,
+        pools=[Pool(site=p.site, rail=p.rail, subnet=p.subnet, start=p.range.start, end=p.range.end, mtu=p.mtu,
+                    vlan=p.vlan) for p in env.roce_pools_of(site.name)],
+        machines=[MachineNics(hostname=m.hostname, profile=m.profile,
+                              fabric_mode=FabricMode(env.profile(site.name, m.profile).fabric_mode.value),
+                              enable_phase2_roce=env.profile(site.name, m.profile).enable_phase2_roce,
+                              interfaces=list(env.sku(m.sku).fabric_interfaces)) for m in machines],
+        maas=MaasInputs(url=settings.endpoint(site.maas_url, "maas"), api_key_path=site.maas_api_key_path,
+                        tls_verify=site.tls_verify),
+        vault=vault_inputs(env, settings),
+    )
 
 
 class SiteComponent(pulumi.ComponentResource):
@@ -61,44 +84,18 @@ class SiteComponent(pulumi.ComponentResource):
                  opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("gpuaas:index:Site", site.name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
-        vault, store = _vault(env, settings), _store(env, settings)
-        site_ctx = {"name": site.name, "bmc_network": str(site.bmc_network), "customer_handoff": site.customer_handoff}
-        self.bundles: dict[str, BootstrapBundle] = {}
-        for b in (b for b in env.bootstrap_bundles if b.site == site.name):
-            self.bundles[b.name] = BootstrapBundle(f"bundle-{b.name}", {
-                "name": b.name, "site": b.site, "template_set": b.template_set,
-                "packages": b.vendor_packages.model_dump(mode="json"), "values": dict(b.values),
-                "site_context": site_ctx, "profile": _bundle_profile(env, b), "store": store, "vault": vault,
-            }, child)
+        self.bundles: dict[str, BootstrapBundle] = {
+            b.name: BootstrapBundle(f"bundle-{b.name}", bundle_spec(env, settings, b), child)
+            for b in env.bootstrap_bundles if b.site == site.name
+        }
         self.profiles: dict[str, SiteProfile] = {}
         for p in site.profiles:
-            named = sorted({n for n in (p.site_bootstrap_bundle_ref, p.commissioning_bundle_ref,
-                                        p.post_deploy_validation_bundle_ref) if n})
-            bundles = pulumi.Output.all(**{n: self._published(n) for n in named})
-            self.profiles[p.name] = SiteProfile(f"profile-{site.name}-{p.name}", {
-                "tier": env.tier.value, "site": _site_inputs(env, settings, site), "profile": p.model_dump(mode="json"),
-                "bundles": bundles, "vault": vault, "store": store,
-                "platform": {"url": settings.endpoint(env.platform.url, "platform"),
-                             "admin_token_path": env.platform.admin_token_path},
-            }, child)
-        self.roce: RoceAssignment | None = None
-        machines = env.roce_machines(site.name)
-        if machines:
-            self.roce = RoceAssignment(f"roce-{site.name}", {
-                "site": site.name,
-                "pools": [{"site": p.site, "rail": p.rail, "subnet": str(p.subnet), "start": str(p.range.start),
-                           "end": str(p.range.end), "mtu": p.mtu, **({"vlan": p.vlan} if p.vlan else {})}
-                          for p in env.roce_pools_of(site.name)],
-                "machines": [{"hostname": m.hostname, "profile": m.profile,
-                              "fabric_mode": env.profile(site.name, m.profile).fabric_mode.value,
-                              "enable_phase2_roce": env.profile(site.name, m.profile).enable_phase2_roce,
-                              "interfaces": list(env.sku(m.sku).fabric_interfaces)} for m in machines],
-                "maas": {"url": settings.endpoint(site.maas_url, "maas"), "api_key_path": site.maas_api_key_path,
-                         "tls_verify": site.tls_verify},
-                "vault": vault,
-            }, child)
+            args = profile_args(env, settings, site, p.name)
+            bundles = pulumi.Output.all(**{n: self._published(n) for n in sorted(set(args.profile.bundle_refs()))})
+            self.profiles[p.name] = SiteProfile(f"profile-{site.name}-{p.name}", args, bundles, child)
+        spec = roce_spec(env, settings, site)
+        self.roce: RoceAssignment | None = RoceAssignment(f"roce-{site.name}", spec, child) if spec else None
         self.register_outputs({})
-
 
     def _published(self, name: str) -> pulumi.Output[dict[str, Any]]:
         b = self.bundles[name]
@@ -108,10 +105,10 @@ class SiteComponent(pulumi.ComponentResource):
 class SiteOutputs:
     """What machines read from the sites area (components/machines.py's `SiteOutputs` protocol)."""
 
-    def __init__(self, sites: dict[str, SiteComponent], store: dict[str, Any], machine_site: dict[str, str]) -> None:
+    def __init__(self, sites: dict[str, SiteComponent], store_endpoint: str, machine_site: dict[str, str]) -> None:
         self._sites = sites
         self._machine_site = machine_site
-        self._endpoint = store["endpoint_url"].rstrip("/")
+        self._endpoint = store_endpoint.rstrip("/")
 
     def platform_ids(self, site: str, profile: str) -> pulumi.Output[tuple[str, str]]:
         sp = self._sites[site].profiles[profile]
@@ -141,11 +138,18 @@ def _links(table: dict[str, list[dict[str, Any]]] | None, hostname: str) -> list
             for r in (table or {}).get(hostname, [])]
 
 
-def build_sites(env: Environment, settings: StackSettings, handles: dict[str, Any]) -> dict[str, Any]:
+@dataclass(frozen=True)
+class SitesResult:
+    """The sites area: its stack output and what machines read from it."""
+
+    outputs: dict[str, Any]
+    site_outputs: SiteOutputs
+
+
+def build_sites(env: Environment, settings: StackSettings) -> SitesResult:
     sites = {s.name: SiteComponent(env, settings, s) for s in env.sites}
     machine_site = {m.hostname: m.site for m in env.machines}
-    out: dict[str, Any] = {"_site_outputs": SiteOutputs(sites, _store(env, settings), machine_site)}
-    out["sites"] = {
+    outputs = {
         name: {
             "profiles": {p: {"site_id": r.site_id, "profile_id": r.profile_id} for p, r in c.profiles.items()},
             "bundles": {b: {"digest": r.digest, "url": r.url} for b, r in c.bundles.items()},
@@ -153,4 +157,4 @@ def build_sites(env: Environment, settings: StackSettings, handles: dict[str, An
         }
         for name, c in sites.items()
     }
-    return out
+    return SitesResult(outputs, SiteOutputs(sites, store_inputs(env, settings).endpoint_url, machine_site))

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import ipaddress
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from typing import NamedTuple
 
 from .findings import Code, Finding, Level, finding
 from .model import (
@@ -227,27 +228,40 @@ def references(doc: EnvironmentDocument, bp: Blueprint, file: str) -> Iterator[F
             yield finding(Code.UNKNOWN_MACHINE, file, f"hosts[{i}].machine", f"machine {h.machine!r} is not declared")
 
 
+def host_role_mix(
+    hostname: str,
+    logical_role: str,
+    roles: Sequence[str],
+    extra_roles: Sequence[str],
+    runner_tags: Sequence[str],
+    file: str,
+    base: str,
+) -> Iterator[Finding]:
+    """Seed 003 for one host (its effective Ansible roles). Narrow: providers call it with their own values."""
+    if LogicalRole(logical_role) is LogicalRole.WORKER_COMPUTE:
+        for r in map(HostRole, roles):
+            if r in CONTROL_PLANE_AND_CI_ROLES:
+                j = list(extra_roles).index(r) if r in extra_roles else None
+                yield finding(
+                    Code.ROLE_ON_WORKER,
+                    file,
+                    f"{base}.extra_roles[{j}]" if j is not None else f"{base}.logical_role",
+                    f"host {hostname} is worker_compute but would run role {r.value}",
+                )
+    if runner_tags and HostRole.RUNNER not in roles:
+        yield finding(
+            Code.RUNNER_TAGS_WITHOUT_RUNNER,
+            file,
+            f"{base}.runner_tags",
+            f"host {hostname} declares runner tags but has no runner role",
+        )
+
+
 def host_roles(doc: EnvironmentDocument, bp: Blueprint, file: str) -> Iterator[Finding]:
     """Seed 003: never mix control-plane or CI services with GPU worker roles on one host."""
     for i, h in enumerate(doc.hosts):
         roles = _roles(h.logical_role, h.extra_roles, bp)
-        if h.logical_role is LogicalRole.WORKER_COMPUTE:
-            for r in roles:
-                if r in CONTROL_PLANE_AND_CI_ROLES:
-                    j = h.extra_roles.index(r) if r in h.extra_roles else None
-                    yield finding(
-                        Code.ROLE_ON_WORKER,
-                        file,
-                        f"hosts[{i}].extra_roles[{j}]" if j is not None else f"hosts[{i}].logical_role",
-                        f"host {h.hostname} is worker_compute but would run role {r.value}",
-                    )
-        if h.runner_tags and HostRole.RUNNER not in roles:
-            yield finding(
-                Code.RUNNER_TAGS_WITHOUT_RUNNER,
-                file,
-                f"hosts[{i}].runner_tags",
-                f"host {h.hostname} declares runner tags but has no runner role",
-            )
+        yield from host_role_mix(h.hostname, h.logical_role, roles, h.extra_roles, h.runner_tags, file, f"hosts[{i}]")
     if doc.hosts and not any(h.logical_role is LogicalRole.PLATFORM_CONTROL for h in doc.hosts):
         yield finding(Code.NO_PLATFORM_CONTROL, file, "hosts", "no host has logical_role platform_control")
 
@@ -312,121 +326,202 @@ def roce_pools(doc: EnvironmentDocument, bp: Blueprint, file: str) -> Iterator[F
             )
 
 
+def site_tls(site: str, tls_verify: bool, tier: str, file: str, path: str) -> Iterator[Finding]:
+    """POL: TLS verification off in prod. Narrow signature: providers call it with their own values."""
+    if not tls_verify and Tier(tier) is Tier.PROD:
+        yield finding(Code.TLS_OFF_IN_PROD, file, path, f"site {site} disables TLS verification in prod")
+
+
+def profile_policy(
+    site: str,
+    profile: str,
+    *,
+    fabric_mode: str,
+    enable_phase2_roce: bool,
+    retry_enabled: bool,
+    retry_attempts_set: bool,
+    customer_handoff: bool,
+    release_erase_mode: str,
+    file: str,
+    base: str,
+) -> Iterator[Finding]:
+    """One profile's policy combinations (base: the profile's path). Providers call it too."""
+    if enable_phase2_roce and FabricMode(fabric_mode) is not FabricMode.ROCE:
+        yield finding(
+            Code.ROCE_NEEDS_ROCE_FABRIC,
+            file,
+            f"{base}.enable_phase2_roce",
+            f"profile {profile} enables phase-2 RoCE with fabric_mode {FabricMode(fabric_mode).value}",
+        )
+    if not retry_enabled and retry_attempts_set:
+        yield finding(
+            Code.RETRY_ATTEMPTS_UNUSED,
+            file,
+            f"{base}.max_deploy_retry_attempts",
+            "max_deploy_retry_attempts has no effect while retry is disabled",
+            level=Level.WARNING,
+        )
+    if customer_handoff and EraseMode(release_erase_mode) is not EraseMode.NONE:
+        yield finding(
+            Code.HANDOFF_SITE_ERASES,
+            file,
+            f"{base}.release_erase_mode",
+            f"site {site} is a customer-handoff site but profile {profile} erases "
+            f"({EraseMode(release_erase_mode).value})",
+        )
+
+
 def policy_combinations(doc: EnvironmentDocument, bp: Blueprint, file: str) -> Iterator[Finding]:
     for si, s in enumerate(doc.sites):
-        if not s.tls_verify and doc.tier is Tier.PROD:
-            yield finding(
-                Code.TLS_OFF_IN_PROD,
-                file,
-                f"sites[{si}].tls_verify",
-                f"site {s.name} disables TLS verification in prod",
-            )
+        yield from site_tls(s.name, s.tls_verify, doc.tier, file, f"sites[{si}].tls_verify")
         for pi, p in enumerate(s.profiles):
-            base = f"sites[{si}].profiles[{pi}]"
-            if p.enable_phase2_roce and p.fabric_mode is not FabricMode.ROCE:
-                yield finding(
-                    Code.ROCE_NEEDS_ROCE_FABRIC,
-                    file,
-                    f"{base}.enable_phase2_roce",
-                    f"profile {p.name} enables phase-2 RoCE with fabric_mode {p.fabric_mode.value}",
-                )
-            if not p.enable_deploy_retry_on_datasource_failure and "max_deploy_retry_attempts" in p.model_fields_set:
-                yield finding(
-                    Code.RETRY_ATTEMPTS_UNUSED,
-                    file,
-                    f"{base}.max_deploy_retry_attempts",
-                    "max_deploy_retry_attempts has no effect while retry is disabled",
-                    level=Level.WARNING,
-                )
-            if s.customer_handoff and p.release_erase_mode is not EraseMode.NONE:
-                yield finding(
-                    Code.HANDOFF_SITE_ERASES,
-                    file,
-                    f"{base}.release_erase_mode",
-                    f"site {s.name} is a customer-handoff site but profile {p.name} erases "
-                    f"({p.release_erase_mode.value})",
-                )
+            yield from profile_policy(
+                s.name,
+                p.name,
+                fabric_mode=p.fabric_mode,
+                enable_phase2_roce=p.enable_phase2_roce,
+                retry_enabled=p.enable_deploy_retry_on_datasource_failure,
+                retry_attempts_set="max_deploy_retry_attempts" in p.model_fields_set,
+                customer_handoff=s.customer_handoff,
+                release_erase_mode=p.release_erase_mode,
+                file=file,
+                base=f"sites[{si}].profiles[{pi}]",
+            )
+
+
+class ComponentBounds(NamedTuple):
+    """A blueprint component key as the app rules check it."""
+
+    control_plane: bool
+    min: int
+    max: int
+
+
+def _runtime_text(r: Mapping[str, str]) -> str:
+    return "/".join(str(r[k]) for k in RUNTIME_FIELDS)
+
+
+RUNTIME_FIELDS = ("operating_mode", "control_plane_scope", "runtime_backend", "tenant_boundary_mode")
+
+
+def app_instance(  # noqa: PLR0913 - the values the rule checks, named (providers call it too)
+    *,
+    slug: str,
+    runtime: Mapping[str, str],
+    members: Mapping[str, tuple[int, Sequence[str]]],
+    components: Mapping[str, ComponentBounds] | None,
+    known_apps: Iterable[str],
+    blueprint: str,
+    runtime_combinations: Iterable[Mapping[str, str]],
+    node_roles: Mapping[str, str | None],
+    file: str,
+    base: str,
+) -> Iterator[Finding]:
+    """One app instance. `members`: key -> (count, nodes); `components`: the blueprint app's keys (None:
+    no such app); `node_roles`: declared node -> its host's logical role (None: a machine, not a host)."""
+    combos = [{k: str(c[k]) for k in RUNTIME_FIELDS} for c in runtime_combinations]
+    if {k: str(runtime[k]) for k in RUNTIME_FIELDS} not in combos:
+        yield finding(
+            Code.RUNTIME_PAIR_INVALID,
+            file,
+            f"{base}.runtime",
+            f"operating_mode/control_plane_scope/runtime_backend/tenant_boundary_mode {_runtime_text(runtime)} "
+            "is not valid",
+            hint=f"use one of: {'; '.join(_runtime_text(c) for c in combos)}",
+        )
+    if components is None:
+        yield finding(
+            Code.UNKNOWN_COMPONENT_KEY,
+            file,
+            f"{base}.app.slug",
+            f"app {slug!r} is not in blueprint {blueprint!r}",
+            hint=f"use one of: {', '.join(sorted(known_apps))}",
+        )
+        return
+    for key, (count, nodes) in members.items():
+        yield from _member_findings(slug, key, count, nodes, components, node_roles, file, f"{base}.members.{key}")
+    for key, ck in components.items():
+        if key not in members and ck.min > 0:
+            yield finding(
+                Code.MEMBER_COUNT_OUT_OF_BOUNDS,
+                file,
+                f"{base}.members",
+                f"{slug} needs at least {ck.min} {key} member(s)",
+                hint=f"add members.{key}",
+            )
+
+
+def _member_findings(
+    slug: str,
+    key: str,
+    count: int,
+    nodes: Sequence[str],
+    components: Mapping[str, ComponentBounds],
+    node_roles: Mapping[str, str | None],
+    file: str,
+    mbase: str,
+) -> Iterator[Finding]:
+    ck = components.get(key)
+    if ck is None:
+        yield finding(
+            Code.UNKNOWN_COMPONENT_KEY,
+            file,
+            mbase,
+            f"app {slug} has no component key {key!r}",
+            hint=f"use one of: {', '.join(components)}",
+        )
+        return
+    if not ck.min <= count <= ck.max:
+        yield finding(
+            Code.MEMBER_COUNT_OUT_OF_BOUNDS,
+            file,
+            f"{mbase}.count",
+            f"{key} count {count} is outside {ck.min}..{ck.max}",
+        )
+    if len(nodes) > count:
+        yield finding(
+            Code.MEMBER_NODES_EXCEED_COUNT,
+            file,
+            f"{mbase}.nodes",
+            f"{len(nodes)} nodes listed for {count} {key} member(s)",
+        )
+    for ni, node in enumerate(nodes):
+        if node not in node_roles:
+            yield finding(
+                Code.UNKNOWN_NODE, file, f"{mbase}.nodes[{ni}]", f"{node!r} is not a declared host or machine"
+            )
+            continue
+        role = node_roles[node]
+        on_worker = role is None or LogicalRole(role) is LogicalRole.WORKER_COMPUTE
+        if ck.control_plane and on_worker:
+            yield finding(
+                Code.APP_CONTROL_PLANE_ON_WORKER,
+                file,
+                f"{mbase}.nodes[{ni}]",
+                f"{slug} {key} is an app control-plane member but {node} is a worker_compute node",
+            )
 
 
 def app_instances(doc: EnvironmentDocument, bp: Blueprint, file: str) -> Iterator[Finding]:
-    hosts = {h.hostname: h for h in doc.hosts}
     # A MAAS machine that is not also a declared host is a GPU node: worker_compute by definition.
-    nodes = set(hosts) | {m.hostname for m in doc.machines}
+    node_roles: dict[str, str | None] = {m.hostname: None for m in doc.machines}
+    node_roles.update({h.hostname: h.logical_role.value for h in doc.hosts})
     for ai, a in enumerate(doc.app_instances):
-        base = f"app_instances[{ai}]"
-        if a.runtime not in bp.runtime_combinations:
-            valid = "; ".join(
-                f"{c.operating_mode.value}/{c.control_plane_scope.value}/{c.runtime_backend.value}/{c.tenant_boundary_mode.value}"
-                for c in bp.runtime_combinations
-            )
-            yield finding(
-                Code.RUNTIME_PAIR_INVALID,
-                file,
-                f"{base}.runtime",
-                "operating_mode/control_plane_scope/runtime_backend/tenant_boundary_mode "
-                f"{a.runtime.operating_mode.value}/{a.runtime.control_plane_scope.value}/"
-                f"{a.runtime.runtime_backend.value}/{a.runtime.tenant_boundary_mode.value} is not valid",
-                hint=f"use one of: {valid}",
-            )
         app = bp.apps.get(a.app.slug)
-        if app is None:
-            yield finding(
-                Code.UNKNOWN_COMPONENT_KEY,
-                file,
-                f"{base}.app.slug",
-                f"app {a.app.slug!r} is not in blueprint {bp.name!r}",
-                hint=f"use one of: {', '.join(sorted(bp.apps))}",
-            )
-            continue
-        for key, spec in a.members.items():
-            mbase = f"{base}.members.{key}"
-            ck = app.component_keys.get(key)
-            if ck is None:
-                yield finding(
-                    Code.UNKNOWN_COMPONENT_KEY,
-                    file,
-                    mbase,
-                    f"app {a.app.slug} has no component key {key!r}",
-                    hint=f"use one of: {', '.join(app.component_keys)}",
-                )
-                continue
-            if not ck.min <= spec.count <= ck.max:
-                yield finding(
-                    Code.MEMBER_COUNT_OUT_OF_BOUNDS,
-                    file,
-                    f"{mbase}.count",
-                    f"{key} count {spec.count} is outside {ck.min}..{ck.max}",
-                )
-            if len(spec.nodes) > spec.count:
-                yield finding(
-                    Code.MEMBER_NODES_EXCEED_COUNT,
-                    file,
-                    f"{mbase}.nodes",
-                    f"{len(spec.nodes)} nodes listed for {spec.count} {key} member(s)",
-                )
-            for ni, node in enumerate(spec.nodes):
-                if node not in nodes:
-                    yield finding(
-                        Code.UNKNOWN_NODE, file, f"{mbase}.nodes[{ni}]", f"{node!r} is not a declared host or machine"
-                    )
-                    continue
-                on_worker = node not in hosts or hosts[node].logical_role is LogicalRole.WORKER_COMPUTE
-                if ck.control_plane and on_worker:
-                    yield finding(
-                        Code.APP_CONTROL_PLANE_ON_WORKER,
-                        file,
-                        f"{mbase}.nodes[{ni}]",
-                        f"{a.app.slug} {key} is an app control-plane member but {node} is a worker_compute node",
-                    )
-        for key, ck in app.component_keys.items():
-            if key not in a.members and ck.min > 0:
-                yield finding(
-                    Code.MEMBER_COUNT_OUT_OF_BOUNDS,
-                    file,
-                    f"{base}.members",
-                    f"{a.app.slug} needs at least {ck.min} {key} member(s)",
-                    hint=f"add members.{key}",
-                )
+        yield from app_instance(
+            slug=a.app.slug,
+            runtime=a.runtime.model_dump(mode="json"),
+            members={k: (m.count, m.nodes) for k, m in a.members.items()},
+            components=None
+            if app is None
+            else {k: ComponentBounds(c.control_plane, c.min, c.max) for k, c in app.component_keys.items()},
+            known_apps=bp.apps,
+            blueprint=bp.name,
+            runtime_combinations=[c.model_dump(mode="json") for c in bp.runtime_combinations],
+            node_roles=node_roles,
+            file=file,
+            base=f"app_instances[{ai}]",
+        )
 
 
 RULES: tuple[Rule, ...] = (

@@ -34,15 +34,26 @@ from pulumi.dynamic import (
 from pydantic import ValidationError
 
 from clients.vault import credentials_from_config
-from providers.apps.plan import Observed, plan_members
+from providers.apps.plan import outstanding
 from providers.apps.reconciler import AppInstanceReconciler, InstanceOut
-from providers.apps.spec import SOURCE, AppInstanceSpec, parse_spec, rule_failures
+from providers.apps.spec import SOURCE, AppInstanceArgs, AppInstanceSpec, parse_spec, rule_failures
 from providers.common import has_unknown, is_unknown, plain, spec_failures
+from providers.kind import KindDescriptor, register
 
-INPUT_KEYS = ("stack", "instance", "blueprint", "topology", "placements", "platform_url", "vault",
-              "max_parallel", "operation_timeout_s")
-REPLACE_KEYS = ("instance.name", "instance.project_id", "instance.app.slug", "instance.runtime")
+INPUT_KEYS = tuple(AppInstanceSpec.model_fields)
 OUTPUT_KEYS = ("instance_id", "status", "app_version", "members")
+DESCRIPTOR = register(KindDescriptor(
+    name="AppInstance",
+    identity=("instance.name", "instance.project_id"),
+    replaces=("instance.app.slug", "instance.runtime"),  # the platform cannot change an instance's app type
+    in_place=("instance", "stack", "blueprint", "topology", "placements", "platform_url", "vault", "max_parallel",
+              "operation_timeout_s"),
+    delete_before_replace=True,  # names are unique per project
+    summary_outputs=("instance_id", "status", "app_version"),
+    doc="a project-scoped app instance converged through idempotent member operations",
+    notes={"instance.app.version": "an in-place upgrade", "instance.members": "member operations, in place",
+           "placements": "node ids of the machines members bind to (unknown until they enroll)"},
+))
 
 
 def _get(d: Any, dotted: str) -> Any:
@@ -66,23 +77,11 @@ def _outs(inputs: dict[str, Any], out: InstanceOut) -> dict[str, Any]:
 
 def drift(olds: dict[str, Any], news: dict[str, Any]) -> list[str]:
     """What the last observation (create/update/refresh) says still needs doing for the desired spec."""
-    old = plain(olds)
-    if not old.get("members") and not old.get("instance_id"):
-        return []
     try:
         spec = parse_spec(_inputs(news))
     except ValidationError:
         return []
-    found = []
-    if old.get("status") not in ("ready", None):
-        found.append("status")
-    if old.get("app_version") not in (spec.instance.app.version, None):
-        found.append("app_version")
-    observed = [Observed(member_id=m["member_id"], component_key=m["component_key"], status=m["status"],
-                         node_id=m.get("node_id"), hostname=m.get("hostname")) for m in old.get("members") or []]
-    if plan_members(spec.slots(), observed, _hosts(olds), spec.control_plane_keys()).actions:
-        found.append("members")
-    return found
+    return outstanding(spec, plain(olds))
 
 
 class AppInstanceProvider(ResourceProvider):
@@ -112,27 +111,25 @@ class AppInstanceProvider(ResourceProvider):
         return CheckResult(news, [CheckFailure(p, msg) for p, msg in rule_failures(spec)])
 
     def diff(self, id_: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
-        old_in, new_in = _inputs(olds), _inputs(news)
-        replaces = [k for k in REPLACE_KEYS if not has_unknown(_get(new_in, k)) and _get(old_in, k) != _get(new_in, k)]
-        changed = [k for k in INPUT_KEYS if has_unknown(new_in.get(k)) or old_in.get(k) != new_in.get(k)]
-        if not has_unknown(new_in):
-            changed += drift(olds, news)
-        return DiffResult(changes=bool(changed or replaces), replaces=replaces, delete_before_replace=True)
+        d = DESCRIPTOR.diff(olds, news, inputs=INPUT_KEYS)
+        found = [] if has_unknown(_inputs(news)) else drift(olds, news)
+        return DiffResult(changes=d.changed or bool(found), replaces=list(d.replaces),
+                          delete_before_replace=DESCRIPTOR.delete_before_replace)
 
     def create(self, props: dict[str, Any]) -> CreateResult:
         rec = self._rec(props)
-        out = rec.apply()
+        out = rec.converge()
         return CreateResult(f"{rec.spec.project_id}/{rec.spec.name}", _outs(_inputs(props), out))
 
     def update(self, id_: str, olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
-        out = self._rec(news).apply(plain(olds).get("instance_id"), _hosts(olds))
+        out = self._rec(news).converge(plain(olds).get("instance_id"), _hosts(olds))
         return UpdateResult(_outs(_inputs(news), out))
 
     def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
         state = plain(props)
         if not state.get("instance_id"):
             return ReadResult(id_, props)
-        out = self._rec(props).read(state["instance_id"], _hosts(props))
+        out = self._rec(props).observe(state["instance_id"], _hosts(props))
         if out is None:  # decommissioned or deleted outside the stack: gone
             return ReadResult("", {})
         return ReadResult(id_, _outs(_inputs(props), out))
@@ -140,7 +137,7 @@ class AppInstanceProvider(ResourceProvider):
     def delete(self, id_: str, props: dict[str, Any]) -> None:
         state = plain(props)
         if state.get("instance_id"):
-            self._rec(props).remove(state["instance_id"])
+            self._rec(props).release(state["instance_id"])
 
 
 class AppInstance(Resource, module="gpuaas", name="AppInstance"):
@@ -149,5 +146,7 @@ class AppInstance(Resource, module="gpuaas", name="AppInstance"):
     app_version: pulumi.Output[str]
     members: pulumi.Output[list[dict[str, Any]]]
 
-    def __init__(self, name: str, props: dict[str, Any], opts: pulumi.ResourceOptions | None = None) -> None:
-        super().__init__(AppInstanceProvider(), name, {**{k: None for k in OUTPUT_KEYS}, **props}, opts)
+    def __init__(self, name: str, args: AppInstanceArgs, placements: pulumi.Input[dict[str, Any]],
+                 opts: pulumi.ResourceOptions | None = None) -> None:
+        props = {**dict.fromkeys(OUTPUT_KEYS), **args.model_dump(mode="json"), "placements": placements}
+        super().__init__(AppInstanceProvider(), name, props, opts)

@@ -1,9 +1,11 @@
-"""Small helpers shared by the dynamic-provider adapters of this area (sites, bundles, RoCE).
+"""Small helpers shared by the dynamic-provider adapters.
 
-- `is_unknown` / `has_unknown`: preview sends unresolved values as Pulumi's UNKNOWN sentinel.
+- `is_unknown` / `has_unknown`: preview sends unresolved values as Pulumi's UNKNOWN sentinel
+  (`is_unknown` is providers/kind.py's, re-exported).
 - `plain`: Pulumi hands numbers over as floats (4 -> 4.0) and adds `__provider`; undo both.
-- `spec_failures`: a pydantic ValidationError as CheckFailures carrying the environment model's
-  finding codes (ENV003/ENV004/ENV005 ...), so `check` speaks the same language as `make validate`.
+- `spec_failures`: a provider input model's pydantic ValidationError as CheckFailures carrying the
+  catalogue's finding codes (ENV002/ENV003/ENV004/ENV005), so `check` speaks the same language as
+  `make validate` without importing the environment loader (providers own their input models).
 - `VaultInputs` + `vault_reader`: Vault location comes from inputs, credentials from configure().
 """
 
@@ -15,17 +17,12 @@ from typing import Any
 from pulumi.dynamic import CheckFailure
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from clients.vault import VaultCredentials, VaultReader, VaultSettings, credentials_from_config
-from environments.loader import schema_findings  # the model's own error -> code mapping
-from environments.model import VaultAuthMethod
+from clients.vault import VaultAuthMethod, VaultCredentials, VaultReader, VaultSettings, credentials_from_config
+from environments.findings import CATALOGUE, Code, format_path
+from providers.kind import UNKNOWN, is_unknown
 
-UNKNOWN = "04da6b54-80e4-46f7-96ec-b56ff0331ba9"  # pulumi.runtime.rpc.UNKNOWN
-
-
-def is_unknown(value: Any) -> bool:
-    # The string sentinel over gRPC; the provider server may also hand over pulumi.output.Unknown.
-    return (isinstance(value, str) and value == UNKNOWN) or type(value).__name__ == "Unknown"
-
+__all__ = ["UNKNOWN", "VaultAuthMethod", "VaultInputs", "config_get", "has_unknown", "is_unknown", "plain",
+           "spec_failures", "vault_reader"]
 
 
 def has_unknown(value: Any) -> bool:
@@ -49,13 +46,32 @@ def plain(value: Any) -> Any:
     return value
 
 
+_RANGE_ERRORS = {"greater_than", "greater_than_equal", "less_than", "less_than_equal", "too_short", "too_long"}
+_SECRETISH = ("_path", "token", "password", "secret", "key")  # never echo these inputs back
+
+
 def spec_failures(err: ValidationError, source: str, prefix: str = "") -> list[CheckFailure]:
-    """Validation errors as CheckFailures: `<CODE> <source>: <path>: <message>; fix: <hint>`."""
+    """A provider input model's errors as CheckFailures with the environment's finding codes (the same
+    codes `make validate` uses): `<CODE> <source>: <path>: <message>; fix: <hint>`."""
     out: list[CheckFailure] = []
-    for f in schema_findings(err, source):
-        path = f"{prefix}{f.path}" if prefix else f.path
-        out.append(CheckFailure(path.split(".")[0] or "inputs",
-                                f"{f.code.value} {source}: {path}: {f.message}; fix: {f.hint}"))
+    for e in err.errors(include_url=False):
+        loc = [p for p in e["loc"] if not (isinstance(p, str) and p.startswith(("function-", "[key]")))]
+        path = prefix + format_path(loc)
+        leaf = path.rsplit(".", 1)[-1]
+        if e["type"] == "missing":
+            code, msg, hint = Code.MISSING_FIELD, f"required field {leaf!r} is missing", f"add {leaf}: <value>"
+        elif e["type"] == "extra_forbidden":
+            code, msg, hint = Code.UNKNOWN_FIELD, f"unknown field {leaf!r}", CATALOGUE[Code.UNKNOWN_FIELD][1]
+        elif e["type"] in _RANGE_ERRORS:
+            bound = ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in (e.get("ctx") or {}).items())
+            code, msg, hint = Code.OUT_OF_RANGE, e["msg"], f"use a value with {bound}"
+        else:
+            msg = e["msg"].removeprefix("Value error, ")
+            if not any(s in leaf for s in _SECRETISH) and e["type"] != "value_error" and "input" in e:
+                msg = f"{msg} (got {repr(e['input'])[:60]})"
+            code, hint = Code.INVALID_VALUE, CATALOGUE[Code.INVALID_VALUE][1]
+        out.append(CheckFailure(path.split(".")[0].split("[")[0] or "inputs",
+                                f"{code.value} {source}: {path}: {msg}; fix: {hint}"))
     return out
 
 

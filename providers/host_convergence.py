@@ -1,24 +1,12 @@
-"""HostConvergence: ansible-runner converged the host roles of one environment's hosts.
+"""HostConvergence: the Pulumi adapter (spec, planning and the run: providers/hosts/convergence.py).
 
-One resource per environment (not per host): one ansible run converges every host in parallel
-(forks), the Slurm controller and workers must agree on one slurm.conf and munge key, and the
-dynamic-provider server has only 4 worker threads — one per host would hold three of them.
-Per-host results are still reported (`hosts` output: ok/changed/failed/unreachable per host).
-
-Layers (STYLE.md): `plan()` is pure (environment -> validated inventory + content hash, refusing
-a role-rule violation before ansible runs), `converge()` is the effectful step (secrets from Vault,
-then clients.ansible), `HostConvergenceProvider` is the thin Pulumi adapter.
+This module path and its Provider class are part of the state contract (Pulumi pickles them).
 """
 
 from __future__ import annotations
 
-import hashlib
-import ipaddress
-import json
 import sys
-from collections.abc import Callable, Mapping
-from enum import StrEnum
-from pathlib import Path
+from collections.abc import Mapping
 from typing import Any
 
 import pulumi
@@ -31,212 +19,58 @@ from pulumi.dynamic import (
     ResourceProvider,
     UpdateResult,
 )
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
+from pydantic import ValidationError
 
-from clients.ansible import ANSIBLE_DIR, SITE_PLAYBOOK, PlaybookRun, RunResult, TaskEvent, TaskStatus, run_playbook
 from clients.vault import credentials_from_config
-from environments import Environment, EnvironmentInvalid, Finding, Level, validate_environment
-from providers.common import VaultInputs, has_unknown, plain, vault_reader
+from providers.common import has_unknown, plain, spec_failures, vault_reader
+from providers.hosts.convergence import (
+    SOURCE,
+    ArtifactSource,
+    ConvergenceFailed,
+    ConvergenceResult,
+    HostConvergenceSpec,
+    HostOutcome,
+    HostReport,
+    InventoryHost,
+    Plan,
+    RoleRulesViolated,
+    SecretReader,
+    build_inventory,
+    content_hash,
+    converge,
+    plan,
+    print_progress,
+    role_findings,
+)
+from providers.kind import KindDescriptor, register
 
-SecretReader = Callable[[str], SecretStr]
-"""Vault reference (`path#key`) -> value. Injected in tests; `clients.vault` otherwise."""
+# Re-exported: tests and components import the kind's spec names from here.
+__all__ = ["ArtifactSource", "ConvergenceFailed", "ConvergenceResult", "DESCRIPTOR", "HostConvergence",
+           "HostConvergenceProvider", "HostConvergenceSpec", "HostOutcome", "HostReport", "INPUTS",
+           "InventoryHost", "Plan", "RoleRulesViolated", "SOURCE", "SecretReader", "build_inventory",
+           "content_hash", "converge", "plan", "print_progress", "role_findings"]
 
-
-class ArtifactSource(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-    url: str = Field(min_length=1)
-    sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
-
-
-class HostConvergenceSpec(BaseModel):
-    """The resource's inputs. Secrets are Vault references only, never values."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-    environment: str
-    """Environment name (environments/<name>.yaml) or a path to an environment document."""
-    address_overrides: dict[str, ipaddress.IPv4Address] = {}
-    """hostname -> address to reach it at instead of the model's (the lab; never the real 100.x)."""
-    artifacts: dict[str, ArtifactSource] = {}
-    apt_source: str = ""
-    secret_refs: dict[str, str] = {}
-    """extra var name -> Vault reference, e.g. gpuaas_munge_key_b64 -> dev/slurm/munge#key_b64."""
-    extra_vars: dict[str, Any] = {}
-    vault: VaultInputs | None = None
-    preview_check: bool = False
-    """Run `--check --diff` during diff (preview) and print what would change."""
-    timeout_s: int = 3600
-
-    @field_validator("secret_refs")
-    @classmethod
-    def _refs_are_references(cls, v: dict[str, str]) -> dict[str, str]:
-        for name, ref in v.items():
-            if "#" not in ref:
-                raise ValueError(f"secret_refs.{name}: expected a Vault reference '<path>#<key>'")
-        return v
-
-
-class HostOutcome(StrEnum):
-    OK = "ok"
-    CHANGED = "changed"
-    FAILED = "failed"
-    UNREACHABLE = "unreachable"
+DESCRIPTOR = register(KindDescriptor(
+    name="HostConvergence",
+    identity=("environment",),
+    in_place=("hosts", "ssh_key_ref", "artifacts", "apt_source", "secret_refs", "extra_vars", "vault", "timeout_s",
+              "content_hash"),
+    ignored=("preview_check",),  # changes what a preview prints, not the hosts
+    summary_outputs=("changed_total",),
+    doc="ansible-runner converged the environment's hosts to their roles",
+    notes={"content_hash": "roles, playbook, inventory and vars: a change of any reruns the playbook",
+           "hosts": "the compiled inventory: an address or role change shows here"},
+))
 
 
-class HostReport(BaseModel):
-    ok: int
-    changed: int
-    failed: int
-    unreachable: int
-    skipped: int
-    outcome: HostOutcome
-
-
-class ConvergenceResult(BaseModel):
-    error: str | None = None
-    content_hash: str
-    check: bool
-    hosts: dict[str, HostReport]
-    changes: list[TaskEvent]
-    duration_s: float
-
-
-class Plan(BaseModel):
-    model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True)
-    environment: Environment
-    inventory: dict[str, Any]
-    extravars: dict[str, Any]
-    ssh_key_ref: str
-    content_hash: str
-
-
-class RoleRulesViolated(Exception):
-    """The environment breaks the model's rules: nothing was run."""
-
-    def __init__(self, findings: list[Finding]) -> None:
-        self.findings = findings
-        super().__init__("environment refused before ansible ran:\n" + "\n".join(
-            f"  {f.code.value} {f.file}: {f.path}: {f.message}; fix: {f.hint}" for f in findings))
-
-
-class ConvergenceFailed(Exception):
-    def __init__(self, result: ConvergenceResult, failures: list[TaskEvent]) -> None:
-        self.result = result
-        bad = {h: r.outcome.value for h, r in result.hosts.items() if r.outcome in (HostOutcome.FAILED,
-                                                                                   HostOutcome.UNREACHABLE)}
-        lines = [f"  {e.host}: {e.status.value} in '{e.task}': {e.message}" for e in failures[:10]]
-        if result.error:
-            lines.append(f"  ansible: {result.error}")
-        super().__init__(f"host convergence failed on {', '.join(f'{h} ({o})' for h, o in sorted(bad.items()))}"
-                         + ("\n" + "\n".join(lines) if lines else ""))
-
-
-# --- planning (pure) -----------------------------------------------------------------------------
-
-def load_validated(environment: str) -> Environment:
-    """The model's own validation (role rules included); never re-implemented here."""
-    env, found = validate_environment(environment)
-    errors = [f for f in found if f.level is Level.ERROR]
-    if env is None or errors:
-        raise RoleRulesViolated(errors or found)
-    return env
-
-
-def build_inventory(env: Environment, overrides: Mapping[str, ipaddress.IPv4Address]) -> dict[str, Any]:
-    """Groups = logical roles, plus `role_<name>` per Ansible role; hostnames as in the model."""
-    unknown = sorted(set(overrides) - {h.hostname for h in env.hosts})
-    if unknown:
-        raise ValueError(f"address_overrides names hosts not in environment {env.name}: {', '.join(unknown)}")
-    hosts: dict[str, Any] = {}
-    children: dict[str, Any] = {}
-    for h in env.hosts:
-        hosts[h.hostname] = {
-            "ansible_host": str(overrides.get(h.hostname, h.address)),
-            "ansible_user": h.ssh_user,
-            "gpuaas_logical_role": h.logical_role.value,
-            "gpuaas_roles": [r.value for r in h.roles],
-            "gpuaas_runner_tags": [t.value for t in h.runner_tags],
-        }
-        for group in [h.logical_role.value, *(f"role_{r.value}" for r in h.roles)]:
-            children.setdefault(group, {"hosts": {}})["hosts"][h.hostname] = {}
-    return {"all": {"hosts": hosts, "children": dict(sorted(children.items()))}}
-
-
-def _tree_digest(root: Path) -> str:
-    h = hashlib.sha256()
-    for p in sorted(root.rglob("*")):
-        if p.is_file() and "__pycache__" not in p.parts:
-            h.update(str(p.relative_to(root)).encode() + b"\0" + p.read_bytes() + b"\0")
-    return h.hexdigest()
-
-
-def content_hash(inventory: Mapping[str, Any], extravars: Mapping[str, Any], secret_refs: Mapping[str, str]) -> str:
-    """Roles + playbook + ansible.cfg + inventory + vars. Secrets enter by reference (rotate = new ref)."""
-    doc = {"ansible": _tree_digest(ANSIBLE_DIR), "inventory": inventory, "vars": extravars,
-           "secret_refs": dict(sorted(secret_refs.items()))}
-    return hashlib.sha256(json.dumps(doc, sort_keys=True, default=str).encode()).hexdigest()
-
-
-def plan(spec: HostConvergenceSpec) -> Plan:
-    env = load_validated(spec.environment)
-    if not env.hosts:
-        raise ValueError(f"environment {env.name} declares no hosts")
-    keys = {h.ssh_key_path for h in env.hosts}
-    if len(keys) != 1:
-        raise ValueError(f"environment {env.name}: hosts use different ssh_key_path values; one run uses one key")
-    inventory = build_inventory(env, spec.address_overrides)
-    extravars = {"gpuaas_environment": env.name, "gpuaas_apt_source": spec.apt_source,
-                 "gpuaas_artifacts": {k: a.model_dump() for k, a in sorted(spec.artifacts.items())},
-                 **spec.extra_vars}
-    return Plan(environment=env, inventory=inventory, extravars=extravars, ssh_key_ref=keys.pop(),
-                content_hash=content_hash(inventory, extravars, spec.secret_refs))
-
-
-# --- converging (effectful) ----------------------------------------------------------------------
-
-def print_progress(e: TaskEvent) -> None:
-    """Provider stdout/stderr reach the Pulumi CLI (DESIGN 3.1): one line per host and task."""
-    if e.status is not TaskStatus.SKIPPED:
-        print(f"[host-convergence] {e.host}: {e.status.value}: {e.task}", file=sys.stderr, flush=True)
-
-
-def _report(result: RunResult, hostnames: list[str]) -> dict[str, HostReport]:
-    out = {}
-    for h in hostnames:
-        s = result.hosts.get(h)
-        if s is None:  # never reached a stats line: the run died before this host reported
-            out[h] = HostReport(ok=0, changed=0, failed=1, unreachable=0, skipped=0, outcome=HostOutcome.FAILED)
-            continue
-        outcome = (HostOutcome.UNREACHABLE if s.unreachable else HostOutcome.FAILED if s.failed
-                   else HostOutcome.CHANGED if s.changed else HostOutcome.OK)
-        out[h] = HostReport(ok=s.ok, changed=s.changed, failed=s.failed, unreachable=s.unreachable,
-                            skipped=s.skipped, outcome=outcome)
-    return out
-
-
-def converge(spec: HostConvergenceSpec, read_secret: SecretReader, *, check: bool = False,
-             on_event: Callable[[TaskEvent], None] | None = print_progress) -> ConvergenceResult:
-    """Validate, fetch secrets, run the site playbook. Raises ConvergenceFailed naming the hosts."""
-    p = plan(spec)  # raises RoleRulesViolated before anything touches a host
-    secrets = {name: read_secret(ref).get_secret_value() for name, ref in sorted(spec.secret_refs.items())}
-    run = PlaybookRun(playbook=SITE_PLAYBOOK, inventory=p.inventory, extravars={**p.extravars, **secrets},
-                      ssh_private_key=read_secret(p.ssh_key_ref), check=check, diff=check,
-                      timeout_s=spec.timeout_s)
-    result = run_playbook(run, on_event)
-    hosts = _report(result, [h.hostname for h in p.environment.hosts])
-    out = ConvergenceResult(content_hash=p.content_hash, check=check, hosts=hosts, changes=result.changes,
-                            duration_s=result.duration_s, error=result.error)
-    if result.status != "successful" or any(r.outcome in (HostOutcome.FAILED, HostOutcome.UNREACHABLE)
-                                             for r in hosts.values()):
-        raise ConvergenceFailed(out, result.failures)
-    return out
-
-
-# --- Pulumi adapter ------------------------------------------------------------------------------
 
 def _outputs(spec: HostConvergenceSpec, result: ConvergenceResult) -> dict[str, Any]:
     return {**spec.model_dump(mode="json"), "content_hash": result.content_hash,
-            "hosts": {h: r.model_dump(mode="json") for h, r in result.hosts.items()},
+            "host_reports": {h: r.model_dump(mode="json") for h, r in result.hosts.items()},
             "changed_total": sum(r.changed for r in result.hosts.values()), "duration_s": result.duration_s}
+
+
+INPUTS = (*HostConvergenceSpec.model_fields, "content_hash")
 
 
 def _spec(props: Mapping[str, Any]) -> HostConvergenceSpec:
@@ -268,25 +102,20 @@ class HostConvergenceProvider(ResourceProvider):
             spec = _spec(news)
             p = plan(spec)
         except ValidationError as e:
-            return CheckResult(news, [CheckFailure(str(err["loc"][0]), err["msg"]) for err in e.errors()])
+            return CheckResult(news, spec_failures(e, f"{SOURCE}[{news.get('environment')}]"))
         except RoleRulesViolated as e:
-            return CheckResult(news, [CheckFailure("environment", str(e))])
-        except (ValueError, EnvironmentInvalid) as e:
-            return CheckResult(news, [CheckFailure("environment", str(e))])
+            return CheckResult(news, [CheckFailure("hosts", str(e))])
         if spec.preview_check and not olds:
             # A first creation has no diff() call: its preview is the check-mode run, here.
             self._print_preview(self._check_run(spec))
         return CheckResult({**news, "content_hash": p.content_hash}, [])
 
     def diff(self, id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:  # noqa: A002
-        keys = [k for k in ("content_hash", "environment", "address_overrides", "secret_refs")
-                if plain(olds.get(k)) != plain(news.get(k))]
-        if not keys or _unresolved(news):
-            return DiffResult(changes=bool(keys), replaces=[], delete_before_replace=False)
-        spec = _spec(news)
-        if spec.preview_check:
+        d = DESCRIPTOR.diff(olds, news, inputs=INPUTS)
+        if d.changed and not _unresolved(news) and (spec := _spec(news)).preview_check:
             self._print_preview(self._check_run(spec))
-        return DiffResult(changes=True, replaces=[], delete_before_replace=False)
+        return DiffResult(changes=d.changed, replaces=list(d.replaces),
+                          delete_before_replace=DESCRIPTOR.delete_before_replace)
 
     @staticmethod
     def _print_preview(result: ConvergenceResult) -> None:
@@ -308,7 +137,7 @@ class HostConvergenceProvider(ResourceProvider):
     def create(self, props: dict[str, Any]) -> CreateResult:
         spec = _spec(props)
         result = converge(spec, self._reader(spec))
-        return CreateResult(id_=f"hostconvergence-{load_validated(spec.environment).name}",
+        return CreateResult(id_=f"hostconvergence-{spec.environment}",
                             outs=_outputs(spec, result))
 
     def update(self, id: str, olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:  # noqa: A002
@@ -322,10 +151,11 @@ class HostConvergenceProvider(ResourceProvider):
 
 class HostConvergence(pulumi.dynamic.Resource, module="gpuaas", name="HostConvergence"):
     content_hash: pulumi.Output[str]
-    hosts: pulumi.Output[dict[str, Any]]
+    host_reports: pulumi.Output[dict[str, Any]]
+    """hostname -> ok/changed/failed/unreachable counts and outcome of the last run."""
     changed_total: pulumi.Output[int]
 
     def __init__(self, name: str, spec: HostConvergenceSpec, opts: pulumi.ResourceOptions | None = None) -> None:
-        props = {**spec.model_dump(mode="json"), "content_hash": None, "hosts": None, "changed_total": None,
+        props = {**spec.model_dump(mode="json"), "content_hash": None, "host_reports": None, "changed_total": None,
                  "duration_s": None}
         super().__init__(HostConvergenceProvider(), name, props, opts)

@@ -18,14 +18,15 @@ failed member still holds that node) `remove` then `add` on the same node.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from enum import IntEnum, StrEnum
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from clients.platform.models import MemberStatus
+from clients.platform.models import InstanceStatus, MemberStatus
 
-from .spec import Slot
+from .spec import AppInstanceSpec, Slot
 
 M = MemberStatus
 
@@ -107,6 +108,7 @@ class MemberPlan(BaseModel):
 
 def _key_plan(slots: list[Slot], members: list[Observed], hosts: dict[str, str | None],
               drainable: bool) -> tuple[list[Action], dict[str, str | None]]:
+    # Long on purpose: the five matching passes of the module docstring, in order, read as one.
     live = [m for m in members if DISPOSITION[m.status] in (Disposition.SERVING, Disposition.BROKEN)]
     actions = [Action(kind=ActionKind.REMOVE, phase=Phase.FREE, component_key=m.component_key, member_id=m.member_id)
                for m in members if DISPOSITION[m.status] is Disposition.LEAVING]
@@ -186,3 +188,22 @@ def plan_members(slots: Iterable[Slot], members: Iterable[Observed], hosts: dict
         actions += a
         assigned.update(kept)
     return MemberPlan(actions=tuple(sorted(actions, key=lambda a: a.phase)), assigned=assigned)
+
+
+def outstanding(spec: AppInstanceSpec, last: Mapping[str, Any]) -> list[str]:
+    """What the last observation (the recorded outputs of create/update/refresh) says still needs doing
+    for `spec`: the instance not ready, another version, or member operations to run."""
+    if not last.get("members") and not last.get("instance_id"):
+        return []
+    found = []
+    if last.get("status") not in (InstanceStatus.READY.value, None):
+        found.append("status")
+    if last.get("app_version") not in (spec.instance.app.version, None):
+        found.append("app_version")
+    members = last.get("members") or []
+    observed = [Observed(member_id=m["member_id"], component_key=m["component_key"], status=m["status"],
+                         node_id=m.get("node_id"), hostname=m.get("hostname")) for m in members]
+    hosts = {m["member_id"]: m.get("host") for m in members}
+    if plan_members(spec.slots(), observed, hosts, spec.control_plane_keys()).actions:
+        found.append("members")
+    return found

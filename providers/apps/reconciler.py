@@ -3,7 +3,7 @@
 Only `PlatformClient` (the public API) is used, with the project's service-account token read from
 Vault at call time (seed 004: an app team's automation needs no hidden internal access).
 
-`apply`, in this order:
+`converge`, in this order (`observe` is step 5 alone, `release` drains then decommissions):
   1. find the instance (by the id in state, else by name: a create whose response was lost, or a
      run killed mid-create, is adopted, never duplicated); create it if there is none, with an
      idempotency key derived from stack, project, name and how many instances of that name were
@@ -21,6 +21,7 @@ after commit) replays the original operation instead of starting a second one.
 from __future__ import annotations
 
 import hashlib
+import sys
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
@@ -80,11 +81,27 @@ class OpFailure(BaseModel):
         return f"{self.action}: {self.code}: {self.message} (correlation_id={self.correlation_id}{op})"
 
 
+SHOWN_FAILURES = 3  # failures listed in the exception; the rest go to stderr only
+MESSAGE_CHARS = 240  # per failure message in the exception
+
+
 class AppInstanceFailed(Exception):
+    """Operations failed. The exception (what Pulumi shows, and keeps in its logs) is bounded: the count,
+    the first few failures, each cut short; every failure in full goes to stderr (the CLI shows it)."""
+
     def __init__(self, where: str, failures: list[OpFailure], hint: str) -> None:
         self.failures = failures
-        listed = "; ".join(str(f) for f in failures)
-        super().__init__(f"{where}: {len(failures)} operation(s) failed: {listed}; {hint}")
+        shown = "; ".join(_short(str(f)) for f in failures[:SHOWN_FAILURES])
+        more = len(failures) - SHOWN_FAILURES
+        rest = f"; and {more} more (listed in full above)" if more > 0 else ""
+        super().__init__(f"{where}: {len(failures)} operation(s) failed: {shown}{rest}; {hint}")
+        if more > 0 or any(len(str(f)) > MESSAGE_CHARS for f in failures):
+            for f in failures:
+                print(f"[app-instance] {where}: {f}", file=sys.stderr, flush=True)
+
+
+def _short(text: str) -> str:
+    return text if len(text) <= MESSAGE_CHARS else text[:MESSAGE_CHARS - 1] + "…"
 
 
 class MemberOut(BaseModel):
@@ -229,12 +246,14 @@ class AppInstanceReconciler:
     def _member_op(self, api: PlatformClient, iid: str, a: Action, generation: str) -> Result:
         pid = self.spec.project_id
         try:
+            # add and replace fill a slot: the same slot filled again later (a member removed by hand a
+            # second time) is a new intent, so their keys carry the observed generation.
             if a.kind is ActionKind.ADD:
                 assert a.slot is not None
                 key = idempotency_key(iid, "add", a.component_key, str(a.slot.index), a.node_id or "-", generation)
                 op = api.add_member(pid, iid, a.component_key, a.node_id, idempotency_key=key)
             elif a.kind is ActionKind.REPLACE:
-                key = idempotency_key(iid, "replace", a.member_id or "", a.node_id or "-")
+                key = idempotency_key(iid, "replace", a.member_id or "", a.node_id or "-", generation)
                 op = api.replace_member(pid, iid, a.member_id or "", a.node_id, idempotency_key=key)
             elif a.kind is ActionKind.DRAIN:
                 key = idempotency_key(iid, "drain", a.member_id or "")
@@ -253,10 +272,11 @@ class AppInstanceReconciler:
         return a, done, failure
 
     def _converge(self, api: PlatformClient, iid: str, hosts: dict[str, str | None]) -> dict[str, str | None]:
-        members = [_observed(m) for m in api.list_members(self.spec.project_id, iid)]
+        reported = api.list_members(self.spec.project_id, iid)
+        members = [_observed(m) for m in reported]
         plan = plan_members(self.spec.slots(), members, hosts, self.spec.control_plane_keys())
         hosts = dict(plan.assigned)
-        generation = idempotency_key(*sorted(m.member_id for m in members if m.status is not pm.MemberStatus.REMOVED))
+        generation = observed_generation(api.get_instance(self.spec.project_id, iid), reported)
         for phase in Phase:
             actions = plan.phase(phase)
             if not actions:
@@ -273,7 +293,7 @@ class AppInstanceReconciler:
                                         "run up again: only the operations not yet done are retried")
         return hosts
 
-    def observe(self, api: PlatformClient, iid: str, hosts: dict[str, str | None]) -> InstanceOut | None:
+    def _observe(self, api: PlatformClient, iid: str, hosts: dict[str, str | None]) -> InstanceOut | None:
         pid = self.spec.project_id
         try:
             inst = api.get_instance(pid, iid)
@@ -298,24 +318,26 @@ class AppInstanceReconciler:
         return InstanceOut(instance_id=iid, status=inst.status, app_version=inst.app_version, members=members)
 
     # --- the lifecycle -----------------------------------------------------------------------------
-    def apply(self, instance_id: str | None = None, hosts: dict[str, str | None] | None = None) -> InstanceOut:
+    def converge(self, instance_id: str | None = None, hosts: dict[str, str | None] | None = None) -> InstanceOut:
         with self.client() as api:
             inst = self._ensure(api, instance_id)
             self._settle(api, inst.instance_id)  # member operations a killed run left in flight
             if inst.app_version != self.spec.instance.app.version:
                 self._upgrade(api, inst)
             kept = self._converge(api, inst.instance_id, dict(hosts or {}))
-            out = self.observe(api, inst.instance_id, kept)
+            out = self._observe(api, inst.instance_id, kept)
         if out is None:
             raise RuntimeError(f"{self.where}: instance {inst.instance_id} vanished while it was converged; "
                                "run up again")
         return out
 
-    def read(self, instance_id: str, hosts: dict[str, str | None]) -> InstanceOut | None:
-        with self.client() as api:
-            return self.observe(api, instance_id, hosts)
+    apply = converge  # the name benchmarks/bench_apps.py still calls
 
-    def remove(self, instance_id: str) -> None:
+    def observe(self, instance_id: str, hosts: dict[str, str | None]) -> InstanceOut | None:
+        with self.client() as api:
+            return self._observe(api, instance_id, hosts)
+
+    def release(self, instance_id: str) -> None:
         """Drain the members (the app moves work off them), then decommission the instance."""
         pid = self.spec.project_id
         with self.client() as api:
@@ -341,6 +363,14 @@ class AppInstanceReconciler:
                     if failures:
                         raise AppInstanceFailed(self.where, failures, "run destroy again")
             self._decommission(api, api.get_instance(pid, instance_id))
+
+
+def observed_generation(inst: pm.AppInstance, members: list[pm.Member]) -> str:
+    """What the plan was made from: the instance's last operation (any member operation, ours or by
+    hand, moves it) and every member the platform reports, removed ones included (a member removed
+    by hand a second time adds its id). A retry of the same plan gets the same value; a later,
+    separate intent (the same slot emptied again) gets a new one."""
+    return idempotency_key(inst.last_operation_id or "-", *sorted(f"{m.member_id}:{m.status.value}" for m in members))
 
 
 def _observed(m: pm.Member) -> Observed:

@@ -1,7 +1,8 @@
 """AppInstance spec: what the component hands the provider, validated with the environment's own rules.
 
-Inputs are the environment's `AppInstance` document (name, project, app, runtime metadata, Vault
-path of the project's service-account token, members per component key), plus what the provider
+Inputs are the provider's own copy of an `app_instances` entry (`InstanceInputs`: name, project, app,
+runtime metadata, Vault path of the project's service-account token, members per component key; the
+same fields as the environment's, owned here because they are recorded in state), plus what the provider
 needs to check it without the whole environment: the blueprint's component keys and valid runtime
 combinations, the logical role of every node the members name (ROLE002: no app control plane on a
 worker_compute node), and the platform node id of each named node that is a MAAS machine managed in
@@ -10,28 +11,81 @@ this stack (None for hosts that are not, e.g. the app_control host: the platform
 
 from __future__ import annotations
 
-from types import SimpleNamespace
+from enum import StrEnum
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from clients.platform.models import AppType
 from environments import rules
 from environments.findings import Code, Level
-from environments.model import AppInstance as AppDoc
-from environments.model import AppSpec, LogicalRole, RuntimeMetadata
 from providers.common import VaultInputs
+from providers.wire import (
+    ControlPlaneScope,
+    LogicalRole,
+    Name,
+    OperatingMode,
+    RuntimeBackend,
+    TenantBoundaryMode,
+    VaultRef,
+    Wire,
+)
 
 SOURCE = "app_instances"
-# Not a logical role: a MAAS machine that is not also a declared host is a GPU node (worker_compute).
-GPU_NODE = "gpu_node"
 
 
-class _M(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+class NodeRole(StrEnum):
+    """What a member node is: a declared host's logical role, or a MAAS machine that is not a host."""
+
+    PLATFORM_CONTROL = LogicalRole.PLATFORM_CONTROL.value
+    APP_CONTROL = LogicalRole.APP_CONTROL.value
+    WORKER_COMPUTE = LogicalRole.WORKER_COMPUTE.value
+    GPU_NODE = "gpu_node"  # a GPU node: worker_compute by definition
 
 
-class BlueprintInputs(_M):
+GPU_NODE = NodeRole.GPU_NODE.value
+_M = Wire
+
+
+class RuntimeMetadata(Wire):
+    operating_mode: OperatingMode
+    control_plane_scope: ControlPlaneScope
+    runtime_backend: RuntimeBackend
+    tenant_boundary_mode: TenantBoundaryMode
+
+
+class ComponentKeySpec(Wire):
+    control_plane: bool
+    min: int = Field(0, ge=0)
+    max: int = Field(1024, ge=1)
+
+
+class AppSpec(Wire):
+    component_keys: dict[str, ComponentKeySpec]
+
+
+class MemberSpec(Wire):
+    count: int = Field(ge=0, le=1024)
+    nodes: tuple[str, ...] = ()
+
+
+class AppRef(Wire):
+    slug: Name
+    version: str = Field(min_length=1, max_length=64)
+
+
+class InstanceInputs(Wire):
+    """An app instance as this provider records it (same fields as the environment's `app_instances` entry)."""
+
+    name: Name
+    project_id: str = Field(pattern=r"^[a-z]+-[0-9a-f]{16}$")
+    app: AppRef
+    runtime: RuntimeMetadata
+    service_account_token_path: VaultRef
+    members: dict[str, MemberSpec]
+
+
+class BlueprintInputs(Wire):
     """The part of the blueprint this instance is checked against."""
 
     name: str
@@ -56,18 +110,23 @@ class Slot(_M):
         return f"{self.component_key}[{self.index}] on {where}"
 
 
-class AppInstanceSpec(_M):
+class AppInstanceArgs(_M):
+    """What the component knows at declaration time (the members' node ids come from machines later)."""
+
     stack: str = Field(pattern=r"^[A-Za-z0-9._-]{1,64}$")
-    instance: AppDoc
+    instance: InstanceInputs
     blueprint: BlueprintInputs
-    topology: dict[str, str] = {}
+    topology: dict[str, NodeRole] = {}
     """node (host or machine hostname) -> logical role, or `gpu_node` for a machine that is not a host."""
-    placements: dict[str, list[str | None]] = {}
-    """component key -> platform node id per entry of members[key].nodes (None: not a managed machine)."""
     platform_url: str
     vault: VaultInputs
     max_parallel: int = Field(4, ge=1, le=32)
     operation_timeout_s: float = Field(900.0, gt=0, le=7200)
+
+
+class AppInstanceSpec(AppInstanceArgs):
+    placements: dict[str, list[str | None]] = {}
+    """component key -> platform node id per entry of members[key].nodes (None: not a managed machine)."""
 
     @property
     def name(self) -> str:
@@ -100,26 +159,28 @@ def rule_failures(spec: AppInstanceSpec) -> list[tuple[str, str]]:
 
     Returns (property, message) pairs; messages read like `make validate`'s: code, source, path, fix.
     """
-    topo = spec.topology.items()
-    hosts = [SimpleNamespace(hostname=h, logical_role=LogicalRole(r)) for h, r in topo if r != GPU_NODE]
-    machines = [SimpleNamespace(hostname=h) for h, r in spec.topology.items() if r == GPU_NODE]
-    doc = SimpleNamespace(hosts=hosts, machines=machines, app_instances=[spec.instance])
-    bp = SimpleNamespace(name=spec.blueprint.name, runtime_combinations=spec.blueprint.runtime_combinations,
-                         apps={spec.instance.app.slug: spec.blueprint.app})
-    source = f"{SOURCE}[{spec.name}]"
+    source, inst, app = f"{SOURCE}[{spec.name}]", spec.instance, spec.blueprint.app
     out = []
-    if spec.instance.app.slug not in {t.value for t in AppType}:
+    if inst.app.slug not in {t.value for t in AppType}:
         out.append(("instance", f"{Code.INVALID_VALUE.value} {source}: app.slug: the platform has no app type "
-                    f"{spec.instance.app.slug!r}; fix: use one of {sorted(t.value for t in AppType)}"))
+                    f"{inst.app.slug!r}; fix: use one of {sorted(t.value for t in AppType)}"))
     for key, ids in spec.placements.items():  # the component's side of the contract
-        nodes = spec.instance.members[key].nodes if key in spec.instance.members else None
+        nodes = inst.members[key].nodes if key in inst.members else None
         if nodes is None or len(ids) != len(nodes):
             out.append(("placements", f"{Code.INVALID_VALUE.value} {source}: placements.{key}: {len(ids)} node ids "
                         f"for {len(nodes or ())} members.{key}.nodes entries; fix: give one node id (or null) per "
                         "node entry (components/apps.py builds this)"))
-    for f in rules.app_instances(doc, bp, source):  # type: ignore[arg-type]
+    found = rules.app_instance(
+        slug=inst.app.slug, runtime=inst.runtime.model_dump(mode="json"),
+        members={k: (m.count, m.nodes) for k, m in inst.members.items()},
+        components={k: rules.ComponentBounds(c.control_plane, c.min, c.max) for k, c in app.component_keys.items()},
+        known_apps=(inst.app.slug,), blueprint=spec.blueprint.name,
+        runtime_combinations=[c.model_dump(mode="json") for c in spec.blueprint.runtime_combinations],
+        node_roles={n: None if r is NodeRole.GPU_NODE else r.value for n, r in spec.topology.items()},
+        file=source, base="instance")
+    for f in found:
         if f.level is Level.ERROR:
-            path = f.path.removeprefix("app_instances[0]").lstrip(".") or "instance"
+            path = f.path.removeprefix("instance").lstrip(".") or "instance"
             out.append(("instance", f"{f.code.value} {source}: {path}: {f.message}; fix: {f.hint}"))
     return out
 

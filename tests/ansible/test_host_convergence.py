@@ -1,22 +1,22 @@
-"""HostConvergence without hosts: inventory generation, content hash, refusal of role-rule
-violations before ansible runs, provider check/diff, and a real (failing) SSH run for the
-unreachable path and the private-data-dir hygiene."""
+"""HostConvergence without hosts: the compiled inventory (components/host_roles.py), content hash,
+refusal of role-rule violations before ansible runs, provider check/diff, and a real (failing) SSH
+run for the unreachable path and the private-data-dir hygiene."""
 
 from __future__ import annotations
 
-import ipaddress
 import json
 import shutil
 import tempfile
 from pathlib import Path
 
 import pytest
-import yaml
 from pydantic import SecretStr, ValidationError
 
 import providers.host_convergence as hc
+import providers.hosts.convergence as core
+from components.host_roles import HostRolesInvalid, inventory_hosts, spec_for
+from components.settings import HostRolesSettings, StackSettings
 from environments import load_environment
-from environments.loader import ENVIRONMENTS_DIR
 from providers.host_convergence import (
     ConvergenceFailed,
     HostConvergenceProvider,
@@ -29,13 +29,18 @@ from providers.host_convergence import (
 )
 
 DEV = ["dev-control-1", "dev-lab-1", "dev-gpu-1"]
+SETTINGS = StackSettings(stack="dev", environment="dev")
+
+
+def dev_spec(**roles: object) -> HostConvergenceSpec:
+    """The dev environment compiled by the component, with `hostRoles` settings `roles`."""
+    return spec_for(load_environment("dev"), SETTINGS, HostRolesSettings.model_validate(roles))
 SECRET = {"dev/ssh/lab-admin#private_key": "-----BEGIN OPENSSH PRIVATE KEY-----\nc2VjcmV0LWtleS1ib2R5\n"
           "-----END OPENSSH PRIVATE KEY-----\n", "dev/slurm/munge#key": "munge-" + "s3cr3t" * 8}
 
 
 def test_inventory_groups_are_logical_roles_plus_one_per_ansible_role() -> None:
-    env = load_environment("dev")
-    inv = build_inventory(env, {})
+    inv = build_inventory(dev_spec().hosts)
     hosts, groups = inv["all"]["hosts"], inv["all"]["children"]
     assert list(hosts) == DEV  # hostnames as in the seeds
     assert hosts["dev-gpu-1"]["ansible_host"] == "100.88.227.60"
@@ -51,65 +56,90 @@ def test_inventory_groups_are_logical_roles_plus_one_per_ansible_role() -> None:
 
 def test_lab_override_replaces_every_real_address() -> None:
     env = load_environment("dev")
-    lab = {h: ipaddress.IPv4Address(f"10.77.3.{11 + i}") for i, h in enumerate(DEV)}
-    inv = build_inventory(env, lab)
+    lab = {h: f"10.77.3.{11 + i}" for i, h in enumerate(DEV)}
+    inv = build_inventory(inventory_hosts(env, lab))
     assert "100." not in json.dumps([h["ansible_host"] for h in inv["all"]["hosts"].values()])
-    with pytest.raises(ValueError, match="dev-gpu-9"):
-        build_inventory(env, {"dev-gpu-9": ipaddress.IPv4Address("10.77.3.99")})
+    with pytest.raises(HostRolesInvalid, match="dev-gpu-9"):
+        inventory_hosts(env, {"dev-gpu-9": "10.77.3.99"})
 
 
 def test_content_hash_tracks_vars_inventory_and_role_files(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    base = plan(HostConvergenceSpec(environment="dev")).content_hash
-    assert plan(HostConvergenceSpec(environment="dev")).content_hash == base
-    assert plan(HostConvergenceSpec(environment="dev", extra_vars={"x": 1})).content_hash != base
-    assert plan(HostConvergenceSpec(environment="dev", secret_refs={"a": "p#k"})).content_hash != base
+    base = plan(dev_spec()).content_hash
+    assert plan(dev_spec()).content_hash == base
+    assert plan(dev_spec(extra_vars={"x": 1})).content_hash != base
+    assert plan(dev_spec(secret_refs={"a": "p#k"})).content_hash != base
+    assert plan(dev_spec(address_overrides={"dev-gpu-1": "10.0.0.9"})).content_hash != base
     copy = tmp_path / "ansible"
-    shutil.copytree(hc.ANSIBLE_DIR, copy)
-    monkeypatch.setattr(hc, "ANSIBLE_DIR", copy)
-    assert plan(HostConvergenceSpec(environment="dev")).content_hash == base
+    shutil.copytree(core.ANSIBLE_DIR, copy)
+    monkeypatch.setattr(core, "ANSIBLE_DIR", copy)
+    assert plan(dev_spec()).content_hash == base
     (copy / "roles/common/defaults/main.yml").write_text("---\ncommon_packages: []\n")
-    assert plan(HostConvergenceSpec(environment="dev")).content_hash != base
+    assert plan(dev_spec()).content_hash != base
 
 
 @pytest.fixture
-def violating_env(tmp_path: Path) -> Path:
-    """dev.yaml with a control-plane role added to the GPU worker."""
-    doc = yaml.safe_load((ENVIRONMENTS_DIR / "dev.yaml").read_text())
-    gpu = next(h for h in doc["hosts"] if h["hostname"] == "dev-gpu-1")
-    gpu["extra_roles"] = ["control_plane_k3s"]
-    path = tmp_path / "dev.yaml"
-    path.write_text(yaml.safe_dump(doc))
-    return path
+def violating_spec() -> HostConvergenceSpec:
+    """dev's compiled inventory with a control-plane role on the GPU worker (as a hand-edited state or a
+    buggy component could hand it over: the provider checks the role rules itself)."""
+    spec = dev_spec()
+    hosts = tuple(h.model_copy(update={"roles": (*h.roles, "control_plane_k3s")}) if h.hostname == "dev-gpu-1" else h
+                  for h in spec.hosts)
+    return spec.model_copy(update={"hosts": hosts})
 
 
-def test_role_rule_violation_is_refused_before_ansible_runs(violating_env: Path,
+def test_role_rule_violation_is_refused_before_ansible_runs(violating_spec: HostConvergenceSpec,
                                                            monkeypatch: pytest.MonkeyPatch) -> None:
     calls: list[str] = []
-    monkeypatch.setattr(hc, "run_playbook", lambda *a, **k: calls.append("ansible"))
+    monkeypatch.setattr(core, "run_playbook", lambda *a, **k: calls.append("ansible"))
 
     def reader(ref: str) -> SecretStr:
         calls.append(ref)
         return SecretStr("x")
 
     with pytest.raises(RoleRulesViolated) as exc:
-        converge(HostConvergenceSpec(environment=str(violating_env)), reader)
-    assert "ROLE001" in str(exc.value) and "hosts[2]" in str(exc.value)
+        converge(violating_spec, reader)
+    assert "ROLE001" in str(exc.value) and "hosts[2]" in str(exc.value) and "control_plane_k3s" in str(exc.value)
     assert calls == []  # no secret read, no ansible run
-    check = HostConvergenceProvider().check({}, {"environment": str(violating_env)})
+    check = HostConvergenceProvider().check({}, json.loads(violating_spec.model_dump_json()))
     assert len(check.failures) == 1 and "ROLE001" in check.failures[0].reason
+
+
+def test_the_provider_reads_no_environment_file(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The inventory is the input: with every environment loader broken, check/plan still work."""
+    import environments.loader as loader
+
+    def refuse(*_a: object, **_k: object) -> None:
+        raise AssertionError("the provider read an environment file")
+
+    props = json.loads(dev_spec().model_dump_json())
+    monkeypatch.setattr(loader, "load_environment", refuse)
+    monkeypatch.setattr(loader, "validate_environment", refuse)
+    assert HostConvergenceProvider().check({}, props).failures == []
+
+
+def test_check_names_a_bad_input_with_the_environment_codes() -> None:
+    props = json.loads(dev_spec().model_dump_json())
+    props["hosts"][0]["address"] = "not-an-ip"
+    failures = HostConvergenceProvider().check({}, props).failures
+    assert len(failures) == 1 and failures[0].reason.startswith("ENV004 hosts[dev]: hosts[0].address")
 
 
 def test_secret_refs_must_be_vault_references() -> None:
     with pytest.raises(ValidationError, match="secret_refs.gpuaas_munge_key"):
-        HostConvergenceSpec(environment="dev", secret_refs={"gpuaas_munge_key": "plain-value"})
+        dev_spec(secret_refs={"gpuaas_munge_key": "plain-value"})
 
 
 def test_provider_diff_runs_only_on_a_changed_hash() -> None:
     p = HostConvergenceProvider()
-    news = p.check({}, {"environment": "dev"}).inputs
-    olds = {**news, "hosts": {}}
+    news = p.check({}, json.loads(dev_spec().model_dump_json())).inputs
+    olds = {**news, "host_reports": {}}
     assert p.diff("x", olds, news).changes is False
     assert p.diff("x", {**olds, "content_hash": "0" * 64}, news).changes is True
+    # an address moves: the inventory itself shows the change (an in-place update, not a replace)
+    moved = json.loads(dev_spec(address_overrides={"dev-gpu-1": "10.0.0.9"}).model_dump_json())
+    d = p.diff("x", olds, p.check(olds, moved).inputs)
+    assert d.changes is True and d.replaces == []
+    assert hc.DESCRIPTOR.diff(olds, moved, inputs=("hosts",)).updates == ("hosts",)
 
 
 def test_unreachable_hosts_fail_the_run_named_and_leave_no_private_data(
@@ -117,9 +147,9 @@ def test_unreachable_hosts_fail_the_run_named_and_leave_no_private_data(
 ) -> None:
     """A real ansible-runner + SSH run against loopback addresses nobody serves for us."""
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
-    overrides = {h: ipaddress.IPv4Address(f"127.0.0.{10 + i}") for i, h in enumerate(DEV)}
-    spec = HostConvergenceSpec(environment="dev", address_overrides=overrides,
-                               secret_refs={"gpuaas_munge_key": "dev/slurm/munge#key"}, timeout_s=120)
+    overrides = {h: f"127.0.0.{10 + i}" for i, h in enumerate(DEV)}
+    spec = dev_spec(address_overrides=overrides, secret_refs={"gpuaas_munge_key": "dev/slurm/munge#key"})
+    spec = spec.model_copy(update={"timeout_s": 120})
     with pytest.raises(ConvergenceFailed) as exc:
         converge(spec, lambda ref: SecretStr(SECRET[ref]))
     msg = str(exc.value)
@@ -137,20 +167,19 @@ def test_preview_diff_runs_check_mode_through_vault_even_with_an_unknown_provide
 ) -> None:
     """diff() with preview_check: secrets via clients.vault from a real OpenBao, a real --check run
     (hosts unreachable here), reported not raised; `__provider` may arrive unknown in a preview."""
-    from environments.model import VaultAuthMethod
-    from providers.common import UNKNOWN, VaultInputs
+    from providers.common import UNKNOWN, VaultAuthMethod, VaultInputs
     from simulators.openbao import OpenBaoDevServer
 
     with OpenBaoDevServer() as bao:
         bao.ensure_kv_mount("gpuaas")
         bao.put_secret("gpuaas", "dev/ssh/lab-admin", {"private_key": SECRET["dev/ssh/lab-admin#private_key"]})
         overrides = {h: f"127.0.0.{20 + i}" for i, h in enumerate(DEV)}
-        spec = HostConvergenceSpec(environment="dev", address_overrides=overrides, preview_check=True,
-                                   vault=VaultInputs(address=bao.address, auth_method=VaultAuthMethod.TOKEN),
-                                   timeout_s=120)
+        spec = dev_spec(address_overrides=overrides, preview_check=True).model_copy(update={
+            "vault": VaultInputs(address=bao.address, auth_method=VaultAuthMethod.TOKEN), "timeout_s": 120})
         p = HostConvergenceProvider()
         p.configure(type("Req", (), {"config": {"gpuaas-infra:vault_token": bao.root_token}})())
-        news = {**p.check({"environment": "dev"}, json.loads(spec.model_dump_json())).inputs, "__provider": UNKNOWN}
+        olds0 = json.loads(spec.model_dump_json())
+        news = {**p.check(olds0, json.loads(spec.model_dump_json())).inputs, "__provider": UNKNOWN}
         olds = {**news, "content_hash": "0" * 64, "__provider": "x"}
         assert p.diff("id", olds, news).changes is True
     err = capfd.readouterr().err
@@ -160,16 +189,24 @@ def test_preview_diff_runs_check_mode_through_vault_even_with_an_unknown_provide
 
 
 def test_component_spec_comes_from_the_environment_and_the_hostroles_config() -> None:
-    from components.host_roles import spec_for
-    from components.settings import StackSettings
-
     sha = "a" * 64
-    spec = spec_for(load_environment("dev"), StackSettings(stack="dev", environment="dev"), {
-        "artifacts": {"k3s": {"url": "https://artifacts.example/k3s", "sha256": sha}},
-        "secret_refs": {"gpuaas_munge_key": "dev/slurm/munge#key"}, "preview_check": True})
+    spec = dev_spec(artifacts={"k3s": {"url": "https://artifacts.example/k3s", "sha256": sha}},
+                    secret_refs={"gpuaas_munge_key": "dev/slurm/munge#key"}, preview_check=True)
     assert spec.environment == "dev" and spec.preview_check
     assert spec.vault is not None and spec.vault.address == "https://vault.dev.gpuaas.internal:8200"
-    assert spec.artifacts["k3s"].sha256 == sha and spec.address_overrides == {}
+    assert spec.artifacts["k3s"].sha256 == sha and spec.ssh_key_ref == "dev/ssh/lab-admin#private_key"
+    assert [h.hostname for h in spec.hosts] == DEV and str(spec.hosts[2].address) == "100.88.227.60"
+    gpu = spec.hosts[2]
+    assert gpu.logical_role.value == "worker_compute" and "control_plane_k3s" not in gpu.roles
     with pytest.raises(ValidationError, match="sha256"):
-        spec_for(load_environment("dev"), StackSettings(stack="dev", environment="dev"),
-                 {"artifacts": {"k3s": {"url": "https://x", "sha256": "not-a-digest"}}})
+        dev_spec(artifacts={"k3s": {"url": "https://x", "sha256": "not-a-digest"}})
+
+
+def test_stack_settings_read_hostroles_once() -> None:
+    from components.settings import StackConfigInvalid
+
+    s = StackSettings.from_config("dev", {"hostRoles": '{"preview_check": true}', "app_member_parallelism": "8"})
+    assert s.host_roles is not None and s.host_roles.preview_check and s.app_member_parallelism == 8
+    assert StackSettings.from_config("dev", {}).host_roles is None
+    with pytest.raises(StackConfigInvalid, match="hostRoles.*bogus"):
+        StackSettings.from_config("dev", {"hostRoles": '{"bogus": 1}'})

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from clients.ansible import ANSIBLE_DIR, SITE_PLAYBOOK
+from components.host_roles import inventory_hosts
 from environments import HostRole, declared_environments, validate_environment
 from providers.host_convergence import build_inventory
 
@@ -38,7 +39,7 @@ def test_syntax_check_with_each_environments_generated_inventory(name: str, tmp_
     env, _ = validate_environment(name)
     assert env is not None
     inv = tmp_path / "inventory.json"
-    inv.write_text(json.dumps(build_inventory(env, {})))
+    inv.write_text(json.dumps(build_inventory(inventory_hosts(env, {}))))
     proc = subprocess.run([str(BIN / "ansible-playbook"), "-i", str(inv), str(SITE_PLAYBOOK), "--syntax-check"],
                           capture_output=True, text=True, env=_env(), timeout=120)
     assert proc.returncode == 0, proc.stdout + proc.stderr

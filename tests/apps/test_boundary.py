@@ -56,9 +56,9 @@ def test_every_request_of_a_lifecycle_is_project_scoped_and_by_the_service_accou
         return real(self, operation_id, **kw)
 
     monkeypatch.setattr(Transport, "call", spy)
-    out = lab.rec(lab.spec()).apply()
-    out = lab.rec(lab.spec(workers=2, version="24.05.1")).apply(out.instance_id, hosts(out))
-    lab.rec(lab.spec(workers=2, version="24.05.1")).remove(out.instance_id)
+    out = lab.rec(lab.spec()).converge()
+    out = lab.rec(lab.spec(workers=2, version="24.05.1")).converge(out.instance_id, hosts(out))
+    lab.rec(lab.spec(workers=2, version="24.05.1")).release(out.instance_id)
     monkeypatch.undo()
     assert {op for op, _ in seen} >= {"createAppInstance", "requestMemberOperation", "upgradeAppInstance",
                                       "decommissionAppInstance", "listMembers", "getOperation"}
@@ -71,7 +71,7 @@ def test_every_request_of_a_lifecycle_is_project_scoped_and_by_the_service_accou
 def test_a_token_of_another_project_is_refused_and_nothing_changes(lab: Lab) -> None:
     lab.vault.put_secret("gpuaas", TOKEN_REF.split("#")[0], {"token": lab.sim.creds.other_service_account})
     with pytest.raises(RuntimeError) as err:
-        lab.rec(lab.spec()).apply()
+        lab.rec(lab.spec()).converge()
     text = str(err.value)
     assert "refused the service-account token" in text and "project_boundary" in text
     assert repr(TOKEN_REF) in text and lab.pid in text and "correlation_id=req-" in text

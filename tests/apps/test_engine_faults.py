@@ -101,3 +101,56 @@ def test_provider_killed_between_drain_and_remove_then_rerun(slow_world: World, 
     assert world.member_ops() == ["member_drain", "member_remove"], "the drain is not repeated"
     workers = [x for x in world.members() if x.component_key == "worker"]
     assert [(x.member_id, x.status) for x in workers] == [(kept, m.MemberStatus.ACTIVE)], "local-gpu-1's member stays"
+
+
+def _remove_by_hand(world: World) -> str:
+    token = world.sim.issue_token(m.Role.SERVICE_ACCOUNT, project_id=world.pid)
+    iid = world.instance().instance_id
+    victim = next(x for x in world.members() if x.component_key == "worker")
+    with PlatformClient(world.sim.url, token) as api:
+        api.wait_for_operation(world.pid, api.remove_member(world.pid, iid, victim.member_id).operation_id)
+    return victim.member_id
+
+
+def _our_adds(world: World) -> list[str]:
+    """Idempotency keys of the member adds the platform accepted (a replayed answer is not a new add)."""
+    adds = {o.idempotency_key for o in world.sim.operations() if o.kind is m.OperationKind.MEMBER_ADD}
+    return [e.idempotency_key for e in world.sim.audit()
+            if e.action == "member.operation" and e.outcome == "accepted" and e.idempotency_key in adds]
+
+
+def test_a_member_removed_by_hand_twice_is_put_back_twice(world: World) -> None:
+    """Issue 14 bug 2: the second re-add used the first re-add's key, so the platform replayed the old
+    answer and `up` reported success with the member still missing."""
+    engine = world.engine
+    ok(engine.up())
+    adds0 = _our_adds(world)
+    for round_ in (1, 2):
+        gone = _remove_by_hand(world)
+        ok(engine.refresh())
+        assert world.app_op(ok(engine.preview())) == "update", f"round {round_}: refresh found the drift"
+        ok(engine.up())
+        workers = [x for x in world.members() if x.component_key == "worker"]
+        assert len(workers) == 1 and workers[0].member_id != gone, f"round {round_}: the worker is back"
+        adds = _our_adds(world)
+        assert len(adds) == len(adds0) + round_ and len(set(adds)) == len(adds), "a NEW add operation each time"
+    assert world.app_op(ok(engine.preview())) == "same", "and then nothing is left to do"
+
+
+def test_refresh_right_after_up_reports_no_drift(world: World, tmp_path: Path) -> None:
+    """read() returns the outputs create/update wrote, in the same shape: refresh + preview stay clean."""
+    import json
+
+    engine = world.engine
+    ok(engine.up())
+    state = tmp_path / "state.json"
+
+    def app_outputs() -> dict[str, Any]:
+        doc = json.loads(state.read_text())
+        return next(r["outputs"] for r in doc["resources"] if r["urn"].endswith(f"app-{world.instance().name}"))
+
+    before = app_outputs()
+    ok(engine.refresh())
+    after = app_outputs()
+    assert {k: v for k, v in after.items() if before.get(k) != v} == {}
+    assert world.app_op(ok(engine.preview())) == "same"

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from components.host_roles import spec_for
-from components.settings import StackSettings
+from components.settings import HostRolesSettings, StackSettings
 from engine.api import Engine
 from engine.crypto import TEST_PASSPHRASE
 from environments import Environment, load_environment
@@ -141,7 +141,7 @@ def environment_site_profiles(env: Environment) -> list[Resource]:
 def host_convergence(env: Environment, stack: str) -> Resource:
     """HostConvergence with the inputs `components.host_roles.spec_for` gives it (the project declares
     it only for stacks with `hostRoles` config, which prod has not yet)."""
-    spec = spec_for(env, StackSettings.from_config(stack, {"environment": env.name}), {})
+    spec = spec_for(env, StackSettings.from_config(stack, {"environment": env.name}), HostRolesSettings())
     return Resource(
         f"urn:pulumi:{stack}::gpuaas-infra::gpuaas:index:HostRoles${DYNAMIC}HostConvergence::"
         f"{env.name}-host-roles-convergence",

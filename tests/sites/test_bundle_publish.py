@@ -55,7 +55,7 @@ def test_publish_is_content_addressed_versioned_and_idempotent(
     openbao: OpenBaoDevServer, moto_s3: MotoS3Server, bucket: str
 ) -> None:
     spec = BundleSpec.model_validate(props(openbao, moto_s3, bucket))
-    pub = BundlePublisher(spec, creds(openbao)).publish()
+    pub = BundlePublisher(spec, creds(openbao)).converge()
     assert pub.republished and pub.ref["key"] == f"bundles/lab/lab-h200/{pub.digest}.tar.gz"
     obj = moto_s3.client().get_object(Bucket=bucket, Key=pub.ref["key"], VersionId=pub.ref["version_id"])
     body = obj["Body"].read()
@@ -63,7 +63,7 @@ def test_publish_is_content_addressed_versioned_and_idempotent(
     assert len(body) == pub.size
     with tarfile.open(fileobj=io.BytesIO(gzip.decompress(body))) as tar:
         assert "launcher/gpuaas-firstboot.sh" in tar.getnames()
-    again = BundlePublisher(spec, creds(openbao)).publish()
+    again = BundlePublisher(spec, creds(openbao)).converge()
     assert not again.republished and again.ref == pub.ref  # same digest: no new version
     versions = moto_s3.client().list_object_versions(Bucket=bucket)["Versions"]
     assert len(versions) == 1
@@ -72,7 +72,7 @@ def test_publish_is_content_addressed_versioned_and_idempotent(
 def test_bucket_missing_is_a_clear_error(openbao: OpenBaoDevServer, moto_s3: MotoS3Server) -> None:
     spec = BundleSpec.model_validate(props(openbao, moto_s3, "no-such-bucket-here"))
     with pytest.raises(S3Error) as err:
-        BundlePublisher(spec, creds(openbao)).publish()
+        BundlePublisher(spec, creds(openbao)).converge()
     assert err.value.kind is S3ErrorKind.BUCKET_MISSING and "'no-such-bucket-here'" in str(err.value)
 
 
@@ -80,7 +80,7 @@ def test_unversioned_bucket_is_refused(openbao: OpenBaoDevServer, moto_s3: MotoS
     name = f"plain-{uuid.uuid4().hex[:8]}"
     moto_s3.create_bucket(name, versioning=False)
     with pytest.raises(S3Error) as err:
-        BundlePublisher(BundleSpec.model_validate(props(openbao, moto_s3, name)), creds(openbao)).publish()
+        BundlePublisher(BundleSpec.model_validate(props(openbao, moto_s3, name)), creds(openbao)).converge()
     assert err.value.kind is S3ErrorKind.VERSIONING_OFF
     assert moto_s3.client().list_objects_v2(Bucket=name).get("KeyCount") == 0
 
@@ -91,7 +91,7 @@ def test_missing_vault_credentials_path_publishes_nothing(
     p = props(openbao, moto_s3, bucket, store={"endpoint_url": moto_s3.endpoint_url, "bucket": bucket,
                                                "credentials_path": "t/s3/nobody#credentials"})
     with pytest.raises(VaultError) as err:
-        BundlePublisher(BundleSpec.model_validate(p), creds(openbao)).publish()
+        BundlePublisher(BundleSpec.model_validate(p), creds(openbao)).converge()
     assert err.value.kind is VaultErrorKind.PATH_MISSING and "t/s3/nobody" in str(err.value)
     assert moto_s3.client().list_objects_v2(Bucket=bucket).get("KeyCount") == 0
 

@@ -144,3 +144,30 @@ def test_adding_a_roce_machine_keeps_the_others_and_destroy_cleans_up(
     assert "local-gpu-2" in new
     gone = engine.destroy(timeout=300)
     assert gone.ok, gone.errors()
+
+
+def test_refresh_right_after_up_reports_no_drift(engine_factory: Any, world: LocalStack, tmp_path: Path) -> None:
+    """read() returns outputs in exactly the shape create/update wrote: refresh + preview stay clean."""
+    engine = make_engine(engine_factory, world, tmp_path)
+    first = engine.up(timeout=300)
+    assert first.ok, first.errors() or first.log[-2000:]
+    state = tmp_path / "state.json"
+    before = {r["urn"]: r.get("outputs") for r in yaml.safe_load(state.read_text())["resources"]}
+    refreshed = engine.refresh(timeout=300)
+    assert refreshed.ok, refreshed.errors()
+    after = {r["urn"]: r.get("outputs") for r in yaml.safe_load(state.read_text())["resources"]}
+    changed = {u.rsplit("::", 1)[-1]: sorted(k for k in {*before[u], *after[u]} if before[u].get(k) != after[u].get(k))
+               for u in before if before[u] != after.get(u)}
+    detail = [d for u in before if before[u] != after.get(u) for d in _differences(before[u], after.get(u), u)]
+    assert changed == {}, f"refresh rewrote outputs: {detail[:5]}"
+    preview = engine.preview(timeout=300)
+    assert preview.ok and set(ops(preview).values()) == {"same"}, ops(preview)
+
+
+def _differences(a: Any, b: Any, path: str) -> list[str]:
+    if isinstance(a, dict) and isinstance(b, dict):
+        return [d for k in sorted({*a, *b}) for d in _differences(a.get(k, "<absent>"), b.get(k, "<absent>"),
+                                                                     f"{path}.{k}")]
+    if isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
+        return [d for i, (x, y) in enumerate(zip(a, b, strict=True)) for d in _differences(x, y, f"{path}[{i}]")]
+    return [] if a == b else [f"{path.rsplit('::', 1)[-1]}: {a!r} -> {b!r}"]

@@ -42,7 +42,7 @@ def world(openbao: OpenBaoDevServer, moto_s3: MotoS3Server, maas_sim: Any, platf
         "name": "lab-h200", "site": "lab", "template_set": "h200", "site_context": {"name": "lab"}, "profile": {
             "fabric_mode": "roce", "storage_layout_profile": "h200-boss-flat", "require_hw_sync": True,
             "hardware_sync_interval": 900}, "store": store, "vault": vault})
-    pub = BundlePublisher(bspec, creds).publish()
+    pub = BundlePublisher(bspec, creds).converge()
     props = {
         "tier": "local",
         "site": {"name": "lab", "maas_url": maas_sim.url, "maas_api_key_path": maas_path, "tls_verify": False,

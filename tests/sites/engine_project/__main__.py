@@ -3,17 +3,11 @@ sites, profiles, bundles and RoCE assignments without depending on other areas' 
 
 import pulumi
 
-from components.settings import StackSettings
+from components.settings import CONFIG_KEYS, StackSettings
 from components.site import build_sites
 from environments import load_environment
 
 config = pulumi.Config("gpuaas-infra")
-settings = StackSettings.from_config(
-    pulumi.get_stack(),
-    {key: config.get(key) for key in ("environment", "embedded_maas_url", "embedded_platform_url",
-                                      "embedded_vault_url", "embedded_s3_url")},
-)
+settings = StackSettings.from_config(pulumi.get_stack(), {key: config.get(key) for key in CONFIG_KEYS})
 environment = load_environment(settings.environment)
-for name, value in build_sites(environment, settings, {}).items():
-    if not name.startswith("_"):
-        pulumi.export(name, value)
+pulumi.export("sites", build_sites(environment, settings).outputs)
