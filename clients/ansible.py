@@ -163,6 +163,7 @@ def _write_private(path: Path, text: str) -> None:
 
 def run_playbook(req: PlaybookRun, on_event: Callable[[TaskEvent], None] | None = None) -> RunResult:
     """Run the playbook; per-host stats, the changes (with diffs) and the failures."""
+    # size: one private dir's whole life (key, known_hosts, event handler, run, cleanup) in one try/finally
     top = Path(tempfile.mkdtemp(prefix="gpuaas-ansible-"))  # mkdtemp: mode 0700
     pdd = top / "pdd"
     t0 = time.monotonic()

@@ -17,7 +17,6 @@ import pulumi
 
 from environments import Environment
 from environments.model import MaasMachine as MachineDoc
-from providers.common import VaultInputs
 from providers.maas_machine import MaasMachine
 from providers.machine_pool import MachinePool
 from providers.machines.spec import (
@@ -36,7 +35,7 @@ from providers.machines.spec import (
     TeardownMode,
 )
 
-from .settings import StackSettings
+from .settings import StackSettings, platform_url, vault_inputs
 
 
 class SiteOutputs(Protocol):
@@ -124,14 +123,8 @@ def connection(env: Environment, settings: StackSettings, site_name: str, ids: t
             api_key_path=site.maas_api_key_path,
             tls_verify=site.tls_verify,
         ),
-        platform=PlatformRef(
-            url=settings.endpoint(env.platform.url, "platform"), token_path=env.platform.admin_token_path
-        ),
-        vault=VaultInputs(
-            address=settings.endpoint(env.vault.address, "vault"),
-            kv_mount=env.vault.kv_mount,
-            auth_method=env.vault.auth_method,
-        ),
+        platform=PlatformRef(url=platform_url(env, settings), token_path=env.platform.admin_token_path),
+        vault=vault_inputs(env, settings),
         platform_site_id=ids[0],
         platform_profile_id=ids[1],
     )
@@ -193,9 +186,6 @@ def declare_machines(
 def build_machines(env: Environment, settings: StackSettings, sites: SiteOutputs) -> MachinesResult:
     """The machines area: its stack outputs and each machine's node id output (the apps area binds
     members with them)."""
-    if isinstance(sites, Mapping):
-        # Transition: components/stack.py before its rewrite passes its handles dict; remove with it.
-        return cast(MachinesResult, _legacy_builder(env, settings, sites))
     if not env.machines:
         return MachinesResult(outputs={}, node_ids={})
     machines = declare_machines(env, settings, sites)
@@ -207,9 +197,4 @@ def build_machines(env: Environment, settings: StackSettings, sites: SiteOutputs
             node_ids[m.hostname] = machines[f"pool:{m.pool}"].apply(
                 lambda s, h=m.hostname: ((s or {}).get(h) or {}).get("node_id")
             )
-    return MachinesResult(outputs={"machines": machines}, node_ids=node_ids)
-
-
-def _legacy_builder(env: Environment, settings: StackSettings, handles: Mapping[str, Any]) -> dict[str, Any]:
-    result = build_machines(env, settings, handles["sites"]["_site_outputs"])
-    return {**result.outputs, "_node_ids": result.node_ids} if env.machines else {}
+    return MachinesResult(outputs=machines, node_ids=node_ids)

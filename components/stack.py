@@ -10,37 +10,17 @@ Each builder returns a frozen result; later builders take exactly what they need
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any
-
-import pulumi
 
 from environments import Environment
 
 from .apps import build_apps
 from .host_roles import build_host_roles
-from .machines import SiteOutputs as MachineSiteInputs
-from .machines import build_machines as _declare_machines
+from .machines import build_machines
 from .settings import StackSettings
 from .site import build_sites
 
 AREAS = ("sites", "machines", "apps", "host_roles")
-
-
-@dataclass(frozen=True)
-class MachinesResult:
-    """The machines area (the shape components/machines.py's `build_machines` returns after issue 12)."""
-
-    outputs: dict[str, Any] = field(default_factory=dict)
-    node_ids: dict[str, pulumi.Output[Any]] = field(default_factory=dict)
-    """hostname -> the platform node id the machine enrolled as (apps bind members by it)."""
-
-
-def build_machines(env: Environment, settings: StackSettings, sites: MachineSiteInputs) -> MachinesResult:
-    # Shim until components/machines.py exposes build_machines(env, settings, sites) -> MachinesResult
-    # (its owner rewrites it); then import that one instead and drop this function.
-    produced = _declare_machines(env, settings, {"sites": {"_site_outputs": sites}})
-    return MachinesResult(outputs=produced.get("machines", {}), node_ids=produced.get("_node_ids", {}))
 
 
 def _summary(env: Environment) -> dict[str, Any]:

@@ -108,7 +108,7 @@ class MemberPlan(BaseModel):
 
 def _key_plan(slots: list[Slot], members: list[Observed], hosts: dict[str, str | None],
               drainable: bool) -> tuple[list[Action], dict[str, str | None]]:
-    # Long on purpose: the five matching passes of the module docstring, in order, read as one.
+    # size: the five matching passes of the module docstring, in order, read as one.
     live = [m for m in members if DISPOSITION[m.status] in (Disposition.SERVING, Disposition.BROKEN)]
     actions = [Action(kind=ActionKind.REMOVE, phase=Phase.FREE, component_key=m.component_key, member_id=m.member_id)
                for m in members if DISPOSITION[m.status] is Disposition.LEAVING]
