@@ -20,8 +20,10 @@ from collections.abc import Iterator
 import pytest
 from pydantic import SecretStr
 
-from clients.vault import VaultCredentials, VaultReader, VaultSettings
-from environments.model import VaultAuthMethod
+from clients.vault import VaultAuthMethod, VaultCredentials, VaultReader, VaultSettings
+from components.host_roles import spec_for
+from components.settings import ArtifactPin, HostRolesSettings, StackSettings
+from environments import load_environment
 from lab import Lab, LabInfo, preflight
 from providers.common import VaultInputs
 from providers.host_convergence import HostConvergenceSpec, SecretReader
@@ -105,11 +107,13 @@ def lab_reader(lab_vault: OpenBaoDevServer) -> SecretReader:
 
 @pytest.fixture(scope="session")
 def lab_spec(lab: LabInfo, lab_vault: OpenBaoDevServer) -> HostConvergenceSpec:
-    return HostConvergenceSpec(
-        environment="dev",
-        address_overrides=lab.hosts,
-        artifacts={k: a.model_dump() for k, a in lab.artifacts.items()},
+    """The spec the host-roles component compiles for dev, on the lab's addresses, artifacts and Vault."""
+    settings = HostRolesSettings(
+        address_overrides={h: str(a) for h, a in lab.hosts.items()},
+        artifacts={k: ArtifactPin(url=a.url, sha256=a.sha256) for k, a in lab.artifacts.items()},
         apt_source=lab.apt_source,
         secret_refs=SECRET_REFS,
-        vault=VaultInputs(address=lab_vault.address, kv_mount="gpuaas", auth_method=VaultAuthMethod.TOKEN),
     )
+    spec = spec_for(load_environment("dev"), StackSettings(stack="dev", environment="dev"), settings)
+    vault = VaultInputs(address=lab_vault.address, kv_mount="gpuaas", auth_method=VaultAuthMethod.TOKEN)
+    return spec.model_copy(update={"vault": vault})

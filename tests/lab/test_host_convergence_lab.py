@@ -193,7 +193,8 @@ def test_unreachable_host_fails_the_run_naming_it(
     lab: LabInfo, lab_spec: HostConvergenceSpec, lab_reader: SecretReader,
 ) -> None:
     dead = str(lab.subnet.network_address + 250)  # inside the lab /24, no host there
-    spec = lab_spec.model_copy(update={"address_overrides": {**lab.hosts, "dev-gpu-1": dead}})
+    hosts = tuple(h.model_copy(update={"address": dead}) if h.hostname == "dev-gpu-1" else h for h in lab_spec.hosts)
+    spec = lab_spec.model_copy(update={"hosts": hosts})
     with pytest.raises(ConvergenceFailed) as exc:
         converge(spec, lab_reader, check=True, on_event=None)
     result: ConvergenceResult = exc.value.result

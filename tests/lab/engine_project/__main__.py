@@ -10,6 +10,6 @@ from providers.host_convergence import HostConvergenceSpec
 config = pulumi.Config("gpuaas-infra")
 spec = HostConvergenceSpec.model_validate_json(config.require("hostConvergenceSpec"))
 roles = HostRoles(f"{spec.environment}-host-roles", spec)
-pulumi.export("hosts", roles.convergence.hosts)
+pulumi.export("hosts", roles.convergence.host_reports)
 pulumi.export("changed_total", roles.convergence.changed_total)
 pulumi.export("content_hash", roles.convergence.content_hash)
