@@ -26,6 +26,7 @@ from clients.vault import credentials_from_config
 from providers.common import plain
 from providers.kind import KindDescriptor, register
 from providers.machines import reconciler as rc
+from providers.machines.drift import repair_identity
 from providers.machines.resource_io import DROPPED_OUTPUTS, MachineInputs, canonical, check_inputs, typed_inputs
 from providers.machines.runtime import maas_client, session, time_scale_from
 
@@ -108,6 +109,7 @@ class MaasMachineProvider(ResourceProvider):
             done = rc.converge(ctx, [spec], {spec.hostname: prior} if prior else {})
             rc.raise_failures(f"machine {spec.hostname}", done.results)
             rc.apply_in_place(ctx, _old_spec(olds), spec, _id)
+            repair_identity(ctx.ops, [(spec, _id)])  # renamed / a declared tag removed by hand
         return UpdateResult({**_inputs(news), **done.records[spec.hostname].state()})
 
     def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
@@ -117,7 +119,7 @@ class MaasMachineProvider(ResourceProvider):
         if record is None:
             return ReadResult(id_, state)
         maas = maas_client(inputs.connection, getattr(self, "_credentials", None))
-        fresh = rc.observe(maas, {record.hostname: record})[record.hostname]
+        fresh = rc.observe(maas, {record.hostname: record}, {record.hostname: inputs.machine})[record.hostname]
         return ReadResult(id_, {**state, **fresh.state()})
 
     def delete(self, id_: str, props: dict[str, Any]) -> None:

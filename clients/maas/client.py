@@ -124,6 +124,7 @@ class MaasClient:
             pxe_mac=(boot.get("mac_address") or "").lower() or None,
             owner_data={k: str(v) for k, v in (raw.get("owner_data") or {}).items()},
             enable_hw_sync=bool(raw.get("enable_hw_sync", False)),
+            tags=tuple(raw.get("tag_names") or ()),
         )
 
     # -- lookups (bulk: one request for many keys) ----------------------------------------------

@@ -96,6 +96,7 @@ class MachineView(_View):
     pxe_mac: str | None = None
     owner_data: dict[str, str] = {}
     enable_hw_sync: bool = False
+    tags: tuple[str, ...] = ()
 
 
 class MachineDetail(_View):

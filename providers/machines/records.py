@@ -44,6 +44,7 @@ class FailCode(StrEnum):
     MAAS_ERROR = "MCH015"  # a 4xx from MAAS or the platform, or too many failed calls
     INTERNAL = "MCH016"  # a bug: the machine failed, the others went on
     POWER_NOT_APPLIED = "MCH017"  # MAAS did not take in-place power settings (read back)
+    IDENTITY_NOT_APPLIED = "MCH018"  # MAAS did not take a hostname/tag drift repair (read back)
 
     def __call__(self, reason: str) -> str:
         return f"{self.value} {reason}"
