@@ -20,6 +20,7 @@ from .spec import EraseMode, MachineSpec, TeardownMode
 from .status import MaasStatus, MachineOutcome, Stage
 
 DATASOURCE_MARKERS = ("datasource", "cloud-init")
+MAX_RECOMMISSIONS = 1  # automatic re-commissions per machine and run (docs/machines.md)
 
 
 def _event(ctx: Context, m: LifecycleRecord) -> str:
@@ -31,12 +32,17 @@ def _event(ctx: Context, m: LifecycleRecord) -> str:
 
 def handle_commission(ctx: Context, m: LifecycleRecord) -> Step:
     assert m.view is not None and m.system_id
-    if m.view.status in (MaasStatus.FAILED_COMMISSIONING, MaasStatus.FAILED_TESTING) and m.commission_attempts >= 1:
-        return Step.fail(
-            FailCode.COMMISSIONING,
-            f"{m.ident()}: commissioning failed: {_event(ctx, m)}; fix the hardware or script, "
-            "then run up again (it re-commissions)"
-        )
+    if m.view.status in (MaasStatus.FAILED_COMMISSIONING, MaasStatus.FAILED_TESTING):
+        # One failure (seen in this run, or found on resume) earns one automatic re-commission.
+        event = _event(ctx, m)
+        if m.recommissions >= MAX_RECOMMISSIONS:
+            return Step.fail(
+                FailCode.COMMISSIONING,
+                f"{m.ident()}: commissioning failed again after {m.recommissions} automatic re-commission(s) "
+                f"in this run: {event}; fix the hardware or script, then run up again (it re-commissions once more)"
+            )
+        m.recommissions += 1
+        m.notes.append(f"commissioning failed ({event}); re-commissioning once")
     if (
         m.goal is Goal.DEPLOYED
         and m.view.status is MaasStatus.NEW

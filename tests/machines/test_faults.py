@@ -67,15 +67,31 @@ def test_retry_disabled_fails_on_first_datasource_error(world_factory: Callable[
     assert r.outcome is MachineOutcome.FAILED and r.deploy_attempts == 1
 
 
-def test_commissioning_failure_is_reported_then_recommissioned(world_factory: Callable[..., World]) -> None:
+def test_one_commissioning_failure_is_recommissioned_automatically(world_factory: Callable[..., World]) -> None:
     w = world_factory()
     w.maas.admin.set_machine_faults("local-gpu-2", MachineFaults(commissioning_failures=1))
+    r = Scheduler(w.context()).onboard([_one(w, "local-gpu-2")])[0]
+    assert r.outcome is MachineOutcome.READY, r.reason
+    assert sum("re-commissioning once" in n for n in r.notes) == 1
+    assert w.maas.admin.request_counts()["MachineHandler"]["commission"] == 2
+    _assert_no_duplicates_subset(w)
+
+
+def test_commissioning_failing_twice_fails_with_maas_text_then_next_run_recommissions(
+    world_factory: Callable[..., World],
+) -> None:
+    w = world_factory()
+    w.maas.admin.set_machine_faults("local-gpu-2", MachineFaults(commissioning_failures=2))
     specs = [_one(w, "local-gpu-1"), _one(w, "local-gpu-2")]
     results = {r.hostname: r for r in Scheduler(w.context()).onboard(specs)}
     bad = results["local-gpu-2"]
     assert results["local-gpu-1"].outcome is MachineOutcome.READY  # one failure never stops the others
-    assert bad.outcome is MachineOutcome.FAILED and "commissioning failed" in bad.reason
+    assert bad.outcome is MachineOutcome.FAILED and bad.reason.startswith("MCH003")
+    assert "after 1 automatic re-commission" in bad.reason
+    assert "20-maas-03-machine-resources failed" in bad.reason, "MAAS's result text"
     assert w.maas.admin.status(bad.system_id).label == "Failed commissioning"
+    counts = w.maas.admin.request_counts()["MachineHandler"]["commission"]
+    assert counts == 3, "local-gpu-1 once, local-gpu-2 twice (exactly one automatic retry)"
     again = Scheduler(w.context()).onboard([specs[1]], {bad.hostname: bad.system_id})[0]
     assert again.outcome is MachineOutcome.READY and again.system_id == bad.system_id
     _assert_no_duplicates_subset(w)
