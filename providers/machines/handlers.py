@@ -217,17 +217,26 @@ def _erase_flags(mode: EraseMode) -> dict[str, bool]:
 
 def handle_release(ctx: Context, m: LifecycleRecord) -> Step:
     assert m.system_id and m.view is not None
-    if m.view.status is MaasStatus.FAILED_DISK_ERASING:
+    if m.view.status is MaasStatus.FAILED_DISK_ERASING and m.erase_attempts >= 1:
+        # The erase this run asked for failed: fall back (if the profile allows it) or stop here.
+        event = _event(ctx, m)
         if not ctx.policy.release_fallback_no_erase:
             return Step.fail(
                 FailCode.ERASE,
-                f"{m.ident()}: disk erase failed: {_event(ctx, m)}; fix the disks and run again, or set "
-                "release_fallback_no_erase: true on the profile to release without erasing"
+                f"{m.ident()}: disk erase failed: {event}; fix the disks and run again (the next run retries "
+                "the erase), or set release_fallback_no_erase: true on the profile to release without erasing"
             )
-        m.notes.append("erase failed; released WITHOUT erase (release_fallback_no_erase)")
+        warning = (
+            f"erase failed ({event}); released WITHOUT erase (release_fallback_no_erase): the disks still hold data"
+        )
+        m.notes.append(warning)
+        ctx.log(f"WARNING: {m.spec.hostname} (system_id {m.system_id}): {warning}")
         ctx.ops.release(m.system_id, erase=False, secure_erase=False, quick_erase=False, force=True)
         return Step.wait(Stage.AWAIT_RELEASE)
+    # Failed disk erasing found on resume ("fix the disks and run again"): erase again.
     flags = _erase_flags(ctx.policy.release_erase_mode)
+    if flags["erase"]:
+        m.erase_attempts += 1
     ctx.ops.release(m.system_id, force=m.view.status is MaasStatus.DEPLOYING, **flags)
     return Step.wait(Stage.AWAIT_RELEASE)
 

@@ -188,7 +188,7 @@ def converge(
     ctx.log(f"machines: {p.summary()}")
     results: list[MachineResult] = []
     if leaving:
-        results += release(ctx, leaving)
+        results += _teardown(ctx, leaving)
     todo = [s for s in specs if s.hostname not in p.stay]
     if todo:
         known = {h: r.system_id for h, r in prior.items() if r.system_id}
@@ -207,7 +207,14 @@ def converge(
 
 
 def release(ctx: Context, items: Sequence[tuple[MachineSpec, MachineRecord | None]]) -> list[MachineResult]:
-    """Release each machine per its teardown mode (detach never touches MAAS)."""
+    """Release each machine per its teardown mode (detach never touches MAAS); the per-machine
+    report (notes such as "released WITHOUT erase") goes to the run's output."""
+    results = _teardown(ctx, items)
+    report(ctx, results)
+    return results
+
+
+def _teardown(ctx: Context, items: Sequence[tuple[MachineSpec, MachineRecord | None]]) -> list[MachineResult]:
     node_ids = {s.hostname: r.node_id for s, r in items if r is not None and r.node_id}
     return Scheduler(ctx).teardown(
         [(s, r.system_id if r else None, s.teardown_mode) for s, r in items], node_ids

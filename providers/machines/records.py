@@ -106,6 +106,7 @@ class LifecycleRecord:
     notes: list[str] = field(default_factory=list)
     deploy_attempts: int = 0
     commission_attempts: int = 0
+    erase_attempts: int = 0  # releases with erase asked for in this run
     recommissions: int = 0  # automatic re-commissions after a failure, this run (at most one)
     errors: int = 0
     last_error: PortError | None = None

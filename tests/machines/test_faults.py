@@ -12,6 +12,7 @@ from clients.platform.client import PlatformClient
 from clients.platform.errors import PlatformApiError
 from clients.platform.models.nodes import EnrollmentRequest
 from environments.model import TeardownMode
+from providers.machines.reconciler import MachineRecord, release
 from providers.machines.scheduler import Scheduler
 from providers.machines.status import MachineOutcome
 from simulators.maas import ApiErrorBurst, ApiFaults, MachineFaults
@@ -97,27 +98,41 @@ def test_commissioning_failing_twice_fails_with_maas_text_then_next_run_recommis
     _assert_no_duplicates_subset(w)
 
 
-def test_erase_failure_without_fallback_stops_with_the_event(world_factory: Callable[..., World]) -> None:
+def test_erase_failure_without_fallback_stops_then_fix_the_disks_and_run_again(
+    world_factory: Callable[..., World],
+) -> None:
     w = world_factory()
     r = Scheduler(w.context()).onboard([_one(w)])[0]
-    w.maas.admin.set_machine_faults("local-gpu-1", MachineFaults(erase_failures=5))
+    w.maas.admin.set_machine_faults("local-gpu-1", MachineFaults(erase_failures=1))
     down = Scheduler(w.context(release_erase_mode="secure")).teardown(
         [(_one(w), r.system_id, TeardownMode.FULL_DECOMMISSION)]
     )[0]
-    assert down.outcome is MachineOutcome.FAILED and "erase failed" in down.reason
-    assert "release_fallback_no_erase" in down.reason
+    assert down.outcome is MachineOutcome.FAILED and down.reason.startswith("MCH009")
+    assert "erase failed" in down.reason and "wipe-disks script failed" in down.reason
+    assert "fix the disks and run again" in down.reason and "release_fallback_no_erase" in down.reason
     assert w.maas.admin.status(r.system_id).label == "Failed disk erasing"
+    # The disks are fixed (the fault is spent): the next teardown erases again and finishes.
+    again = Scheduler(w.context(release_erase_mode="secure")).teardown(
+        [(_one(w), r.system_id, TeardownMode.FULL_DECOMMISSION)]
+    )[0]
+    assert again.outcome is MachineOutcome.RELEASED, again.reason
+    assert w.maas.admin.status(r.system_id).label == "Ready"
+    erases = [e for e in w.maas.admin.events(r.system_id) if "disk erase" in e["description"]]
+    assert len(erases) == 2, "the second run released with erase again (not without)"
 
 
 def test_erase_failure_with_fallback_releases_without_erase_and_says_so(world_factory: Callable[..., World]) -> None:
     w = world_factory()
     r = Scheduler(w.context()).onboard([_one(w)])[0]
     w.maas.admin.set_machine_faults("local-gpu-1", MachineFaults(erase_failures=1))
-    down = Scheduler(w.context(release_erase_mode="secure", release_fallback_no_erase=True)).teardown(
-        [(_one(w), r.system_id, TeardownMode.FULL_DECOMMISSION)]
-    )[0]
+    logs: list[str] = []
+    ctx = w.context(logs=logs, release_erase_mode="secure", release_fallback_no_erase=True)
+    (down,) = release(ctx, [(_one(w), MachineRecord(hostname="local-gpu-1", system_id=r.system_id))])
     assert down.outcome is MachineOutcome.RELEASED, down.reason
-    assert any("WITHOUT erase" in n for n in down.notes)
+    assert any("WITHOUT erase" in n and "wipe-disks script failed" in n for n in down.notes)
+    warnings = [line for line in logs if line.startswith("WARNING") and "WITHOUT erase" in line]
+    assert warnings and r.system_id in warnings[0], logs
+    assert any("note:" in line and "WITHOUT erase" in line for line in logs), "the run's report says it too"
     assert w.maas.admin.status(r.system_id).label == "Ready"
 
 
