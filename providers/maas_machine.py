@@ -118,7 +118,9 @@ class MaasMachineProvider(ResourceProvider):
         record = rc.MachineRecord.parse(inputs.machine.hostname, {**state, "system_id": id_})
         if record is None:
             return ReadResult(id_, state)
-        maas = maas_client(inputs.connection, getattr(self, "_credentials", None))
+        maas = maas_client(
+            inputs.connection, getattr(self, "_credentials", None), time_scale=getattr(self, "_time_scale", 1.0)
+        )
         fresh = rc.observe(maas, {record.hostname: record}, {record.hostname: inputs.machine})[record.hostname]
         return ReadResult(id_, {**state, **fresh.state()})
 

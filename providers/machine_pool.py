@@ -108,7 +108,9 @@ class MachinePoolProvider(ResourceProvider):
         state = plain(props)
         inputs = typed_inputs(PoolInputs, state)
         records = rc.parse_records(state.get("machines_state"))
-        maas = maas_client(inputs.connection, getattr(self, "_credentials", None))
+        maas = maas_client(
+            inputs.connection, getattr(self, "_credentials", None), time_scale=getattr(self, "_time_scale", 1.0)
+        )
         specs = {m.hostname: m for m in inputs.machines}
         return ReadResult(id_, _outputs(state, rc.observe(maas, records, specs)))
 

@@ -5,6 +5,7 @@
 """
 
 from .client import MaasClient
+from .retry import DEFAULT_BUDGET, MaasUnavailable, RetryBudget
 from .site import MaasSiteClient, MachineNics, NicView, ScriptView, StaticHolding, SubnetView
 from .vocabulary import (
     MAAS_LABELS,
@@ -19,7 +20,10 @@ from .vocabulary import (
 )
 
 __all__ = [
+    "DEFAULT_BUDGET",
     "MAAS_LABELS",
+    "MaasUnavailable",
+    "RetryBudget",
     "BlockDeviceView",
     "InterfaceView",
     "MaasClient",

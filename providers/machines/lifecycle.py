@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from clients.maas import MaasUnavailable
+
 from . import handlers as h
 from .ports import PortError
 from .records import (
@@ -153,10 +155,11 @@ def precheck(ctx: Context, m: LifecycleRecord, *, deadline_passed: bool, take_sl
             f"{m.spec.hostname}: system_id {m.system_id} vanished from MAAS (deleted out of band?)"
         )
     if deadline_passed:
+        failing = f"; meanwhile calls kept failing, the last: {m.recent_error}" if m.recent_error else ""
         return Step.fail(
             FailCode.DEADLINE,
             f"{m.ident()} did not leave {m.stage.value} before its deadline "
-            f"({WAIT_DEADLINE.get(m.stage, 'retrying failed calls')}); the next up resumes from here",
+            f"({WAIT_DEADLINE.get(m.stage, 'retrying failed calls')}){failing}; the next up resumes from here",
             MachineOutcome.TIMED_OUT,
         )
     if m.stage in SLOT_STAGES and not take_slot():
@@ -169,6 +172,8 @@ def _call_check(m: LifecycleRecord) -> Step | None:
     failures stop the machine; anything else is retried after a re-read."""
     e, m.last_error = m.last_error, None
     assert e is not None
+    if isinstance(e, MaasUnavailable):  # the client already retried through the outage, within its budget
+        return Step.fail(FailCode.MAAS_UNAVAILABLE, f"{m.ident()}: {e}")
     if m.errors > MAX_ERRORS or (e.status is not None and 400 <= e.status < 500 and e.status != 409):
         return Step.fail(FailCode.MAAS_ERROR, f"{m.spec.hostname} (system_id {m.system_id}): MAAS error: {e}")
     return None
@@ -178,6 +183,7 @@ def failed_call(m: LifecycleRecord, e: PortError) -> Step:
     """What a failed MAAS/platform call means for the machine (a handler's or the bulk poll's)."""
     m.errors += 1
     m.last_error = e
+    m.recent_error = str(e)[:300]
     return _call_check(m) or Step.error(f"{m.spec.hostname}: {m.stage.value}: {e} (will re-read and retry)")
 
 

@@ -45,6 +45,7 @@ class FailCode(StrEnum):
     INTERNAL = "MCH016"  # a bug: the machine failed, the others went on
     POWER_NOT_APPLIED = "MCH017"  # MAAS did not take in-place power settings (read back)
     IDENTITY_NOT_APPLIED = "MCH018"  # MAAS did not take a hostname/tag drift repair (read back)
+    MAAS_UNAVAILABLE = "MCH019"  # MAAS kept answering 5xx / dropping connections past the retry budget
 
     def __call__(self, reason: str) -> str:
         return f"{self.value} {reason}"
@@ -110,6 +111,7 @@ class LifecycleRecord:
     recommissions: int = 0  # automatic re-commissions after a failure, this run (at most one)
     errors: int = 0
     last_error: PortError | None = None
+    recent_error: str = ""  # the last failed call since the last good read (named if a deadline passes)
     view: MachineView | None = None
     detail: MachineDetail | None = None  # read by the preflight, reused by storage and RoCE links
     owner_data_recorded: bool = False

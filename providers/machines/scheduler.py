@@ -188,6 +188,7 @@ class Scheduler:
                 self._apply(m, failed_call(m.rec, e))
             return
         for m in due:
+            m.rec.recent_error = ""  # MAAS answered: an earlier failure is not what holds it now
             view = views.get(m.rec.system_id or "")
             if view is None:
                 m.rec.vanished, m.sched.waiting = True, False  # the pre-check decides what that means
