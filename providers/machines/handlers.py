@@ -7,6 +7,8 @@ from __future__ import annotations
 from .cloud_init import render_user_data
 from .ports import MaasError, MachineDetail
 from .records import (
+    OWNER_ATTEMPTS,
+    OWNER_ATTEMPTS_FOR,
     OWNER_FINGERPRINT,
     OWNER_MANAGED,
     OWNER_NODE_ID,
@@ -141,10 +143,8 @@ def handle_roce_links(ctx: Context, m: LifecycleRecord) -> Step:
 def handle_deploy(ctx: Context, m: LifecycleRecord) -> Step:
     assert m.system_id
     if m.deploy_attempts >= _max_attempts(ctx):
-        return Step.fail(
-            FailCode.DEPLOY,
-            f"{m.ident()}: deploy failed {m.deploy_attempts} time(s): {_event(ctx, m)}; the next up resumes from here"
-        )
+        return Step.fail(FailCode.DEPLOY, f"{m.ident()}: deploy failed {m.deploy_attempts} time(s): {_event(ctx, m)}; "
+                         + _budget_hint(m))
     m.deploy_attempts += 1
     # A fresh enrollment token per attempt: tokens are single-use and expire.
     token = ctx.enrollment.mint_token(
@@ -173,7 +173,13 @@ def _record_owner_data(ctx: Context, m: LifecycleRecord) -> None:
     assert m.system_id and m.node_id
     ctx.ops.set_owner_data(
         m.system_id,
-        {OWNER_FINGERPRINT: m.spec.deploy_fingerprint(), OWNER_NODE_ID: m.node_id, OWNER_MANAGED: "gpuaas-infra"},
+        {
+            OWNER_FINGERPRINT: m.spec.deploy_fingerprint(),
+            OWNER_NODE_ID: m.node_id,
+            OWNER_MANAGED: "gpuaas-infra",
+            OWNER_ATTEMPTS: str(m.deploy_attempts),
+            OWNER_ATTEMPTS_FOR: m.attempts_key(),
+        },
     )
     m.owner_data_recorded = True
 
@@ -189,22 +195,35 @@ def _max_attempts(ctx: Context) -> int:
     return ctx.policy.max_deploy_retry_attempts if ctx.policy.enable_deploy_retry_on_datasource_failure else 1
 
 
+def _budget_hint(m: LifecycleRecord) -> str:
+    return (
+        f"the retry budget for this deploy is spent (counted across runs in MAAS owner data); fix the cause, then "
+        f"raise the machine's retry_generation to {m.spec.retry_generation + 1} (or change its deploy inputs) "
+        "and run up again"
+    )
+
+
 def handle_recover_deploy(ctx: Context, m: LifecycleRecord) -> Step:
     assert m.system_id
     event = _event(ctx, m)
-    datasource = any(marker in event.lower() for marker in DATASOURCE_MARKERS)
+    datasource = is_datasource_failure(event)
+    m.load_attempts()  # attempts earlier runs spent on this fingerprint survive the run
     if m.deploy_attempts == 0:
-        m.deploy_attempts = 1  # found failed on resume: that failure counts
+        m.deploy_attempts = 1  # found failed on resume without our record: that failure counts
     if not datasource or m.deploy_attempts >= _max_attempts(ctx):
         why = "datasource failure, retries exhausted" if datasource else "not a datasource failure"
+        hint = _budget_hint(m) if datasource else "the next up releases and redeploys it"
         return Step.fail(
             FailCode.DEPLOY,
-            f"{m.ident()}: deployment failed ({why}, {m.deploy_attempts} attempt(s)): {event}; "
-            "the next up releases and redeploys it"
+            f"{m.ident()}: deployment failed ({why}, {m.deploy_attempts} attempt(s)): {event}; {hint}"
         )
     m.notes.append(f"deploy attempt {m.deploy_attempts} failed on datasource; releasing to retry")
     ctx.ops.release(m.system_id, erase=False, secure_erase=False, quick_erase=False, force=False)
     return Step.wait(Stage.AWAIT_RELEASE)
+
+
+def is_datasource_failure(event: str) -> bool:
+    return any(marker in event.lower() for marker in DATASOURCE_MARKERS)
 
 
 def _erase_flags(mode: EraseMode) -> dict[str, bool]:

@@ -16,6 +16,11 @@ from .status import MachineOutcome, Stage
 OWNER_FINGERPRINT = "gpuaas_deploy_fingerprint"
 OWNER_NODE_ID = "gpuaas_node_id"
 OWNER_MANAGED = "gpuaas_managed_by"
+# The deploy retry budget spent so far, and what it belongs to ("<deploy fingerprint>/<retry_generation>"):
+# a machine that always fails is not retried forever, run after run. MAAS keeps owner data while the
+# machine is Deploying / Deployed / Failed deployment, and clears it on release.
+OWNER_ATTEMPTS = "gpuaas_deploy_attempts"
+OWNER_ATTEMPTS_FOR = "gpuaas_deploy_attempts_for"
 
 
 class Goal(StrEnum):
@@ -118,6 +123,18 @@ class LifecycleRecord:
     vanished: bool = False  # MAAS does not know (or no longer knows) this machine
     create_error: str = ""
     adopted: bool = False
+
+    def attempts_key(self) -> str:
+        return f"{self.spec.deploy_fingerprint()}/{self.spec.retry_generation}"
+
+    def load_attempts(self) -> None:
+        """Take the attempts a previous run spent (MAAS owner data) on this fingerprint and generation."""
+        data = self.view.owner_data if self.view else {}
+        if data.get(OWNER_ATTEMPTS_FOR) == self.attempts_key():
+            try:
+                self.deploy_attempts = max(self.deploy_attempts, int(data.get(OWNER_ATTEMPTS) or 0))
+            except ValueError:
+                pass  # not ours to trust: count from this run only
 
     def ident(self) -> str:
         status = self.view.status.label if self.view else "unknown"

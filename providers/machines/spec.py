@@ -138,6 +138,9 @@ class MachineSpec(_Spec):
     storage: StorageSpec
     roce_links: tuple[RoceLink, ...] = ()
     deploy: DeploySpec
+    retry_generation: int = Field(default=0, ge=0)
+    """Operator input: raise it to give a machine whose deploy retry budget is spent a fresh budget
+    (the spent count is kept in MAAS owner data, per deploy fingerprint and generation)."""
 
     @field_validator("pxe_mac")
     @classmethod

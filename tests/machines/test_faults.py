@@ -45,7 +45,11 @@ def _assert_no_duplicates_subset(w: World) -> None:
     assert len(names) == len(set(names))
 
 
-def test_datasource_failures_exhausted_give_a_clear_error_and_next_run_resumes(
+def _deploys(w: World) -> int:
+    return w.maas.admin.request_counts()["MachineHandler"].get("deploy", 0)
+
+
+def test_datasource_failures_exhausted_give_a_clear_error_and_a_new_generation_resumes(
     world_factory: Callable[..., World],
 ) -> None:
     w = world_factory()
@@ -53,12 +57,32 @@ def test_datasource_failures_exhausted_give_a_clear_error_and_next_run_resumes(
     r = Scheduler(w.context(max_deploy_retry_attempts=3)).onboard([_one(w)])[0]
     assert r.outcome is MachineOutcome.FAILED
     assert r.system_id in r.reason and "Failed deployment" in r.reason and "datasource" in r.reason.lower()
-    assert "next up" in r.reason
-    # The next run picks the machine up where it is (Failed deployment) and finishes it.
-    again = Scheduler(w.context(max_deploy_retry_attempts=3)).onboard([_one(w)], {r.hostname: r.system_id})[0]
+    assert "retry_generation to 1" in r.reason
+    # The operator fixed the cause and raised retry_generation: the next run finishes the same machine.
+    fresh = _one(w).model_copy(update={"retry_generation": 1})
+    again = Scheduler(w.context(max_deploy_retry_attempts=3)).onboard([fresh], {r.hostname: r.system_id})[0]
     assert again.outcome is MachineOutcome.READY, again.reason
     assert again.system_id == r.system_id
     _assert_no_duplicates_subset(w)
+
+
+def test_deploy_retry_budget_is_spent_across_runs(world_factory: Callable[..., World]) -> None:
+    """Run 1 spends 2 attempts (limit 2); run 2 (limit raised to 3) gets exactly one more; run 3 gets
+    none: a machine that always fails is not retried forever, run after run."""
+    w = world_factory()
+    w.maas.admin.set_machine_faults("local-gpu-1", MachineFaults(deploy_failures=100))
+    first = Scheduler(w.context(max_deploy_retry_attempts=2)).onboard([_one(w)])[0]
+    assert first.outcome is MachineOutcome.FAILED and first.deploy_attempts == 2 and _deploys(w) == 2
+    known = {first.hostname: first.system_id}
+    second = Scheduler(w.context(max_deploy_retry_attempts=3)).onboard([_one(w)], known)[0]
+    assert second.outcome is MachineOutcome.FAILED and second.deploy_attempts == 3, second.reason
+    assert _deploys(w) == 3, "one more attempt, not a fresh budget"
+    third = Scheduler(w.context(max_deploy_retry_attempts=3)).onboard([_one(w)], known)[0]
+    assert third.outcome is MachineOutcome.FAILED and _deploys(w) == 3, "budget spent: no deploy at all"
+    assert third.reason.startswith("MCH008") and "retry budget" in third.reason and "3 attempt(s)" in third.reason
+    owner = w.client().read_many([first.system_id])[0].owner_data
+    assert owner["gpuaas_deploy_attempts"] == "3"
+    assert owner["gpuaas_deploy_attempts_for"] == f"{_one(w).deploy_fingerprint()}/0"
 
 
 def test_retry_disabled_fails_on_first_datasource_error(world_factory: Callable[..., World]) -> None:
