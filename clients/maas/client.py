@@ -170,17 +170,21 @@ class MaasClient:
         return [self._view(r) for r in self._call("Machines", "read", read=True, id=system_ids)]
 
     def by_power_addresses(self, addresses: list[str]) -> dict[str, str]:
-        """power address -> system_id. MAAS can't filter on it: one request for all machines,
-        made only for machines no other key found (i.e. machines that may be new)."""
+        """power address -> system_id (one of them, if several machines share an address)."""
+        return {a: sids[0] for a, sids in self.power_address_matches(addresses).items()}
+
+    def power_address_matches(self, addresses: list[str]) -> dict[str, list[str]]:
+        """power address -> every system_id with it. MAAS can't filter on it: one request for all
+        machines, made only for machines no other key found (i.e. machines that may be new)."""
         if not addresses:
             return {}
         wanted = set(addresses)
         params = self._call("Machines", "power_parameters", read=True)
-        return {
-            str(p["power_address"]): sid
-            for sid, p in (params or {}).items()
-            if isinstance(p, dict) and p.get("power_address") in wanted
-        }
+        out: dict[str, list[str]] = {}
+        for sid, p in sorted((params or {}).items()):
+            if isinstance(p, dict) and p.get("power_address") in wanted:
+                out.setdefault(str(p["power_address"]), []).append(sid)
+        return out
 
     def detail(self, system_id: str) -> MachineDetail:
         raw = self._call("Machine", "read", read=True, system_id=system_id)

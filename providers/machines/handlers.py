@@ -48,19 +48,46 @@ def handle_commission(ctx: Context, m: LifecycleRecord) -> Step:
     if (
         m.goal is Goal.DEPLOYED
         and m.view.status is MaasStatus.NEW
-        and not ctx.policy.auto_claim_single_new_machine
         and m.view.owner_data.get(OWNER_MANAGED) is None
         and m.view.hostname != m.spec.hostname
     ):
-        # A New machine found by MAC/IPMI under another name: claim it only if the profile allows it.
-        return Step.fail(
-            FailCode.UNCLAIMED_NEW,
-            f"{m.ident()}: a New machine matches {m.spec.hostname} by MAC/IPMI but is named "
-            f"{m.view.hostname!r}; set auto_claim_single_new_machine: true to claim it, or rename it in MAAS"
-        )
+        # The single New machine the declared IPMI address / PXE MAC found, under another name
+        # (resolve stops on several): claimed only if the profile allows it.
+        if not ctx.policy.auto_claim_single_new_machine:
+            return Step.fail(
+                FailCode.UNCLAIMED_NEW,
+                f"{m.ident()}: New machine {m.system_id} matches {m.spec.hostname} by IPMI address/PXE MAC but is "
+                f"named {m.view.hostname!r}; set auto_claim_single_new_machine: true on the profile to claim it, "
+                "or rename it in MAAS"
+            )
+        if (failed := _claim(ctx, m)) is not None:
+            return failed
     m.commission_attempts += 1
     ctx.ops.commission(m.system_id, list(ctx.policy.commissioning_scripts), list(ctx.policy.testing_scripts))
     return Step.wait(Stage.AWAIT_COMMISSION)
+
+
+def _claim(ctx: Context, m: LifecycleRecord) -> Step | None:
+    """auto_claim_single_new_machine: rename the machine to the declared hostname and set its power
+    driver before commissioning (enrollment checks the hostname MAAS reports)."""
+    assert m.view is not None and m.system_id
+    user = password = None
+    if m.spec.power_user_path and ctx.bmc_credentials is not None:
+        try:
+            user, password = ctx.bmc_credentials(m.spec.power_user_path)
+        except Exception as e:  # noqa: BLE001 - e.g. VaultError: names the path, never a value
+            return Step.fail(FailCode.BMC_CREDENTIALS, f"{m.spec.hostname}: BMC credentials unavailable: {e}")
+    ctx.ops.set_hostname(m.system_id, m.spec.hostname)
+    ctx.ops.set_power(
+        m.system_id,
+        power_type=m.spec.power_type.value,
+        power_address=m.spec.ipmi_address,
+        power_user=user,
+        power_pass=password,
+    )
+    m.notes.append(f"claimed New machine {m.system_id} ({m.view.hostname!r}) as {m.spec.hostname}")
+    m.adopted = True
+    return None
 
 
 def handle_await(ctx: Context, m: LifecycleRecord) -> Step:

@@ -51,6 +51,7 @@ class FailCode(StrEnum):
     POWER_NOT_APPLIED = "MCH017"  # MAAS did not take in-place power settings (read back)
     IDENTITY_NOT_APPLIED = "MCH018"  # MAAS did not take a hostname/tag drift repair (read back)
     MAAS_UNAVAILABLE = "MCH019"  # MAAS kept answering 5xx / dropping connections past the retry budget
+    AMBIGUOUS_MATCH = "MCH020"  # several MAAS machines match the declared IPMI address / PXE MAC
 
     def __call__(self, reason: str) -> str:
         return f"{self.value} {reason}"
