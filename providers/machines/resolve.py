@@ -47,11 +47,11 @@ def resolve_machines(
                 found[s.hostname] = by_name[s.hostname]
     pending = [s for s in specs if s.hostname not in found]
     if pending:
-        for s, candidates in _candidates(ops, pending).items():
+        for name, candidates in _candidates(ops, pending).items():
             if len(candidates) == 1:
-                found[s] = candidates[0]
+                found[name] = candidates[0]
             elif candidates and ambiguous is not None:
-                ambiguous[s] = candidates
+                ambiguous[name] = candidates
     claimed: dict[str, str] = {}
     for hostname, view in list(found.items()):
         if view.system_id in claimed:
