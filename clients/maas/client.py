@@ -164,6 +164,10 @@ class MaasClient:
             return []
         return [self._view(r) for r in self._call("Machines", "read", read=True, mac_address=macs)]
 
+    def with_tag(self, tag: str) -> list[MachineView]:
+        """Every machine carrying `tag` (one request)."""
+        return [self._view(r) for r in self._call("Machines", "read", read=True, tags=[tag])]
+
     def read_many(self, system_ids: list[str]) -> list[MachineView]:
         if not system_ids:
             return []
