@@ -28,6 +28,7 @@ from maas.client.bones.helpers import RemoteError
 from .retry import DEFAULT_BUDGET, MaasUnavailable, RetryBudget, call_with_retry, status_of
 from .vocabulary import (
     BlockDeviceView,
+    EventView,
     InterfaceView,
     MaasError,
     MaasStatus,
@@ -214,6 +215,16 @@ class MaasClient:
             block_devices=disks,
             boot_disk_id=boot_disk.get("id"),
         )
+
+    def recent_events(self, system_id: str, limit: int = 10) -> list[EventView]:
+        """The machine's newest MAAS events, newest first (one request)."""
+        if not self.has_action("Events", "query"):
+            return []
+        data = self._call("Events", "query", read=True, id=[system_id], limit=str(limit))
+        return [
+            EventView(type=str(e.get("type") or ""), description=str(e.get("description") or ""))
+            for e in (data or {}).get("events") or []
+        ]
 
     def last_event(self, system_id: str) -> str:
         """The newest MAAS event for the machine (what explains a failure)."""

@@ -4,6 +4,8 @@ and `lifecycle.run_step` turns that into a step too."""
 
 from __future__ import annotations
 
+from clients.maas import datasource_failure
+
 from .cloud_init import render_user_data
 from .ports import MaasError, MachineDetail
 from .records import (
@@ -21,7 +23,6 @@ from .records import (
 from .spec import EraseMode, MachineSpec, TeardownMode
 from .status import MaasStatus, MachineOutcome, Stage
 
-DATASOURCE_MARKERS = ("datasource", "cloud-init")
 MAX_RECOMMISSIONS = 1  # automatic re-commissions per machine and run (docs/machines.md)
 
 
@@ -233,7 +234,10 @@ def _budget_hint(m: LifecycleRecord) -> str:
 def handle_recover_deploy(ctx: Context, m: LifecycleRecord) -> Step:
     assert m.system_id
     event = _event(ctx, m)
-    datasource = is_datasource_failure(event)
+    found = datasource_failure(ctx.ops.recent_events(m.system_id, 10))  # MAAS's wording (clients/maas)
+    datasource = found is not None
+    if found is not None:
+        event = f"{event} [{found.text()}]"
     m.load_attempts()  # attempts earlier runs spent on this fingerprint survive the run
     if m.deploy_attempts == 0:
         m.deploy_attempts = 1  # found failed on resume without our record: that failure counts
@@ -247,10 +251,6 @@ def handle_recover_deploy(ctx: Context, m: LifecycleRecord) -> Step:
     m.notes.append(f"deploy attempt {m.deploy_attempts} failed on datasource; releasing to retry")
     ctx.ops.release(m.system_id, erase=False, secure_erase=False, quick_erase=False, force=False)
     return Step.wait(Stage.AWAIT_RELEASE)
-
-
-def is_datasource_failure(event: str) -> bool:
-    return any(marker in event.lower() for marker in DATASOURCE_MARKERS)
 
 
 def _erase_flags(mode: EraseMode) -> dict[str, bool]:

@@ -11,7 +11,7 @@ from typing import Protocol
 
 from pydantic import BaseModel, ConfigDict, SecretStr
 
-from clients.maas import MaasError, MachineDetail, MachineView, PortError, PowerSettings
+from clients.maas import EventView, MaasError, MachineDetail, MachineView, PortError, PowerSettings
 
 # The MAAS views and error type belong to the MAAS client; re-exported for older imports.
 __all__ = [
@@ -77,6 +77,7 @@ class MachineOps(Protocol):
     def power_off(self, system_id: str) -> None: ...
     def abort(self, system_id: str) -> None: ...
     def last_event(self, system_id: str) -> str: ...
+    def recent_events(self, system_id: str, limit: int = 10) -> list[EventView]: ...
     def set_tags(self, system_id: str, tags: list[str], remove: list[str] | None = None) -> None: ...
     def set_power(
         self, system_id: str, *, power_type: str, power_address: str, power_user: str | None, power_pass: str | None

@@ -13,10 +13,14 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-DATASOURCE_ERROR = (
-    "cloudinit: Failed to find a datasource: No instance datasource found! "
-    "Likely bad things to come!"
-)
+from clients.maas.vocabulary import INSTALL_FAILURE_TYPE, INSTALLATION_FAILED
+
+# A cloud-init datasource failure in real MAAS's words (see clients/maas/vocabulary.py for the
+# canonical/maas source): the event cloud-init's failed init-network stage leaves, and the comment
+# MAAS marks the node failed with.
+DATASOURCE_EVENT_TYPE = INSTALL_FAILURE_TYPE
+DATASOURCE_EVENT = "'cloudinit' searching for network datasources"
+DATASOURCE_ERROR = INSTALLATION_FAILED
 
 
 class MachineFaults(BaseModel):
