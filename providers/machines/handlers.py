@@ -287,6 +287,20 @@ def handle_release(ctx: Context, m: LifecycleRecord) -> Step:
     return Step.wait(Stage.AWAIT_RELEASE)
 
 
+def handle_handoff_release(ctx: Context, m: LifecycleRecord) -> Step:
+    """Customer handoff: release without erase (whatever the profile's erase mode); never powers off."""
+    assert m.system_id and m.view is not None
+    m.notes.append("customer handoff: released without erase and left powered as it was")
+    ctx.ops.release(
+        m.system_id,
+        erase=False,
+        secure_erase=False,
+        quick_erase=False,
+        force=m.view.status in (MaasStatus.DEPLOYING, MaasStatus.FAILED_DISK_ERASING),
+    )
+    return Step.wait(Stage.AWAIT_RELEASE)
+
+
 def handle_power_off(ctx: Context, m: LifecycleRecord) -> Step:
     assert m.system_id and m.view is not None
     if m.teardown is TeardownMode.FULL_DECOMMISSION and m.view.power_state != "off":

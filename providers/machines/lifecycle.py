@@ -31,6 +31,7 @@ from .status import MaasStatus, MachineOutcome, Stage
 
 __all__ = [
     "HANDLERS",
+    "HANDOFF_TEARDOWN_TABLE",
     "MAX_ERRORS",
     "ONBOARD_TABLE",
     "OWNER_FINGERPRINT",
@@ -90,6 +91,20 @@ TEARDOWN_TABLE: dict[MaasStatus, Stage] = {
     MaasStatus.FAILED_TESTING: Stage.FORGET_NODE,
 }
 
+# Restricted release (customer handoff, seed 002): the machine goes to the customer as it is. It is
+# released WITHOUT erase whatever the profile's erase mode, a failed erase found on the machine is
+# released without erasing again, and nothing powers it off (Ready is the end of MAAS's part).
+HANDOFF_TEARDOWN_TABLE: dict[MaasStatus, Stage] = {
+    **TEARDOWN_TABLE,
+    MaasStatus.DEPLOYED: Stage.HANDOFF_RELEASE,
+    MaasStatus.DEPLOYING: Stage.HANDOFF_RELEASE,
+    MaasStatus.ALLOCATED: Stage.HANDOFF_RELEASE,
+    MaasStatus.FAILED_DEPLOYMENT: Stage.HANDOFF_RELEASE,
+    MaasStatus.FAILED_DISK_ERASING: Stage.HANDOFF_RELEASE,
+    MaasStatus.FAILED_RELEASING: Stage.HANDOFF_RELEASE,
+    MaasStatus.READY: Stage.FORGET_NODE,
+}
+
 # Stages that occupy one of the profile's batch_max_parallel slots (MAAS does heavy work).
 # Releases count too, so a changed deploy input redeploys a pool in rolling batches.
 SLOT_STAGES = frozenset(
@@ -100,6 +115,7 @@ SLOT_STAGES = frozenset(
         Stage.AWAIT_DEPLOY,
         Stage.RECOVER_DEPLOY,
         Stage.RELEASE,
+        Stage.HANDOFF_RELEASE,
         Stage.AWAIT_RELEASE,
     }
 )
@@ -121,7 +137,8 @@ PLATFORM_WAITS = frozenset({Stage.AWAIT_FORGET})
 def stage_for(m: LifecycleRecord) -> Stage:
     """The stage a freshly read machine is in, from its MAAS status (the resume point)."""
     assert m.view is not None
-    table = ONBOARD_TABLE if m.goal is Goal.DEPLOYED else TEARDOWN_TABLE
+    teardown = HANDOFF_TEARDOWN_TABLE if m.handoff else TEARDOWN_TABLE
+    table = ONBOARD_TABLE if m.goal is Goal.DEPLOYED else teardown
     status = m.view.status
     if m.goal is Goal.DEPLOYED and status is MaasStatus.DEPLOYED:
         fingerprint = m.view.owner_data.get(OWNER_FINGERPRINT)
@@ -215,6 +232,7 @@ HANDLERS: dict[Stage, Callable[[Context, LifecycleRecord], Step]] = {
     Stage.AWAIT_RELEASE: h.handle_await,
     Stage.AWAIT_ENROLL: h.handle_await_enroll,
     Stage.RELEASE: h.handle_release,
+    Stage.HANDOFF_RELEASE: h.handle_handoff_release,
     Stage.POWER_OFF: h.handle_power_off,
     Stage.FORGET_NODE: h.handle_forget_node,
     Stage.AWAIT_FORGET: h.handle_await_forget,

@@ -105,6 +105,7 @@ class LifecycleRecord:
     spec: MachineSpec
     goal: Goal
     teardown: TeardownMode = TeardownMode.FULL_DECOMMISSION
+    handoff: bool = False  # the site's restricted release (customer handoff): the handoff teardown table
     system_id: str | None = None
     node_id: str | None = None
     stage: Stage = Stage.RESOLVE

@@ -106,6 +106,7 @@ class Scheduler:
                     spec=spec,
                     goal=Goal.RELEASED,
                     teardown=TeardownMode(mode),
+                    handoff=self.ctx.policy.customer_handoff,
                     system_id=system_id,
                     node_id=node_ids.get(spec.hostname),
                 )

@@ -73,6 +73,9 @@ class LifecyclePolicy(_Spec):
     batch_max_parallel: int = Field(8, ge=1, le=64)
     enrollment_token_ttl_seconds: int = 3600
     release_erase_mode: EraseMode = EraseMode.QUICK
+    customer_handoff: bool = False
+    """The site's restricted release (seed 002, `sites[].customer_handoff`): teardown releases the
+    machine to the customer as it is: it never erases and never powers off (HANDOFF_TEARDOWN_TABLE)."""
     commissioning_scripts: tuple[str, ...] = ()
     testing_scripts: tuple[str, ...] = ()
 

@@ -235,3 +235,31 @@ def test_expired_enrollment_token_between_retries(world_factory: Callable[..., W
     assert admin.get_node(again.node_id).status.value == "active"
     mints = [a for a in w.platform.audit() if "mint" in str(a).lower()]
     assert len(mints) == 2, "one fresh token per deploy attempt"
+
+
+def test_customer_handoff_teardown_never_erases_and_never_powers_off(world_factory: Callable[..., World]) -> None:
+    """Restricted release (seed 002): a lifecycle rule (HANDOFF_TEARDOWN_TABLE), not only validation:
+    whatever the profile's erase mode and the machine's teardown mode."""
+    w = world_factory()
+    specs = [_one(w, "local-gpu-1"), _one(w, "local-gpu-2")]
+    up = Scheduler(w.context()).onboard(specs)
+    assert {r.outcome for r in up} == {MachineOutcome.READY}
+    # local-gpu-2 is found in Failed disk erasing (an earlier erase, before the site was handed off).
+    w.maas.admin.set_machine_faults("local-gpu-2", MachineFaults(erase_failures=1))
+    Scheduler(w.context(release_erase_mode="quick")).teardown([(specs[1], up[1].system_id, TeardownMode.REIMAGE)])
+    assert w.maas.admin.status(up[1].system_id).label == "Failed disk erasing"
+    before = w.maas.admin.request_counts()["MachineHandler"]
+    ctx = w.context(customer_handoff=True, release_erase_mode="secure")
+    down = Scheduler(ctx).teardown(
+        [(s, r.system_id, TeardownMode.FULL_DECOMMISSION) for s, r in zip(specs, up, strict=True)]
+    )
+    assert {r.outcome for r in down} == {MachineOutcome.RELEASED}, [r.reason for r in down]
+    after = w.maas.admin.request_counts()["MachineHandler"]
+    assert after.get("power_off", 0) == before.get("power_off", 0), "never powers off"
+    for r in up:
+        assert w.maas.admin.status(r.system_id).label == "Ready"
+    erases_gpu1 = [e for e in w.maas.admin.events(up[0].system_id) if "disk erase" in e["description"]]
+    assert erases_gpu1 == [], "never erases"
+    erases_gpu2 = [e for e in w.maas.admin.events(up[1].system_id) if "disk erase" in e["description"]]
+    assert len(erases_gpu2) == 1, "only the erase from before the handoff"
+    assert all(any("customer handoff" in n for n in r.notes) for r in down)
