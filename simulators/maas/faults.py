@@ -38,6 +38,10 @@ class ApiErrorBurst(BaseModel):
     count: int = Field(default=1, ge=0, description="the next N matching MAAS API requests fail")
     handler: str | None = Field(default=None, description="only requests to this handler, e.g. MachineHandler")
     op: str | None = Field(default=None, description="only this action name, e.g. deploy or read")
+    after_action: bool = Field(
+        default=False,
+        description="the request is carried out, then its response is replaced by the error (a lost response)",
+    )
 
 
 class ApiFaults(BaseModel):
@@ -123,10 +127,12 @@ class FaultBook:
                 return True
             return False
 
-    def take_error(self, handler: str, action: str) -> int | None:
+    def take_error(self, handler: str, action: str, *, after_action: bool = False) -> int | None:
+        """The status to answer with, if a burst matches (`after_action`: bursts that fire once the
+        request was carried out)."""
         with self._lock:
             for burst in self._faults.api.errors:
-                if burst.count <= 0:
+                if burst.count <= 0 or burst.after_action is not after_action:
                     continue
                 if burst.handler not in (None, handler) or burst.op not in (None, action):
                     continue
