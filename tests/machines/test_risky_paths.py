@@ -60,9 +60,8 @@ def test_boot_disk_follows_the_hint_when_maas_defaults_to_another_disk(world_fac
 
 def test_a_create_whose_response_was_lost_is_not_duplicated(world_factory: Callable[..., World]) -> None:
     w = world_factory()
-    w.maas.admin.set_api_faults(
-        ApiFaults(errors=[ApiErrorBurst(status=503, count=1, handler="MachinesHandler", op="create", after_action=True)])
-    )
+    lost = ApiErrorBurst(status=503, count=1, handler="MachinesHandler", op="create", after_action=True)
+    w.maas.admin.set_api_faults(ApiFaults(errors=[lost]))
     r = Scheduler(w.context()).onboard([w.specs["local-gpu-1"]])[0]
     assert r.outcome is MachineOutcome.READY, r.reason
     machines = w.maas.admin.machines()

@@ -10,7 +10,7 @@ from typing import Any
 
 from clients.maas import MaasClient
 from simulators.localstack import LocalStack
-from tests.stack.test_machines_engine import engine_for, env_file, machine_ops, maas_machines, world  # noqa: F401
+from tests.stack.test_machines_engine import engine_for, env_file, maas_machines, machine_ops, world  # noqa: F401
 
 
 def _state(tmp_path: Path) -> dict[str, dict[str, Any]]:
