@@ -246,8 +246,8 @@ class Scheduler:
             if rec.stage not in WAIT_DEADLINE:
                 sched.deadline = min(sched.deadline, now + self.ctx.deadlines.deploy_s)
             return False
-        if sched.deadline == float("inf"):  # DELAYED: stays ready, runs when a slot frees, not forever
-            sched.deadline = self.ctx.clock() + self.ctx.deadlines.deploy_s
+        # DELAYED: stays ready, runs when a slot frees. No deadline of its own: slots are held by
+        # machines that progress (their stages have deadlines, MAAS times its own phases out).
         return False
 
     def _enter(self, m: _Machine, stage: Stage) -> None:
