@@ -26,6 +26,7 @@ from clients.vault import credentials_from_config
 from providers.common import plain
 from providers.kind import KindDescriptor, register
 from providers.machines import reconciler as rc
+from providers.machines.drift import repair_identity
 from providers.machines.resource_io import DROPPED_OUTPUTS, MachineInputs, canonical, check_inputs, typed_inputs
 from providers.machines.runtime import maas_client, session, time_scale_from
 
@@ -49,6 +50,7 @@ MAAS_MACHINE = register(
             "machine.ipmi_address",
             "machine.power_type",
             "machine.power_user_path",
+            "machine.retry_generation",
             "connection",
             "policy",
         ),
@@ -61,6 +63,7 @@ MAAS_MACHINE = register(
             "machine.power_type": "MAAS power type updated in place and read back",
             "machine.power_user_path": "BMC credentials re-read from Vault and set in place",
             "machine.teardown_mode": "only what destroy does later; nothing changes in MAAS",
+            "machine.retry_generation": "a fresh deploy retry budget for the next run (owner-data count reset)",
             "policy": "the profile's lifecycle policy (e.g. hardware_sync_interval): read by the next run",
             "connection": "endpoints and Vault paths: read by the next call",
         },
@@ -108,6 +111,7 @@ class MaasMachineProvider(ResourceProvider):
             done = rc.converge(ctx, [spec], {spec.hostname: prior} if prior else {})
             rc.raise_failures(f"machine {spec.hostname}", done.results)
             rc.apply_in_place(ctx, _old_spec(olds), spec, _id)
+            repair_identity(ctx.ops, [(spec, _id)])  # renamed / a declared tag removed by hand
         return UpdateResult({**_inputs(news), **done.records[spec.hostname].state()})
 
     def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
@@ -116,8 +120,10 @@ class MaasMachineProvider(ResourceProvider):
         record = rc.MachineRecord.parse(inputs.machine.hostname, {**state, "system_id": id_})
         if record is None:
             return ReadResult(id_, state)
-        maas = maas_client(inputs.connection, getattr(self, "_credentials", None))
-        fresh = rc.observe(maas, {record.hostname: record})[record.hostname]
+        maas = maas_client(
+            inputs.connection, getattr(self, "_credentials", None), time_scale=getattr(self, "_time_scale", 1.0)
+        )
+        fresh = rc.observe(maas, {record.hostname: record}, {record.hostname: inputs.machine})[record.hostname]
         return ReadResult(id_, {**state, **fresh.state()})
 
     def delete(self, id_: str, props: dict[str, Any]) -> None:

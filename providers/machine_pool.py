@@ -30,6 +30,7 @@ from clients.vault import credentials_from_config
 from providers.common import plain
 from providers.kind import KindDescriptor, register
 from providers.machines import reconciler as rc
+from providers.machines.drift import repair_identity
 from providers.machines.resource_io import PoolInputs, canonical, check_inputs, typed_inputs
 from providers.machines.runtime import maas_client, session, time_scale_from
 from providers.machines.spec import MachineSpec
@@ -98,14 +99,20 @@ class MachinePoolProvider(ResourceProvider):
                 record = done.records[spec.hostname]
                 if record.system_id and spec.hostname in old_specs:
                     rc.apply_in_place(ctx, old_specs[spec.hostname], spec, record.system_id)
+            # Renamed / a declared tag removed by hand: one bulk read, repaired and read back.
+            ids = {s.hostname: done.records[s.hostname].system_id for s in inputs.machines}
+            repair_identity(ctx.ops, [(s, sid) for s in inputs.machines if (sid := ids[s.hostname])])
         return UpdateResult(_outputs(news, done.records))
 
     def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
         state = plain(props)
         inputs = typed_inputs(PoolInputs, state)
         records = rc.parse_records(state.get("machines_state"))
-        maas = maas_client(inputs.connection, getattr(self, "_credentials", None))
-        return ReadResult(id_, _outputs(state, rc.observe(maas, records)))
+        maas = maas_client(
+            inputs.connection, getattr(self, "_credentials", None), time_scale=getattr(self, "_time_scale", 1.0)
+        )
+        specs = {m.hostname: m for m in inputs.machines}
+        return ReadResult(id_, _outputs(state, rc.observe(maas, records, specs)))
 
     def delete(self, id_: str, props: dict[str, Any]) -> None:
         inputs = typed_inputs(PoolInputs, props)

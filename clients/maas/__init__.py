@@ -5,10 +5,14 @@
 """
 
 from .client import MaasClient
+from .retry import DEFAULT_BUDGET, MaasUnavailable, RetryBudget
 from .site import MaasSiteClient, MachineNics, NicView, ScriptView, StaticHolding, SubnetView
 from .vocabulary import (
+    INSTALL_FAILURE_TYPE,
+    INSTALLATION_FAILED,
     MAAS_LABELS,
     BlockDeviceView,
+    EventView,
     InterfaceView,
     MaasError,
     MaasStatus,
@@ -16,10 +20,18 @@ from .vocabulary import (
     MachineView,
     PortError,
     PowerSettings,
+    datasource_failure,
 )
 
 __all__ = [
+    "DEFAULT_BUDGET",
+    "INSTALLATION_FAILED",
+    "INSTALL_FAILURE_TYPE",
+    "EventView",
+    "datasource_failure",
     "MAAS_LABELS",
+    "MaasUnavailable",
+    "RetryBudget",
     "BlockDeviceView",
     "InterfaceView",
     "MaasClient",

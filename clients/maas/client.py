@@ -8,8 +8,9 @@ called through the raw handlers of the describe document, which is what every ca
 one method = one HTTP request, so request counts are predictable.
 
 Errors become `MaasError(status, system_id)` whose message is MAAS's response body, never the
-request (a deploy request carries user_data with an enrollment token). Reads are retried on 5xx and
-connection errors; mutations are never retried here: the lifecycle re-reads and decides.
+request (a deploy request carries user_data with an enrollment token). Reads, idempotent updates
+(`idempotent=True`) and the describe request are retried through outages within a `RetryBudget`
+(retry.py); other mutations are never retried here: the lifecycle re-reads and decides.
 """
 
 from __future__ import annotations
@@ -18,14 +19,16 @@ import asyncio
 import base64
 import hashlib
 import threading
-import time
 from typing import Any
 
 import aiohttp
 from maas.client.bones import CallError, SessionAPI
+from maas.client.bones.helpers import RemoteError
 
+from .retry import DEFAULT_BUDGET, MaasUnavailable, RetryBudget, call_with_retry, status_of
 from .vocabulary import (
     BlockDeviceView,
+    EventView,
     InterfaceView,
     MaasError,
     MaasStatus,
@@ -33,9 +36,6 @@ from .vocabulary import (
     MachineView,
     PowerSettings,
 )
-
-READ_ATTEMPTS = 5
-READ_BACKOFF_S = 0.05
 
 _sessions: dict[tuple[str, str, bool], SessionAPI] = {}
 _sessions_lock = threading.Lock()
@@ -54,13 +54,21 @@ def _url(url: str) -> str:
 
 
 class MaasClient:
-    """A MAAS region reached with one API key. Cheap to make; the describe document is cached."""
+    """A MAAS region reached with one API key. Cheap to make; the describe document is cached.
+    `site` names the region in errors; `retry` bounds how long a safe call rides out an outage."""
 
-    def __init__(self, url: str, api_key: str, *, tls_verify: bool = True) -> None:
+    def __init__(
+        self, url: str, api_key: str, *, tls_verify: bool = True, site: str = "", retry: RetryBudget = DEFAULT_BUDGET
+    ) -> None:
         self.url = _url(url)
         self._api_key = api_key
         self.tls_verify = tls_verify
+        self.site = site
+        self.retry = retry
         self.requests = 0
+
+    def _count(self) -> None:
+        self.requests += 1
 
     # -- plumbing ------------------------------------------------------------------------------
     def _session(self) -> SessionAPI:
@@ -69,43 +77,62 @@ class MaasClient:
             session = _sessions.get(key)
         if session is None:
             _ensure_loop()
-            try:
-                _, session = SessionAPI.connect(self.url, apikey=self._api_key, insecure=not self.tls_verify)
+
+            def connect() -> SessionAPI:
+                return SessionAPI.connect(self.url, apikey=self._api_key, insecure=not self.tls_verify)[1]
+
+            try:  # the anonymous describe request: a read, retried like any other
+                session = call_with_retry(
+                    connect,
+                    budget=self.retry,
+                    site=self.site,
+                    endpoint=f"{self.url}api/2.0/describe/",
+                    on_attempt=self._count,
+                )
+            except MaasUnavailable:
+                raise
             except (TimeoutError, aiohttp.ClientError, OSError) as e:
-                raise MaasError(f"MAAS at {self.url} is unreachable: {e}") from None
-            except CallError as e:
+                raise MaasError(f"MAAS of site {self.site or '?'} at {self.url} is unreachable: {e}") from None
+            except (CallError, RemoteError) as e:
+                status = status_of(e)
                 raise MaasError(
-                    f"MAAS at {self.url} refused the describe request: HTTP {e.status}", status=e.status
+                    f"MAAS of site {self.site or '?'} at {self.url} refused the describe request: HTTP {status}",
+                    status=status,
                 ) from None
-            self.requests += 1
             with _sessions_lock:
                 _sessions[key] = session
         return session
 
-    def _call(self, handler: str, action: str, *, read: bool, **params: Any) -> Any:
+    def _call(self, handler: str, action: str, *, read: bool, idempotent: bool = False, **params: Any) -> Any:
+        """One request. Reads and `idempotent` updates are retried through outages (retry.py);
+        anything else is sent once and its failure raised for the lifecycle to decide."""
         system_id = params.get("system_id")
         _ensure_loop()
         fn = getattr(getattr(self._session(), handler), action)
-        attempts = READ_ATTEMPTS if read else 1
-        for attempt in range(attempts):
-            self.requests += 1
-            try:
-                return fn(**params)
-            except CallError as e:
-                body = (e.content or b"").decode("utf-8", "replace").strip()[:500]
-                err = MaasError(
-                    f"MAAS {handler}.{action} -> HTTP {e.status}: {body}", status=e.status, system_id=system_id
+        endpoint = f"{self.url} ({handler}.{action})"
+        try:
+            if read or idempotent:
+                return call_with_retry(
+                    lambda: fn(**params),
+                    budget=self.retry,
+                    site=self.site,
+                    endpoint=endpoint,
+                    system_id=system_id,
+                    on_attempt=self._count,
                 )
-                if not (read and e.status >= 500) or attempt == attempts - 1:
-                    raise err from None
-            except (TimeoutError, aiohttp.ClientError, OSError) as e:
-                err = MaasError(
-                    f"MAAS {handler}.{action}: connection failed: {type(e).__name__}: {e}", system_id=system_id
-                )
-                if not read or attempt == attempts - 1:
-                    raise err from None
-            time.sleep(READ_BACKOFF_S * (2**attempt))
-        raise AssertionError("unreachable")
+            self._count()
+            return fn(**params)
+        except MaasUnavailable:
+            raise
+        except CallError as e:
+            body = (e.content or b"").decode("utf-8", "replace").strip()[:500]
+            raise MaasError(
+                f"MAAS {handler}.{action} -> HTTP {e.status}: {body}", status=e.status, system_id=system_id
+            ) from None
+        except (TimeoutError, aiohttp.ClientError, OSError) as e:
+            raise MaasError(
+                f"MAAS {handler}.{action}: connection failed: {type(e).__name__}: {e}", system_id=system_id
+            ) from None
 
     def has_action(self, handler: str, action: str) -> bool:
         h = getattr(self._session(), handler, None)
@@ -124,6 +151,7 @@ class MaasClient:
             pxe_mac=(boot.get("mac_address") or "").lower() or None,
             owner_data={k: str(v) for k, v in (raw.get("owner_data") or {}).items()},
             enable_hw_sync=bool(raw.get("enable_hw_sync", False)),
+            tags=tuple(raw.get("tag_names") or ()),
         )
 
     # -- lookups (bulk: one request for many keys) ----------------------------------------------
@@ -137,23 +165,31 @@ class MaasClient:
             return []
         return [self._view(r) for r in self._call("Machines", "read", read=True, mac_address=macs)]
 
+    def with_tag(self, tag: str) -> list[MachineView]:
+        """Every machine carrying `tag` (one request)."""
+        return [self._view(r) for r in self._call("Machines", "read", read=True, tags=[tag])]
+
     def read_many(self, system_ids: list[str]) -> list[MachineView]:
         if not system_ids:
             return []
         return [self._view(r) for r in self._call("Machines", "read", read=True, id=system_ids)]
 
     def by_power_addresses(self, addresses: list[str]) -> dict[str, str]:
-        """power address -> system_id. MAAS can't filter on it: one request for all machines,
-        made only for machines no other key found (i.e. machines that may be new)."""
+        """power address -> system_id (one of them, if several machines share an address)."""
+        return {a: sids[0] for a, sids in self.power_address_matches(addresses).items()}
+
+    def power_address_matches(self, addresses: list[str]) -> dict[str, list[str]]:
+        """power address -> every system_id with it. MAAS can't filter on it: one request for all
+        machines, made only for machines no other key found (i.e. machines that may be new)."""
         if not addresses:
             return {}
         wanted = set(addresses)
         params = self._call("Machines", "power_parameters", read=True)
-        return {
-            str(p["power_address"]): sid
-            for sid, p in (params or {}).items()
-            if isinstance(p, dict) and p.get("power_address") in wanted
-        }
+        out: dict[str, list[str]] = {}
+        for sid, p in sorted((params or {}).items()):
+            if isinstance(p, dict) and p.get("power_address") in wanted:
+                out.setdefault(str(p["power_address"]), []).append(sid)
+        return out
 
     def detail(self, system_id: str) -> MachineDetail:
         raw = self._call("Machine", "read", read=True, system_id=system_id)
@@ -179,6 +215,16 @@ class MaasClient:
             block_devices=disks,
             boot_disk_id=boot_disk.get("id"),
         )
+
+    def recent_events(self, system_id: str, limit: int = 10) -> list[EventView]:
+        """The machine's newest MAAS events, newest first (one request)."""
+        if not self.has_action("Events", "query"):
+            return []
+        data = self._call("Events", "query", read=True, id=[system_id], limit=str(limit))
+        return [
+            EventView(type=str(e.get("type") or ""), description=str(e.get("description") or ""))
+            for e in (data or {}).get("events") or []
+        ]
 
     def last_event(self, system_id: str) -> str:
         """The newest MAAS event for the machine (what explains a failure)."""
@@ -228,7 +274,7 @@ class MaasClient:
         self._call("Machine", "commission", read=False, **params)
 
     def set_hostname(self, system_id: str, hostname: str) -> None:
-        self._call("Machine", "update", read=False, system_id=system_id, hostname=hostname)
+        self._call("Machine", "update", read=False, idempotent=True, system_id=system_id, hostname=hostname)
 
     def set_power(
         self, system_id: str, *, power_type: str, power_address: str, power_user: str | None, power_pass: str | None
@@ -242,7 +288,7 @@ class MaasClient:
                 params["power_parameters_power_user"] = power_user
             if power_pass:
                 params["power_parameters_power_pass"] = power_pass
-        self._call("Machine", "update", read=False, **params)
+        self._call("Machine", "update", read=False, idempotent=True, **params)
 
     def power_settings(self, system_id: str) -> PowerSettings:
         """The power type and parameters MAAS holds now (the password is not read back)."""
@@ -255,13 +301,13 @@ class MaasClient:
         )
 
     def set_boot_disk(self, system_id: str, block_device_id: int) -> None:
-        self._call("BlockDevice", "set_boot_disk", read=False, system_id=system_id, id=block_device_id)
+        self._call("BlockDevice", "set_boot_disk", read=False, idempotent=True, system_id=system_id, id=block_device_id)
 
     def set_storage_layout(self, system_id: str, layout: str, boot_device_id: int, root_size_gb: int | None) -> None:
         params: dict[str, Any] = {"system_id": system_id, "storage_layout": layout, "root_device": boot_device_id}
         if root_size_gb:
             params["root_size"] = f"{root_size_gb}G"
-        self._call("Machine", "set_storage_layout", read=False, **params)
+        self._call("Machine", "set_storage_layout", read=False, idempotent=True, **params)
 
     def link_static(self, system_id: str, interface_id: int, subnet_cidr: str, address: str) -> None:
         self._call(
@@ -280,6 +326,7 @@ class MaasClient:
             "Machine",
             "set_owner_data",
             read=False,
+            idempotent=True,
             system_id=system_id,
             **{k: ("" if v is None else v) for k, v in data.items()},
         )
@@ -311,7 +358,7 @@ class MaasClient:
         )
 
     def power_off(self, system_id: str) -> None:
-        self._call("Machine", "power_off", read=False, system_id=system_id)
+        self._call("Machine", "power_off", read=False, idempotent=True, system_id=system_id)
 
     def abort(self, system_id: str) -> None:
         self._call("Machine", "abort", read=False, system_id=system_id)
@@ -321,7 +368,7 @@ class MaasClient:
         for tag in tags:
             if tag not in existing:
                 self._call("Tags", "create", read=False, name=tag)
-            self._call("Tag", "update_nodes", read=False, name=tag, add=[system_id])
+            self._call("Tag", "update_nodes", read=False, idempotent=True, name=tag, add=[system_id])
         for tag in remove or ():
             if tag in existing and tag not in tags:
-                self._call("Tag", "update_nodes", read=False, name=tag, remove=[system_id])
+                self._call("Tag", "update_nodes", read=False, idempotent=True, name=tag, remove=[system_id])

@@ -5,6 +5,7 @@ and the error a failed call raises. Everything that talks about MAAS objects imp
 
 from __future__ import annotations
 
+import re
 from enum import IntEnum
 
 from pydantic import BaseModel, ConfigDict
@@ -96,6 +97,7 @@ class MachineView(_View):
     pxe_mac: str | None = None
     owner_data: dict[str, str] = {}
     enable_hw_sync: bool = False
+    tags: tuple[str, ...] = ()
 
 
 class MachineDetail(_View):
@@ -127,3 +129,40 @@ class PowerSettings(_View):
     power_type: str
     power_address: str | None = None
     power_user: str | None = None
+
+
+class EventView(_View):
+    """One entry of a machine's MAAS event log (`Events.query`)."""
+
+    type: str
+    description: str
+
+    def text(self) -> str:
+        return f"{self.type}: {self.description}".strip(": ")
+
+
+# How real MAAS words a failed deployment (canonical/maas; this is the one place that cites it):
+# - src/metadataserver/api_twisted.py, StatusWorkerService._processMessage: a top-level `finish` event
+#   with result FAILURE while Deploying marks the node Failed deployment with the comment
+#   "Installation failed (refer to the installation log for more information)." (curtin and
+#   cloud-init failures alike: the status message alone does not say which).
+# - src/metadataserver/api.py, add_event_to_node_event_log: that event is logged as type
+#   NODE_INSTALL_EVENT_FAILED ("Node installation failure") with description "'<origin>' <description>".
+# - cloud-init reports its datasource search as the top-level stages init-local / init-network with
+#   origin "cloudinit" and description "searching for local datasources" / "searching for network
+#   datasources" (cloudinit/cmd/main.py); a failed search is that stage finishing with FAILURE.
+INSTALLATION_FAILED = "Installation failed (refer to the installation log for more information)."
+INSTALL_FAILURE_TYPE = "Node installation failure"
+DATASOURCE_DESCRIPTION = re.compile(r"^'cloudinit' searching for (local|network) datasources")
+DEPLOY_START_TYPE = "Deploying"  # the event that starts a deployment attempt (scan no further back)
+
+
+def datasource_failure(events: list[EventView]) -> EventView | None:
+    """The cloud-init datasource failure of the latest deployment attempt, if that is what failed
+    (`events` newest first, as `Events.query` returns them)."""
+    for e in events:
+        if e.type == DEPLOY_START_TYPE:
+            return None
+        if e.type == INSTALL_FAILURE_TYPE and DATASOURCE_DESCRIPTION.match(e.description):
+            return e
+    return None

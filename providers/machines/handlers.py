@@ -4,9 +4,13 @@ and `lifecycle.run_step` turns that into a step too."""
 
 from __future__ import annotations
 
+from clients.maas import datasource_failure
+
 from .cloud_init import render_user_data
 from .ports import MaasError, MachineDetail
 from .records import (
+    OWNER_ATTEMPTS,
+    OWNER_ATTEMPTS_FOR,
     OWNER_FINGERPRINT,
     OWNER_MANAGED,
     OWNER_NODE_ID,
@@ -19,7 +23,7 @@ from .records import (
 from .spec import EraseMode, MachineSpec, TeardownMode
 from .status import MaasStatus, MachineOutcome, Stage
 
-DATASOURCE_MARKERS = ("datasource", "cloud-init")
+MAX_RECOMMISSIONS = 1  # automatic re-commissions per machine and run (docs/machines.md)
 
 
 def _event(ctx: Context, m: LifecycleRecord) -> str:
@@ -31,28 +35,60 @@ def _event(ctx: Context, m: LifecycleRecord) -> str:
 
 def handle_commission(ctx: Context, m: LifecycleRecord) -> Step:
     assert m.view is not None and m.system_id
-    if m.view.status in (MaasStatus.FAILED_COMMISSIONING, MaasStatus.FAILED_TESTING) and m.commission_attempts >= 1:
-        return Step.fail(
-            FailCode.COMMISSIONING,
-            f"{m.ident()}: commissioning failed: {_event(ctx, m)}; fix the hardware or script, "
-            "then run up again (it re-commissions)"
-        )
+    if m.view.status in (MaasStatus.FAILED_COMMISSIONING, MaasStatus.FAILED_TESTING):
+        # One failure (seen in this run, or found on resume) earns one automatic re-commission.
+        event = _event(ctx, m)
+        if m.recommissions >= MAX_RECOMMISSIONS:
+            return Step.fail(
+                FailCode.COMMISSIONING,
+                f"{m.ident()}: commissioning failed again after {m.recommissions} automatic re-commission(s) "
+                f"in this run: {event}; fix the hardware or script, then run up again (it re-commissions once more)"
+            )
+        m.recommissions += 1
+        m.notes.append(f"commissioning failed ({event}); re-commissioning once")
     if (
         m.goal is Goal.DEPLOYED
         and m.view.status is MaasStatus.NEW
-        and not ctx.policy.auto_claim_single_new_machine
         and m.view.owner_data.get(OWNER_MANAGED) is None
         and m.view.hostname != m.spec.hostname
     ):
-        # A New machine found by MAC/IPMI under another name: claim it only if the profile allows it.
-        return Step.fail(
-            FailCode.UNCLAIMED_NEW,
-            f"{m.ident()}: a New machine matches {m.spec.hostname} by MAC/IPMI but is named "
-            f"{m.view.hostname!r}; set auto_claim_single_new_machine: true to claim it, or rename it in MAAS"
-        )
+        # The single New machine the declared IPMI address / PXE MAC found, under another name
+        # (resolve stops on several): claimed only if the profile allows it.
+        if not ctx.policy.auto_claim_single_new_machine:
+            return Step.fail(
+                FailCode.UNCLAIMED_NEW,
+                f"{m.ident()}: New machine {m.system_id} matches {m.spec.hostname} by IPMI address/PXE MAC but is "
+                f"named {m.view.hostname!r}; set auto_claim_single_new_machine: true on the profile to claim it, "
+                "or rename it in MAAS"
+            )
+        if (failed := _claim(ctx, m)) is not None:
+            return failed
     m.commission_attempts += 1
     ctx.ops.commission(m.system_id, list(ctx.policy.commissioning_scripts), list(ctx.policy.testing_scripts))
     return Step.wait(Stage.AWAIT_COMMISSION)
+
+
+def _claim(ctx: Context, m: LifecycleRecord) -> Step | None:
+    """auto_claim_single_new_machine: rename the machine to the declared hostname and set its power
+    driver before commissioning (enrollment checks the hostname MAAS reports)."""
+    assert m.view is not None and m.system_id
+    user = password = None
+    if m.spec.power_user_path and ctx.bmc_credentials is not None:
+        try:
+            user, password = ctx.bmc_credentials(m.spec.power_user_path)
+        except Exception as e:  # noqa: BLE001 - e.g. VaultError: names the path, never a value
+            return Step.fail(FailCode.BMC_CREDENTIALS, f"{m.spec.hostname}: BMC credentials unavailable: {e}")
+    ctx.ops.set_hostname(m.system_id, m.spec.hostname)
+    ctx.ops.set_power(
+        m.system_id,
+        power_type=m.spec.power_type.value,
+        power_address=m.spec.ipmi_address,
+        power_user=user,
+        power_pass=password,
+    )
+    m.notes.append(f"claimed New machine {m.system_id} ({m.view.hostname!r}) as {m.spec.hostname}")
+    m.adopted = True
+    return None
 
 
 def handle_await(ctx: Context, m: LifecycleRecord) -> Step:
@@ -135,10 +171,8 @@ def handle_roce_links(ctx: Context, m: LifecycleRecord) -> Step:
 def handle_deploy(ctx: Context, m: LifecycleRecord) -> Step:
     assert m.system_id
     if m.deploy_attempts >= _max_attempts(ctx):
-        return Step.fail(
-            FailCode.DEPLOY,
-            f"{m.ident()}: deploy failed {m.deploy_attempts} time(s): {_event(ctx, m)}; the next up resumes from here"
-        )
+        return Step.fail(FailCode.DEPLOY, f"{m.ident()}: deploy failed {m.deploy_attempts} time(s): {_event(ctx, m)}; "
+                         + _budget_hint(m))
     m.deploy_attempts += 1
     # A fresh enrollment token per attempt: tokens are single-use and expire.
     token = ctx.enrollment.mint_token(
@@ -167,7 +201,13 @@ def _record_owner_data(ctx: Context, m: LifecycleRecord) -> None:
     assert m.system_id and m.node_id
     ctx.ops.set_owner_data(
         m.system_id,
-        {OWNER_FINGERPRINT: m.spec.deploy_fingerprint(), OWNER_NODE_ID: m.node_id, OWNER_MANAGED: "gpuaas-infra"},
+        {
+            OWNER_FINGERPRINT: m.spec.deploy_fingerprint(),
+            OWNER_NODE_ID: m.node_id,
+            OWNER_MANAGED: "gpuaas-infra",
+            OWNER_ATTEMPTS: str(m.deploy_attempts),
+            OWNER_ATTEMPTS_FOR: m.attempts_key(),
+        },
     )
     m.owner_data_recorded = True
 
@@ -183,18 +223,30 @@ def _max_attempts(ctx: Context) -> int:
     return ctx.policy.max_deploy_retry_attempts if ctx.policy.enable_deploy_retry_on_datasource_failure else 1
 
 
+def _budget_hint(m: LifecycleRecord) -> str:
+    return (
+        f"the retry budget for this deploy is spent (counted across runs in MAAS owner data); fix the cause, then "
+        f"raise the machine's retry_generation to {m.spec.retry_generation + 1} (or change its deploy inputs) "
+        "and run up again"
+    )
+
+
 def handle_recover_deploy(ctx: Context, m: LifecycleRecord) -> Step:
     assert m.system_id
     event = _event(ctx, m)
-    datasource = any(marker in event.lower() for marker in DATASOURCE_MARKERS)
+    found = datasource_failure(ctx.ops.recent_events(m.system_id, 10))  # MAAS's wording (clients/maas)
+    datasource = found is not None
+    if found is not None:
+        event = f"{event} [{found.text()}]"
+    m.load_attempts()  # attempts earlier runs spent on this fingerprint survive the run
     if m.deploy_attempts == 0:
-        m.deploy_attempts = 1  # found failed on resume: that failure counts
+        m.deploy_attempts = 1  # found failed on resume without our record: that failure counts
     if not datasource or m.deploy_attempts >= _max_attempts(ctx):
         why = "datasource failure, retries exhausted" if datasource else "not a datasource failure"
+        hint = _budget_hint(m) if datasource else "the next up releases and redeploys it"
         return Step.fail(
             FailCode.DEPLOY,
-            f"{m.ident()}: deployment failed ({why}, {m.deploy_attempts} attempt(s)): {event}; "
-            "the next up releases and redeploys it"
+            f"{m.ident()}: deployment failed ({why}, {m.deploy_attempts} attempt(s)): {event}; {hint}"
         )
     m.notes.append(f"deploy attempt {m.deploy_attempts} failed on datasource; releasing to retry")
     ctx.ops.release(m.system_id, erase=False, secure_erase=False, quick_erase=False, force=False)
@@ -211,18 +263,41 @@ def _erase_flags(mode: EraseMode) -> dict[str, bool]:
 
 def handle_release(ctx: Context, m: LifecycleRecord) -> Step:
     assert m.system_id and m.view is not None
-    if m.view.status is MaasStatus.FAILED_DISK_ERASING:
+    if m.view.status is MaasStatus.FAILED_DISK_ERASING and m.erase_attempts >= 1:
+        # The erase this run asked for failed: fall back (if the profile allows it) or stop here.
+        event = _event(ctx, m)
         if not ctx.policy.release_fallback_no_erase:
             return Step.fail(
                 FailCode.ERASE,
-                f"{m.ident()}: disk erase failed: {_event(ctx, m)}; fix the disks and run again, or set "
-                "release_fallback_no_erase: true on the profile to release without erasing"
+                f"{m.ident()}: disk erase failed: {event}; fix the disks and run again (the next run retries "
+                "the erase), or set release_fallback_no_erase: true on the profile to release without erasing"
             )
-        m.notes.append("erase failed; released WITHOUT erase (release_fallback_no_erase)")
+        warning = (
+            f"erase failed ({event}); released WITHOUT erase (release_fallback_no_erase): the disks still hold data"
+        )
+        m.notes.append(warning)
+        ctx.log(f"WARNING: {m.spec.hostname} (system_id {m.system_id}): {warning}")
         ctx.ops.release(m.system_id, erase=False, secure_erase=False, quick_erase=False, force=True)
         return Step.wait(Stage.AWAIT_RELEASE)
+    # Failed disk erasing found on resume ("fix the disks and run again"): erase again.
     flags = _erase_flags(ctx.policy.release_erase_mode)
+    if flags["erase"]:
+        m.erase_attempts += 1
     ctx.ops.release(m.system_id, force=m.view.status is MaasStatus.DEPLOYING, **flags)
+    return Step.wait(Stage.AWAIT_RELEASE)
+
+
+def handle_handoff_release(ctx: Context, m: LifecycleRecord) -> Step:
+    """Customer handoff: release without erase (whatever the profile's erase mode); never powers off."""
+    assert m.system_id and m.view is not None
+    m.notes.append("customer handoff: released without erase and left powered as it was")
+    ctx.ops.release(
+        m.system_id,
+        erase=False,
+        secure_erase=False,
+        quick_erase=False,
+        force=m.view.status in (MaasStatus.DEPLOYING, MaasStatus.FAILED_DISK_ERASING),
+    )
     return Step.wait(Stage.AWAIT_RELEASE)
 
 

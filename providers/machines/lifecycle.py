@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from clients.maas import MaasUnavailable
+
 from . import handlers as h
 from .ports import PortError
 from .records import (
@@ -29,6 +31,7 @@ from .status import MaasStatus, MachineOutcome, Stage
 
 __all__ = [
     "HANDLERS",
+    "HANDOFF_TEARDOWN_TABLE",
     "MAX_ERRORS",
     "ONBOARD_TABLE",
     "OWNER_FINGERPRINT",
@@ -88,6 +91,20 @@ TEARDOWN_TABLE: dict[MaasStatus, Stage] = {
     MaasStatus.FAILED_TESTING: Stage.FORGET_NODE,
 }
 
+# Restricted release (customer handoff, seed 002): the machine goes to the customer as it is. It is
+# released WITHOUT erase whatever the profile's erase mode, a failed erase found on the machine is
+# released without erasing again, and nothing powers it off (Ready is the end of MAAS's part).
+HANDOFF_TEARDOWN_TABLE: dict[MaasStatus, Stage] = {
+    **TEARDOWN_TABLE,
+    MaasStatus.DEPLOYED: Stage.HANDOFF_RELEASE,
+    MaasStatus.DEPLOYING: Stage.HANDOFF_RELEASE,
+    MaasStatus.ALLOCATED: Stage.HANDOFF_RELEASE,
+    MaasStatus.FAILED_DEPLOYMENT: Stage.HANDOFF_RELEASE,
+    MaasStatus.FAILED_DISK_ERASING: Stage.HANDOFF_RELEASE,
+    MaasStatus.FAILED_RELEASING: Stage.HANDOFF_RELEASE,
+    MaasStatus.READY: Stage.FORGET_NODE,
+}
+
 # Stages that occupy one of the profile's batch_max_parallel slots (MAAS does heavy work).
 # Releases count too, so a changed deploy input redeploys a pool in rolling batches.
 SLOT_STAGES = frozenset(
@@ -98,6 +115,7 @@ SLOT_STAGES = frozenset(
         Stage.AWAIT_DEPLOY,
         Stage.RECOVER_DEPLOY,
         Stage.RELEASE,
+        Stage.HANDOFF_RELEASE,
         Stage.AWAIT_RELEASE,
     }
 )
@@ -119,7 +137,8 @@ PLATFORM_WAITS = frozenset({Stage.AWAIT_FORGET})
 def stage_for(m: LifecycleRecord) -> Stage:
     """The stage a freshly read machine is in, from its MAAS status (the resume point)."""
     assert m.view is not None
-    table = ONBOARD_TABLE if m.goal is Goal.DEPLOYED else TEARDOWN_TABLE
+    teardown = HANDOFF_TEARDOWN_TABLE if m.handoff else TEARDOWN_TABLE
+    table = ONBOARD_TABLE if m.goal is Goal.DEPLOYED else teardown
     status = m.view.status
     if m.goal is Goal.DEPLOYED and status is MaasStatus.DEPLOYED:
         fingerprint = m.view.owner_data.get(OWNER_FINGERPRINT)
@@ -153,10 +172,11 @@ def precheck(ctx: Context, m: LifecycleRecord, *, deadline_passed: bool, take_sl
             f"{m.spec.hostname}: system_id {m.system_id} vanished from MAAS (deleted out of band?)"
         )
     if deadline_passed:
+        failing = f"; meanwhile calls kept failing, the last: {m.recent_error}" if m.recent_error else ""
         return Step.fail(
             FailCode.DEADLINE,
             f"{m.ident()} did not leave {m.stage.value} before its deadline "
-            f"({WAIT_DEADLINE.get(m.stage, 'retrying failed calls')}); the next up resumes from here",
+            f"({WAIT_DEADLINE.get(m.stage, 'retrying failed calls')}){failing}; the next up resumes from here",
             MachineOutcome.TIMED_OUT,
         )
     if m.stage in SLOT_STAGES and not take_slot():
@@ -169,6 +189,8 @@ def _call_check(m: LifecycleRecord) -> Step | None:
     failures stop the machine; anything else is retried after a re-read."""
     e, m.last_error = m.last_error, None
     assert e is not None
+    if isinstance(e, MaasUnavailable):  # the client already retried through the outage, within its budget
+        return Step.fail(FailCode.MAAS_UNAVAILABLE, f"{m.ident()}: {e}")
     if m.errors > MAX_ERRORS or (e.status is not None and 400 <= e.status < 500 and e.status != 409):
         return Step.fail(FailCode.MAAS_ERROR, f"{m.spec.hostname} (system_id {m.system_id}): MAAS error: {e}")
     return None
@@ -178,6 +200,7 @@ def failed_call(m: LifecycleRecord, e: PortError) -> Step:
     """What a failed MAAS/platform call means for the machine (a handler's or the bulk poll's)."""
     m.errors += 1
     m.last_error = e
+    m.recent_error = str(e)[:300]
     return _call_check(m) or Step.error(f"{m.spec.hostname}: {m.stage.value}: {e} (will re-read and retry)")
 
 
@@ -209,6 +232,7 @@ HANDLERS: dict[Stage, Callable[[Context, LifecycleRecord], Step]] = {
     Stage.AWAIT_RELEASE: h.handle_await,
     Stage.AWAIT_ENROLL: h.handle_await_enroll,
     Stage.RELEASE: h.handle_release,
+    Stage.HANDOFF_RELEASE: h.handle_handoff_release,
     Stage.POWER_OFF: h.handle_power_off,
     Stage.FORGET_NODE: h.handle_forget_node,
     Stage.AWAIT_FORGET: h.handle_await_forget,

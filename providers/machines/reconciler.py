@@ -20,6 +20,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from .cloud_init import user_data_digest
+from .drift import identity_drift
 from .ports import MachineOps, MachineView
 from .records import OWNER_FINGERPRINT, Context, FailCode
 from .scheduler import MachineResult, Scheduler
@@ -52,18 +53,21 @@ class MachineRecord(BaseModel):
     adopted: bool = False
     leaving: bool = False
     """A machine that left its pool but whose release failed: the next up retries it."""
+    drift: tuple[str, ...] = ()
+    """What refresh found different from the spec (hostname, declared tags); `up` repairs it."""
 
     @property
     def needs_attention(self) -> bool:
         """Refresh found drift, the last run did not converge, or a release is pending."""
-        if self.leaving:
+        if self.leaving or self.drift:
             return True
         if not self.system_id:
             return False
         return self.status not in (None, DEPLOYED) or self.outcome not in (None, MachineOutcome.READY)
 
     def state(self) -> dict[str, Any]:
-        return self.model_dump(mode="json", exclude_none=True, exclude_defaults=False)
+        # `drift` only when there is some: a clean create and a clean read write the same shape.
+        return self.model_dump(mode="json", exclude_none=True, exclude=None if self.drift else {"drift"})
 
     @staticmethod
     def parse(hostname: str, raw: Any) -> MachineRecord | None:
@@ -184,7 +188,7 @@ def converge(
     ctx.log(f"machines: {p.summary()}")
     results: list[MachineResult] = []
     if leaving:
-        results += release(ctx, leaving)
+        results += _teardown(ctx, leaving)
     todo = [s for s in specs if s.hostname not in p.stay]
     if todo:
         known = {h: r.system_id for h, r in prior.items() if r.system_id}
@@ -203,32 +207,52 @@ def converge(
 
 
 def release(ctx: Context, items: Sequence[tuple[MachineSpec, MachineRecord | None]]) -> list[MachineResult]:
-    """Release each machine per its teardown mode (detach never touches MAAS)."""
+    """Release each machine per its teardown mode (detach never touches MAAS); the per-machine
+    report (notes such as "released WITHOUT erase") goes to the run's output."""
+    results = _teardown(ctx, items)
+    report(ctx, results)
+    return results
+
+
+def _teardown(ctx: Context, items: Sequence[tuple[MachineSpec, MachineRecord | None]]) -> list[MachineResult]:
     node_ids = {s.hostname: r.node_id for s, r in items if r is not None and r.node_id}
     return Scheduler(ctx).teardown(
         [(s, r.system_id if r else None, s.teardown_mode) for s, r in items], node_ids
     )
 
 
-def observe(ops: MachineOps, records: Mapping[str, MachineRecord]) -> dict[str, MachineRecord]:
-    """What refresh records: MAAS's status per machine (one bulk read) and drift as an outcome."""
+def observe(
+    ops: MachineOps, records: Mapping[str, MachineRecord], specs: Mapping[str, MachineSpec] | None = None
+) -> dict[str, MachineRecord]:
+    """What refresh records: MAAS's status per machine (one bulk read) and drift as an outcome;
+    with `specs` (hostname -> spec), a hostname or declared tags changed by hand are drift too."""
     ids = {r.system_id: h for h, r in records.items() if r.system_id}
     seen: dict[str, MachineView] = {v.system_id: v for v in ops.read_many(list(ids))} if ids else {}
     out = dict(records)
     for sid, hostname in ids.items():
-        out[hostname] = observed(records[hostname], seen.get(sid))
+        out[hostname] = observed(records[hostname], seen.get(sid), (specs or {}).get(hostname))
     return out
 
 
-def observed(rec: MachineRecord, view: MachineView | None) -> MachineRecord:
-    """One machine's record after a read: gone, not Deployed, or deployed from other inputs is drift."""
+def observed(rec: MachineRecord, view: MachineView | None, spec: MachineSpec | None = None) -> MachineRecord:
+    """One machine's record after a read: gone, not Deployed, deployed from other inputs, renamed or
+    missing a declared tag is drift (`drift` says what differs)."""
     if view is None:
-        return rec.model_copy(update={"status": MISSING, "outcome": MachineOutcome.DRIFTED})
+        gone = {"status": MISSING, "outcome": MachineOutcome.DRIFTED, "drift": ("gone from MAAS",)}
+        return rec.model_copy(update=gone)
     fingerprint = view.owner_data.get(OWNER_FINGERPRINT)
-    drifted = view.status.label != DEPLOYED or (fingerprint is not None and fingerprint != rec.deploy_fingerprint)
-    update: dict[str, Any] = {"status": view.status.label}
-    if drifted:
+    what: list[str] = []
+    if view.status.label != DEPLOYED:
+        what.append(f"status is {view.status.label} in MAAS")
+    if fingerprint is not None and fingerprint != rec.deploy_fingerprint:
+        what.append("deployed from other inputs (owner-data fingerprint)")
+    if spec is not None:
+        what += identity_drift(spec, view)
+    update: dict[str, Any] = {"status": view.status.label, "drift": tuple(what)}
+    if what:
         update["outcome"] = MachineOutcome.DRIFTED
+    elif rec.outcome is MachineOutcome.DRIFTED and rec.drift:
+        update["outcome"] = MachineOutcome.READY  # the drift was undone by hand before any up
     return rec.model_copy(update=update)
 
 

@@ -16,6 +16,11 @@ from .status import MachineOutcome, Stage
 OWNER_FINGERPRINT = "gpuaas_deploy_fingerprint"
 OWNER_NODE_ID = "gpuaas_node_id"
 OWNER_MANAGED = "gpuaas_managed_by"
+# The deploy retry budget spent so far, and what it belongs to ("<deploy fingerprint>/<retry_generation>"):
+# a machine that always fails is not retried forever, run after run. MAAS keeps owner data while the
+# machine is Deploying / Deployed / Failed deployment, and clears it on release.
+OWNER_ATTEMPTS = "gpuaas_deploy_attempts"
+OWNER_ATTEMPTS_FOR = "gpuaas_deploy_attempts_for"
 
 
 class Goal(StrEnum):
@@ -44,6 +49,9 @@ class FailCode(StrEnum):
     MAAS_ERROR = "MCH015"  # a 4xx from MAAS or the platform, or too many failed calls
     INTERNAL = "MCH016"  # a bug: the machine failed, the others went on
     POWER_NOT_APPLIED = "MCH017"  # MAAS did not take in-place power settings (read back)
+    IDENTITY_NOT_APPLIED = "MCH018"  # MAAS did not take a hostname/tag drift repair (read back)
+    MAAS_UNAVAILABLE = "MCH019"  # MAAS kept answering 5xx / dropping connections past the retry budget
+    AMBIGUOUS_MATCH = "MCH020"  # several MAAS machines match the declared IPMI address / PXE MAC
 
     def __call__(self, reason: str) -> str:
         return f"{self.value} {reason}"
@@ -97,6 +105,7 @@ class LifecycleRecord:
     spec: MachineSpec
     goal: Goal
     teardown: TeardownMode = TeardownMode.FULL_DECOMMISSION
+    handoff: bool = False  # the site's restricted release (customer handoff): the handoff teardown table
     system_id: str | None = None
     node_id: str | None = None
     stage: Stage = Stage.RESOLVE
@@ -105,14 +114,29 @@ class LifecycleRecord:
     notes: list[str] = field(default_factory=list)
     deploy_attempts: int = 0
     commission_attempts: int = 0
+    erase_attempts: int = 0  # releases with erase asked for in this run
+    recommissions: int = 0  # automatic re-commissions after a failure, this run (at most one)
     errors: int = 0
     last_error: PortError | None = None
+    recent_error: str = ""  # the last failed call since the last good read (named if a deadline passes)
     view: MachineView | None = None
     detail: MachineDetail | None = None  # read by the preflight, reused by storage and RoCE links
     owner_data_recorded: bool = False
     vanished: bool = False  # MAAS does not know (or no longer knows) this machine
     create_error: str = ""
     adopted: bool = False
+
+    def attempts_key(self) -> str:
+        return f"{self.spec.deploy_fingerprint()}/{self.spec.retry_generation}"
+
+    def load_attempts(self) -> None:
+        """Take the attempts a previous run spent (MAAS owner data) on this fingerprint and generation."""
+        data = self.view.owner_data if self.view else {}
+        if data.get(OWNER_ATTEMPTS_FOR) == self.attempts_key():
+            try:
+                self.deploy_attempts = max(self.deploy_attempts, int(data.get(OWNER_ATTEMPTS) or 0))
+            except ValueError:
+                pass  # not ours to trust: count from this run only
 
     def ident(self) -> str:
         status = self.view.status.label if self.view else "unknown"

@@ -3,9 +3,11 @@
 Machines MAAS doesn't know are created (`create_machine`), a failed create retried only after
 re-resolving: a 5xx or dropped connection may still have created it.
 
-Precedence: the system_id recorded in state, then hostname, then IPMI (power) address, then PXE MAC.
-Each key kind is one bulk request for all machines of the run; the power-address lookup (MAAS has
-no filter for it) runs only for machines still unresolved, i.e. machines that may be new.
+Precedence: the system_id recorded in state, then hostname, then IPMI (power) address or PXE MAC:
+the machines either matches are the candidates; exactly one is adopted, several stop the machine
+(MCH020, listing their system_ids). Each key kind is one bulk request for all machines of the run;
+the power-address lookup (MAAS has no filter for it) runs only for machines still unresolved, i.e.
+machines that may be new.
 """
 
 from __future__ import annotations
@@ -22,7 +24,14 @@ CREATE_ATTEMPTS = 4
 MAX_WORKERS = 32  # concurrent creates per run
 
 
-def resolve_machines(ops: MachineOps, specs: list[MachineSpec], known: dict[str, str]) -> dict[str, MachineView]:
+def resolve_machines(
+    ops: MachineOps,
+    specs: list[MachineSpec],
+    known: dict[str, str],
+    ambiguous: dict[str, list[MachineView]] | None = None,
+) -> dict[str, MachineView]:
+    """hostname -> the machine MAAS has for it. A spec that IPMI address and PXE MAC match to
+    several machines is not resolved: it lands in `ambiguous` (hostname -> the candidates)."""
     found: dict[str, MachineView] = {}
     if not specs:
         return found
@@ -38,17 +47,11 @@ def resolve_machines(ops: MachineOps, specs: list[MachineSpec], known: dict[str,
                 found[s.hostname] = by_name[s.hostname]
     pending = [s for s in specs if s.hostname not in found]
     if pending:
-        by_power = ops.by_power_addresses([s.ipmi_address for s in pending])
-        ids = {by_power[s.ipmi_address]: s.hostname for s in pending if s.ipmi_address in by_power}
-        if ids:
-            for view in ops.read_many(list(ids)):
-                found[ids[view.system_id]] = view
-    pending = [s for s in specs if s.hostname not in found]
-    if pending:
-        by_mac = {(v.pxe_mac or "").lower(): v for v in ops.by_macs([s.pxe_mac for s in pending])}
-        for s in pending:
-            if s.pxe_mac in by_mac:
-                found[s.hostname] = by_mac[s.pxe_mac]
+        for name, candidates in _candidates(ops, pending).items():
+            if len(candidates) == 1:
+                found[name] = candidates[0]
+            elif candidates and ambiguous is not None:
+                ambiguous[name] = candidates
     claimed: dict[str, str] = {}
     for hostname, view in list(found.items()):
         if view.system_id in claimed:
@@ -61,6 +64,22 @@ def resolve_machines(ops: MachineOps, specs: list[MachineSpec], known: dict[str,
     return found
 
 
+def _candidates(ops: MachineOps, pending: list[MachineSpec]) -> dict[str, list[MachineView]]:
+    """hostname -> every machine its IPMI address or PXE MAC matches (two bulk requests + one read)."""
+    by_power = ops.power_address_matches([s.ipmi_address for s in pending])
+    by_mac = {(v.pxe_mac or "").lower(): v for v in ops.by_macs([s.pxe_mac for s in pending])}
+    ids = sorted({sid for sids in by_power.values() for sid in sids} - {v.system_id for v in by_mac.values()})
+    views = {v.system_id: v for v in ops.read_many(ids)} if ids else {}
+    views |= {v.system_id: v for v in by_mac.values()}
+    out: dict[str, list[MachineView]] = {}
+    for s in pending:
+        sids = set(by_power.get(s.ipmi_address, ()))
+        if s.pxe_mac in by_mac:
+            sids.add(by_mac[s.pxe_mac].system_id)
+        out[s.hostname] = [views[sid] for sid in sorted(sids) if sid in views]
+    return out
+
+
 def resolve_records(
     ctx: Context,
     recs: list[LifecycleRecord],
@@ -71,15 +90,24 @@ def resolve_records(
 ) -> None:
     """Attach each record to its MAAS machine (bulk lookups); create the missing ones if asked.
     A machine neither found nor created is marked (`vanished`, `create_error`): the pre-check decides."""
-    found = resolve_machines(ctx.ops, [r.spec for r in recs], known)
+    ambiguous: dict[str, list[MachineView]] = {}
+    found = resolve_machines(ctx.ops, [r.spec for r in recs], known, ambiguous)
     for r in recs:
         view = found.get(r.spec.hostname)
+        if r.spec.hostname in ambiguous:
+            listed = ", ".join(f"{v.system_id} ({v.hostname}, {v.status.label})" for v in ambiguous[r.spec.hostname])
+            r.create_error = FailCode.AMBIGUOUS_MATCH(
+                f"{r.spec.hostname}: IPMI address {r.spec.ipmi_address} / PXE MAC {r.spec.pxe_mac} match several "
+                f"MAAS machines: {listed}; delete or fix the wrong ones in MAAS (or the declared addresses), "
+                "then run up again"
+            )
+            continue
         if view is None:
             r.vanished = not create_missing  # the pre-check decides what that means
             continue
         r.adopted = r.spec.hostname not in known
         r.view, r.system_id = view, view.system_id
-    missing = [r for r in recs if r.view is None and create_missing]
+    missing = [r for r in recs if r.view is None and create_missing and not r.create_error]
     if missing:
         workers = min(max(4, ctx.policy.batch_max_parallel), MAX_WORKERS, len(missing))
         with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="create") as pool:

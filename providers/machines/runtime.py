@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from clients.maas import MaasClient
+from clients.maas import DEFAULT_BUDGET, MaasClient
 from clients.platform.client import PlatformClient
 from clients.platform.errors import PlatformApiError
 from clients.platform.models import nodes as node_models
@@ -74,11 +74,20 @@ def log(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
 
-def maas_client(conn: Connection, credentials: VaultCredentials | None, vault: VaultReader | None = None) -> MaasClient:
-    """MAAS alone (refresh, in-place edits): one Vault read for its key, no platform client."""
+def maas_client(
+    conn: Connection, credentials: VaultCredentials | None, vault: VaultReader | None = None, time_scale: float = 1.0
+) -> MaasClient:
+    """MAAS alone (refresh, in-place edits): one Vault read for its key, no platform client. Safe
+    calls ride out outages within `DEFAULT_BUDGET` (scaled with the machine time scale)."""
     reader = vault or vault_reader(conn.vault, credentials)
     key = reader.read(conn.maas.api_key_path)
-    return MaasClient(conn.maas.maas_url, key.get_secret_value(), tls_verify=conn.maas.tls_verify)
+    return MaasClient(
+        conn.maas.maas_url,
+        key.get_secret_value(),
+        tls_verify=conn.maas.tls_verify,
+        site=conn.maas.site,
+        retry=DEFAULT_BUDGET.scaled(time_scale),
+    )
 
 
 def bmc_reader(vault: VaultReader) -> Callable[[str], tuple[str, str]]:
@@ -94,7 +103,7 @@ def build_context(
     conn: Connection, policy: LifecyclePolicy, credentials: VaultCredentials | None, time_scale: float
 ) -> tuple[Context, MaasClient, PlatformClient]:
     vault = vault_reader(conn.vault, credentials)
-    maas = maas_client(conn, credentials, vault)
+    maas = maas_client(conn, credentials, vault, time_scale)
     platform = PlatformClient(conn.platform.url, vault.read(conn.platform.token_path))
     ctx = Context(
         bmc_credentials=bmc_reader(vault),

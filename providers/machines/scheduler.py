@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 
 from pydantic import BaseModel, ConfigDict
 
+from . import capacity
 from .lifecycle import (
     OWNER_NODE_ID,
     PLATFORM_WAITS,
@@ -105,6 +106,7 @@ class Scheduler:
                     spec=spec,
                     goal=Goal.RELEASED,
                     teardown=TeardownMode(mode),
+                    handoff=self.ctx.policy.customer_handoff,
                     system_id=system_id,
                     node_id=node_ids.get(spec.hostname),
                 )
@@ -129,6 +131,8 @@ class Scheduler:
                 return self._loop(machines)
             finally:
                 self._pool = None
+                for m in machines:  # whatever happened, this run's slots go back
+                    self._drop_slot(m)
 
     def _loop(self, machines: list[_Machine]) -> list[MachineResult]:
         ctx = self.ctx
@@ -168,8 +172,9 @@ class Scheduler:
             if waits:
                 # Delayed machines (no free slot) can only move after a poll frees one.
                 self.sleep(max(0.0, min(waits) - ctx.clock()))
-            elif active and not self._free_slots():
-                raise AssertionError("machines delayed for a slot while no machine holds one")  # a scheduler bug
+            elif active:
+                # Every machine left is delayed: another pool or run holds the profile's slots.
+                self.sleep(self.ctx.deadlines.poll_initial_s)
         return [self._result(m) for m in machines]
 
     def _advance_all(self, ready: list[_Machine]) -> None:
@@ -188,6 +193,7 @@ class Scheduler:
                 self._apply(m, failed_call(m.rec, e))
             return
         for m in due:
+            m.rec.recent_error = ""  # MAAS answered: an earlier failure is not what holds it now
             view = views.get(m.rec.system_id or "")
             if view is None:
                 m.rec.vanished, m.sched.waiting = True, False  # the pre-check decides what that means
@@ -220,7 +226,8 @@ class Scheduler:
         if step.kind in (StepKind.COMPLETE, StepKind.FAILED):
             assert step.stage is not None and step.outcome is not None
             rec.outcome, rec.stage, rec.reason = step.outcome, step.stage, step.reason
-            sched.holds_slot, sched.waiting = False, False
+            self._drop_slot(m)
+            sched.waiting = False
             self.ctx.log(f"{rec.spec.hostname}: {step.stage.value}" + (f" — {step.reason}" if step.reason else ""))
             return False
         if step.kind is StepKind.CONTINUE:
@@ -239,7 +246,9 @@ class Scheduler:
             if rec.stage not in WAIT_DEADLINE:
                 sched.deadline = min(sched.deadline, now + self.ctx.deadlines.deploy_s)
             return False
-        return False  # DELAYED: stays ready; runs when a slot frees
+        # DELAYED: stays ready, runs when a slot frees. No deadline of its own: slots are held by
+        # machines that progress (their stages have deadlines, MAAS times its own phases out).
+        return False
 
     def _enter(self, m: _Machine, stage: Stage) -> None:
         if stage is not m.rec.stage:
@@ -247,22 +256,52 @@ class Scheduler:
             m.rec.detail = None if stage is Stage.PXE_PREFLIGHT else m.rec.detail
             m.sched.wait_stage, m.sched.deadline = None, float("inf")
         if stage not in SLOT_STAGES:
-            m.sched.holds_slot = False
+            self._drop_slot(m)
         m.rec.stage = stage
         m.sched.waiting = False
 
+    # -- batch_max_parallel: counted per profile across this process and MAAS (capacity.py) -------
+    def _key(self, m: _Machine) -> str:
+        return f"{getattr(self.ctx.ops, 'url', '')}|{capacity.profile_tag(m.rec.spec.site, m.rec.spec.profile)}"
+
     def _free_slots(self) -> int:
-        with self._lock:
-            return self.ctx.policy.batch_max_parallel - sum(1 for x in self._machines if x.sched.holds_slot)
+        keys = {self._key(x) for x in self._machines}
+        return max((self.ctx.policy.batch_max_parallel - capacity.held(k) for k in keys), default=0)
 
     def _take_slot(self, m: _Machine) -> bool:
-        with self._lock:  # count and take atomically: machines advance on several threads
-            if m.sched.holds_slot:
-                return True
-            if sum(1 for x in self._machines if x.sched.holds_slot) >= self.ctx.policy.batch_max_parallel:
-                return False
-            m.sched.holds_slot = True
+        if m.sched.holds_slot:
             return True
+        if not m.rec.system_id:
+            return True  # nothing in MAAS yet (a heavy stage always has a machine): never reached
+        tag = capacity.profile_tag(m.rec.spec.site, m.rec.spec.profile)
+        try:
+            ok = capacity.try_take(self._key(m), m.rec.system_id, self.ctx.policy.batch_max_parallel,
+                                   lambda: self._busy(tag))
+        except PortError as e:
+            self.ctx.log(f"{m.rec.spec.hostname}: could not count the profile's busy machines: {e} (will retry)")
+            return False
+        if ok:
+            m.sched.holds_slot = True
+            self._mark(m, tag)
+        return ok
+
+    def _busy(self, tag: str) -> set[str]:
+        return {v.system_id for v in self.ctx.ops.with_tag(tag) if v.status in capacity.BUSY}
+
+    def _mark(self, m: _Machine, tag: str) -> None:
+        """Tag the machine with its profile before its heavy stage, so other runs count it."""
+        if m.rec.view is not None and tag in m.rec.view.tags:
+            return
+        try:
+            assert m.rec.system_id
+            self.ctx.ops.set_tags(m.rec.system_id, [tag])
+        except PortError as e:
+            self.ctx.log(f"{m.rec.spec.hostname}: profile tag {tag} not written ({e}); other runs can't count it")
+
+    def _drop_slot(self, m: _Machine) -> None:
+        if m.sched.holds_slot and m.rec.system_id:
+            capacity.give_back(self._key(m), m.rec.system_id)
+        m.sched.holds_slot = False
 
     def _start_wait(self, m: _Machine, stage: Stage) -> None:
         now, sched = self.ctx.clock(), m.sched

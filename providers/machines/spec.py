@@ -73,6 +73,9 @@ class LifecyclePolicy(_Spec):
     batch_max_parallel: int = Field(8, ge=1, le=64)
     enrollment_token_ttl_seconds: int = 3600
     release_erase_mode: EraseMode = EraseMode.QUICK
+    customer_handoff: bool = False
+    """The site's restricted release (seed 002, `sites[].customer_handoff`): teardown releases the
+    machine to the customer as it is: it never erases and never powers off (HANDOFF_TEARDOWN_TABLE)."""
     commissioning_scripts: tuple[str, ...] = ()
     testing_scripts: tuple[str, ...] = ()
 
@@ -138,6 +141,9 @@ class MachineSpec(_Spec):
     storage: StorageSpec
     roce_links: tuple[RoceLink, ...] = ()
     deploy: DeploySpec
+    retry_generation: int = Field(default=0, ge=0)
+    """Operator input: raise it to give a machine whose deploy retry budget is spent a fresh budget
+    (the spent count is kept in MAAS owner data, per deploy fingerprint and generation)."""
 
     @field_validator("pxe_mac")
     @classmethod

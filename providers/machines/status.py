@@ -27,6 +27,7 @@ class Stage(StrEnum):
     READY = "ready"  # deployed, enrolled: the desired state
     # teardown
     RELEASE = "release"
+    HANDOFF_RELEASE = "handoff_release"  # customer handoff: release without erase, never power off
     POWER_OFF = "power_off"
     FORGET_NODE = "forget_node"  # remove the platform's node record (GPUaaS-only cleanup, seed 001)
     AWAIT_FORGET = "await_forget"

@@ -13,10 +13,14 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-DATASOURCE_ERROR = (
-    "cloudinit: Failed to find a datasource: No instance datasource found! "
-    "Likely bad things to come!"
-)
+from clients.maas.vocabulary import INSTALL_FAILURE_TYPE, INSTALLATION_FAILED
+
+# A cloud-init datasource failure in real MAAS's words (see clients/maas/vocabulary.py for the
+# canonical/maas source): the event cloud-init's failed init-network stage leaves, and the comment
+# MAAS marks the node failed with.
+DATASOURCE_EVENT_TYPE = INSTALL_FAILURE_TYPE
+DATASOURCE_EVENT = "'cloudinit' searching for network datasources"
+DATASOURCE_ERROR = INSTALLATION_FAILED
 
 
 class MachineFaults(BaseModel):
@@ -34,6 +38,10 @@ class ApiErrorBurst(BaseModel):
     count: int = Field(default=1, ge=0, description="the next N matching MAAS API requests fail")
     handler: str | None = Field(default=None, description="only requests to this handler, e.g. MachineHandler")
     op: str | None = Field(default=None, description="only this action name, e.g. deploy or read")
+    after_action: bool = Field(
+        default=False,
+        description="the request is carried out, then its response is replaced by the error (a lost response)",
+    )
 
 
 class ApiFaults(BaseModel):
@@ -119,10 +127,12 @@ class FaultBook:
                 return True
             return False
 
-    def take_error(self, handler: str, action: str) -> int | None:
+    def take_error(self, handler: str, action: str, *, after_action: bool = False) -> int | None:
+        """The status to answer with, if a burst matches (`after_action`: bursts that fire once the
+        request was carried out)."""
         with self._lock:
             for burst in self._faults.api.errors:
-                if burst.count <= 0:
+                if burst.count <= 0 or burst.after_action is not after_action:
                     continue
                 if burst.handler not in (None, handler) or burst.op not in (None, action):
                     continue

@@ -83,8 +83,10 @@ def register(routes: RouteTable, core: SimCore) -> None:
     # --- collection -----------------------------------------------------------------------
     @machines.action("read", "GET")
     def list_machines(req: Request) -> Any:
-        """List machines, optionally filtered by hostname, mac_address, id (system_id) or zone."""
+        """List machines, optionally filtered by hostname, mac_address, id (system_id), zone or tags
+        (MAAS: only machines carrying every given tag)."""
         hostnames = set(req.get_list("hostname"))
+        tags = set(req.get_list("tags"))
         macs = {m.lower() for m in req.get_list("mac_address")}
         ids = set(req.get_list("id"))
         zone = req.get("zone")
@@ -98,6 +100,8 @@ def register(routes: RouteTable, core: SimCore) -> None:
                 if ids and m.system_id not in ids:
                     continue
                 if zone and m.zone != zone:
+                    continue
+                if tags and not tags <= set(m.tags):
                     continue
                 out.append(machine_json(store, m))
             return out

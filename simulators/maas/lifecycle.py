@@ -30,7 +30,7 @@ from .enums import (
     NodeStatus,
     PowerState,
 )
-from .faults import DATASOURCE_ERROR, FaultBook
+from .faults import DATASOURCE_ERROR, DATASOURCE_EVENT, DATASOURCE_EVENT_TYPE, FaultBook
 from .observe import Stats
 from .render import HW_SYNC_INTERVAL
 from .state import Machine, Store
@@ -289,8 +289,10 @@ class Lifecycle:
 
     def _end_deploying(self, m: Machine) -> None:
         if self.faults.take("deploy_failures", m.system_id, m.hostname):
+            # As MAAS logs it: cloud-init's failed stage, then the node marked failed.
+            m.event(DATASOURCE_EVENT_TYPE.upper().replace(" ", "_"), DATASOURCE_EVENT, "ERROR")
             m.error_description = DATASOURCE_ERROR
-            self.transition(m, S.FAILED_DEPLOYMENT, f"Installation failed: {DATASOURCE_ERROR}")
+            self.transition(m, S.FAILED_DEPLOYMENT, DATASOURCE_ERROR)
             return
         self.transition(m, S.DEPLOYED, "deployed")
         if m.enable_hw_sync:

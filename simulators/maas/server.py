@@ -141,6 +141,10 @@ class _Handler(BaseHTTPRequestHandler):
         form = parse_form(self.headers.get("Content-Type") or "", body)
         req = Request(self.command, path, params, query, form, user, base_url)
         result = action.fn(req)
+        lost = core.faults.take_error(handler.name, action.name, after_action=True)
+        if lost is not None:  # MAAS did the work; the client never hears it
+            self._send(lost, _REASONS[lost].encode(), "text/plain; charset=utf-8")
+            return
         if isinstance(result, Response):
             self._send(result.status, result.body, result.content_type, result.headers)
         else:

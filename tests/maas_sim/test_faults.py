@@ -54,8 +54,11 @@ def test_deploy_datasource_failure_first_n_attempts(maas_sim, client) -> None:
         machine.release(**WAIT)
     machine.deploy(**WAIT)
     assert machine.status_name == "Deployed"
-    failures = [e for e in maas_sim.admin.events(machine.system_id) if "-> Failed deployment" in e["description"]]
-    assert len(failures) == 2 and "datasource" in failures[0]["description"]
+    events = maas_sim.admin.events(machine.system_id)
+    failures = [e for e in events if "-> Failed deployment" in e["description"]]
+    assert len(failures) == 2 and DATASOURCE_ERROR in failures[0]["description"]
+    causes = [e for e in events if e["description"] == "'cloudinit' searching for network datasources"]
+    assert len(causes) == 2
 
 
 def test_disk_erase_failure_then_plain_release(maas_sim, client) -> None:

@@ -174,11 +174,15 @@ def test_events_query_newest_first(maas_sim, client) -> None:
     machine = client.machines.list(hostnames=["gpu-a-001"])[0]
     with pytest.raises(FailedDeployment):
         machine.deploy(**WAIT)
-    data = session(client).Events.query(id=[machine.system_id], limit="1")  # GET params must be str in 0.6.8
-    assert data["count"] == 1
-    newest = data["events"][0]
+    data = session(client).Events.query(id=[machine.system_id], limit="2")  # GET params must be str in 0.6.8
+    assert data["count"] == 2
+    newest, cause = data["events"]
     assert (newest["type"], newest["level"], newest["node"]) == ("Failed deployment", "ERROR", machine.system_id)
-    assert "datasource" in newest["description"]
+    assert "Installation failed (refer to the installation log for more information)." in newest["description"]
+    # The cause, worded as real MAAS logs a cloud-init datasource failure (clients/maas/vocabulary.py).
+    assert (cause["type"], cause["description"]) == (
+        "Node installation failure", "'cloudinit' searching for network datasources"
+    )
     assert machine._data["status_message"] == newest["description"]
     everything = session(client).Events.query(hostname=["gpu-a-001"], level="DEBUG")["events"]
     assert [e["id"] for e in everything] == sorted((e["id"] for e in everything), reverse=True)

@@ -12,6 +12,7 @@ from clients.platform.client import PlatformClient
 from clients.platform.errors import PlatformApiError
 from clients.platform.models.nodes import EnrollmentRequest
 from environments.model import TeardownMode
+from providers.machines.reconciler import MachineRecord, release
 from providers.machines.scheduler import Scheduler
 from providers.machines.status import MachineOutcome
 from simulators.maas import ApiErrorBurst, ApiFaults, MachineFaults
@@ -44,7 +45,11 @@ def _assert_no_duplicates_subset(w: World) -> None:
     assert len(names) == len(set(names))
 
 
-def test_datasource_failures_exhausted_give_a_clear_error_and_next_run_resumes(
+def _deploys(w: World) -> int:
+    return w.maas.admin.request_counts()["MachineHandler"].get("deploy", 0)
+
+
+def test_datasource_failures_exhausted_give_a_clear_error_and_a_new_generation_resumes(
     world_factory: Callable[..., World],
 ) -> None:
     w = world_factory()
@@ -52,12 +57,32 @@ def test_datasource_failures_exhausted_give_a_clear_error_and_next_run_resumes(
     r = Scheduler(w.context(max_deploy_retry_attempts=3)).onboard([_one(w)])[0]
     assert r.outcome is MachineOutcome.FAILED
     assert r.system_id in r.reason and "Failed deployment" in r.reason and "datasource" in r.reason.lower()
-    assert "next up" in r.reason
-    # The next run picks the machine up where it is (Failed deployment) and finishes it.
-    again = Scheduler(w.context(max_deploy_retry_attempts=3)).onboard([_one(w)], {r.hostname: r.system_id})[0]
+    assert "retry_generation to 1" in r.reason
+    # The operator fixed the cause and raised retry_generation: the next run finishes the same machine.
+    fresh = _one(w).model_copy(update={"retry_generation": 1})
+    again = Scheduler(w.context(max_deploy_retry_attempts=3)).onboard([fresh], {r.hostname: r.system_id})[0]
     assert again.outcome is MachineOutcome.READY, again.reason
     assert again.system_id == r.system_id
     _assert_no_duplicates_subset(w)
+
+
+def test_deploy_retry_budget_is_spent_across_runs(world_factory: Callable[..., World]) -> None:
+    """Run 1 spends 2 attempts (limit 2); run 2 (limit raised to 3) gets exactly one more; run 3 gets
+    none: a machine that always fails is not retried forever, run after run."""
+    w = world_factory()
+    w.maas.admin.set_machine_faults("local-gpu-1", MachineFaults(deploy_failures=100))
+    first = Scheduler(w.context(max_deploy_retry_attempts=2)).onboard([_one(w)])[0]
+    assert first.outcome is MachineOutcome.FAILED and first.deploy_attempts == 2 and _deploys(w) == 2
+    known = {first.hostname: first.system_id}
+    second = Scheduler(w.context(max_deploy_retry_attempts=3)).onboard([_one(w)], known)[0]
+    assert second.outcome is MachineOutcome.FAILED and second.deploy_attempts == 3, second.reason
+    assert _deploys(w) == 3, "one more attempt, not a fresh budget"
+    third = Scheduler(w.context(max_deploy_retry_attempts=3)).onboard([_one(w)], known)[0]
+    assert third.outcome is MachineOutcome.FAILED and _deploys(w) == 3, "budget spent: no deploy at all"
+    assert third.reason.startswith("MCH008") and "retry budget" in third.reason and "3 attempt(s)" in third.reason
+    owner = w.client().read_many([first.system_id])[0].owner_data
+    assert owner["gpuaas_deploy_attempts"] == "3"
+    assert owner["gpuaas_deploy_attempts_for"] == f"{_one(w).deploy_fingerprint()}/0"
 
 
 def test_retry_disabled_fails_on_first_datasource_error(world_factory: Callable[..., World]) -> None:
@@ -67,41 +92,71 @@ def test_retry_disabled_fails_on_first_datasource_error(world_factory: Callable[
     assert r.outcome is MachineOutcome.FAILED and r.deploy_attempts == 1
 
 
-def test_commissioning_failure_is_reported_then_recommissioned(world_factory: Callable[..., World]) -> None:
+def test_one_commissioning_failure_is_recommissioned_automatically(world_factory: Callable[..., World]) -> None:
     w = world_factory()
     w.maas.admin.set_machine_faults("local-gpu-2", MachineFaults(commissioning_failures=1))
+    r = Scheduler(w.context()).onboard([_one(w, "local-gpu-2")])[0]
+    assert r.outcome is MachineOutcome.READY, r.reason
+    assert sum("re-commissioning once" in n for n in r.notes) == 1
+    assert w.maas.admin.request_counts()["MachineHandler"]["commission"] == 2
+    _assert_no_duplicates_subset(w)
+
+
+def test_commissioning_failing_twice_fails_with_maas_text_then_next_run_recommissions(
+    world_factory: Callable[..., World],
+) -> None:
+    w = world_factory()
+    w.maas.admin.set_machine_faults("local-gpu-2", MachineFaults(commissioning_failures=2))
     specs = [_one(w, "local-gpu-1"), _one(w, "local-gpu-2")]
     results = {r.hostname: r for r in Scheduler(w.context()).onboard(specs)}
     bad = results["local-gpu-2"]
     assert results["local-gpu-1"].outcome is MachineOutcome.READY  # one failure never stops the others
-    assert bad.outcome is MachineOutcome.FAILED and "commissioning failed" in bad.reason
+    assert bad.outcome is MachineOutcome.FAILED and bad.reason.startswith("MCH003")
+    assert "after 1 automatic re-commission" in bad.reason
+    assert "20-maas-03-machine-resources failed" in bad.reason, "MAAS's result text"
     assert w.maas.admin.status(bad.system_id).label == "Failed commissioning"
+    counts = w.maas.admin.request_counts()["MachineHandler"]["commission"]
+    assert counts == 3, "local-gpu-1 once, local-gpu-2 twice (exactly one automatic retry)"
     again = Scheduler(w.context()).onboard([specs[1]], {bad.hostname: bad.system_id})[0]
     assert again.outcome is MachineOutcome.READY and again.system_id == bad.system_id
     _assert_no_duplicates_subset(w)
 
 
-def test_erase_failure_without_fallback_stops_with_the_event(world_factory: Callable[..., World]) -> None:
+def test_erase_failure_without_fallback_stops_then_fix_the_disks_and_run_again(
+    world_factory: Callable[..., World],
+) -> None:
     w = world_factory()
     r = Scheduler(w.context()).onboard([_one(w)])[0]
-    w.maas.admin.set_machine_faults("local-gpu-1", MachineFaults(erase_failures=5))
+    w.maas.admin.set_machine_faults("local-gpu-1", MachineFaults(erase_failures=1))
     down = Scheduler(w.context(release_erase_mode="secure")).teardown(
         [(_one(w), r.system_id, TeardownMode.FULL_DECOMMISSION)]
     )[0]
-    assert down.outcome is MachineOutcome.FAILED and "erase failed" in down.reason
-    assert "release_fallback_no_erase" in down.reason
+    assert down.outcome is MachineOutcome.FAILED and down.reason.startswith("MCH009")
+    assert "erase failed" in down.reason and "wipe-disks script failed" in down.reason
+    assert "fix the disks and run again" in down.reason and "release_fallback_no_erase" in down.reason
     assert w.maas.admin.status(r.system_id).label == "Failed disk erasing"
+    # The disks are fixed (the fault is spent): the next teardown erases again and finishes.
+    again = Scheduler(w.context(release_erase_mode="secure")).teardown(
+        [(_one(w), r.system_id, TeardownMode.FULL_DECOMMISSION)]
+    )[0]
+    assert again.outcome is MachineOutcome.RELEASED, again.reason
+    assert w.maas.admin.status(r.system_id).label == "Ready"
+    erases = [e for e in w.maas.admin.events(r.system_id) if "disk erase" in e["description"]]
+    assert len(erases) == 2, "the second run released with erase again (not without)"
 
 
 def test_erase_failure_with_fallback_releases_without_erase_and_says_so(world_factory: Callable[..., World]) -> None:
     w = world_factory()
     r = Scheduler(w.context()).onboard([_one(w)])[0]
     w.maas.admin.set_machine_faults("local-gpu-1", MachineFaults(erase_failures=1))
-    down = Scheduler(w.context(release_erase_mode="secure", release_fallback_no_erase=True)).teardown(
-        [(_one(w), r.system_id, TeardownMode.FULL_DECOMMISSION)]
-    )[0]
+    logs: list[str] = []
+    ctx = w.context(logs=logs, release_erase_mode="secure", release_fallback_no_erase=True)
+    (down,) = release(ctx, [(_one(w), MachineRecord(hostname="local-gpu-1", system_id=r.system_id))])
     assert down.outcome is MachineOutcome.RELEASED, down.reason
-    assert any("WITHOUT erase" in n for n in down.notes)
+    assert any("WITHOUT erase" in n and "wipe-disks script failed" in n for n in down.notes)
+    warnings = [line for line in logs if line.startswith("WARNING") and "WITHOUT erase" in line]
+    assert warnings and r.system_id in warnings[0], logs
+    assert any("note:" in line and "WITHOUT erase" in line for line in logs), "the run's report says it too"
     assert w.maas.admin.status(r.system_id).label == "Ready"
 
 
@@ -180,3 +235,31 @@ def test_expired_enrollment_token_between_retries(world_factory: Callable[..., W
     assert admin.get_node(again.node_id).status.value == "active"
     mints = [a for a in w.platform.audit() if "mint" in str(a).lower()]
     assert len(mints) == 2, "one fresh token per deploy attempt"
+
+
+def test_customer_handoff_teardown_never_erases_and_never_powers_off(world_factory: Callable[..., World]) -> None:
+    """Restricted release (seed 002): a lifecycle rule (HANDOFF_TEARDOWN_TABLE), not only validation:
+    whatever the profile's erase mode and the machine's teardown mode."""
+    w = world_factory()
+    specs = [_one(w, "local-gpu-1"), _one(w, "local-gpu-2")]
+    up = Scheduler(w.context()).onboard(specs)
+    assert {r.outcome for r in up} == {MachineOutcome.READY}
+    # local-gpu-2 is found in Failed disk erasing (an earlier erase, before the site was handed off).
+    w.maas.admin.set_machine_faults("local-gpu-2", MachineFaults(erase_failures=1))
+    Scheduler(w.context(release_erase_mode="quick")).teardown([(specs[1], up[1].system_id, TeardownMode.REIMAGE)])
+    assert w.maas.admin.status(up[1].system_id).label == "Failed disk erasing"
+    before = w.maas.admin.request_counts()["MachineHandler"]
+    ctx = w.context(customer_handoff=True, release_erase_mode="secure")
+    down = Scheduler(ctx).teardown(
+        [(s, r.system_id, TeardownMode.FULL_DECOMMISSION) for s, r in zip(specs, up, strict=True)]
+    )
+    assert {r.outcome for r in down} == {MachineOutcome.RELEASED}, [r.reason for r in down]
+    after = w.maas.admin.request_counts()["MachineHandler"]
+    assert after.get("power_off", 0) == before.get("power_off", 0), "never powers off"
+    for r in up:
+        assert w.maas.admin.status(r.system_id).label == "Ready"
+    erases_gpu1 = [e for e in w.maas.admin.events(up[0].system_id) if "disk erase" in e["description"]]
+    assert erases_gpu1 == [], "never erases"
+    erases_gpu2 = [e for e in w.maas.admin.events(up[1].system_id) if "disk erase" in e["description"]]
+    assert len(erases_gpu2) == 1, "only the erase from before the handoff"
+    assert all(any("customer handoff" in n for n in r.notes) for r in down)
