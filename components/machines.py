@@ -74,6 +74,7 @@ def machine_spec(
         profile=doc.profile,
         pxe_interface=sku.pxe_interface,
         tags=tuple(doc.tags),
+        retry_generation=doc.retry_generation,
         teardown_mode=TeardownMode(doc.teardown_mode.value),
         storage=StorageSpec(
             layout_profile=profile.storage_layout_profile,
@@ -106,6 +107,7 @@ def lifecycle_policy(env: Environment, site: str, profile_name: str, scripts: li
         enrollment_token_ttl_seconds=p.enrollment_token_ttl_seconds,
         release_erase_mode=EraseMode(p.release_erase_mode.value),
         commissioning_scripts=tuple(scripts),
+        customer_handoff=env.site(site).customer_handoff,
     )
 
 

@@ -280,6 +280,8 @@ class MaasMachine(_Model):
     distro_series: str = "jammy"
     hwe_kernel: str | None = None
     tags: tuple[str, ...] = ()
+    retry_generation: int = Field(default=0, ge=0)
+    """Raise it to give a machine whose deploy retries are spent a fresh budget (docs/machines.md)."""
 
 
 class MachinePool(_Model):

@@ -11,11 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from functools import lru_cache
-from pathlib import Path
 from typing import Any
-
-import yaml
 
 # seed 003 / environments.model.CONTROL_PLANE_AND_CI_ROLES (a test keeps the two equal)
 CONTROL_PLANE_AND_CI_ROLES = frozenset({"platform_control", "app_control", "control_plane_k3s", "gitlab", "runner"})
@@ -116,44 +112,9 @@ def _list(value: Any) -> list[Any]:
 
 
 # -- 1. no control-plane or CI role on a worker_compute host ----------------------------------
-ENVIRONMENTS_DIR = Path(__file__).resolve().parent.parent / "environments"
-
-
-@lru_cache(maxsize=32)
-def environment_hosts(ref: str) -> tuple[dict[str, Any], ...]:
-    """Hosts of an environment document with their effective roles (blueprint layout + extra_roles).
-
-    HostConvergence carries only the environment's name (or a document path); its provider reads the
-    document, so the policy reads the same one. Unreadable documents yield no hosts (the environment
-    validation, `make validate`, reports those).
-    """
-    path = Path(ref) if ref.endswith((".yaml", ".yml")) else ENVIRONMENTS_DIR / f"{ref}.yaml"
-    if not path.is_absolute():
-        path = ENVIRONMENTS_DIR.parent / path
-    try:
-        doc = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-        layout: dict[str, list[str]] = {}
-        for base in (path.parent / "blueprints", ENVIRONMENTS_DIR / "blueprints"):
-            bp = base / f"{doc.get('blueprint', '')}.yaml"
-            if bp.is_file():
-                layout = (yaml.safe_load(bp.read_text(encoding="utf-8")) or {}).get("role_layout") or {}
-                break
-    except (OSError, yaml.YAMLError):
-        return ()
-    hosts = []
-    for h in doc.get("hosts") or []:
-        if isinstance(h, dict):
-            roles = list(layout.get(str(h.get("logical_role")), [])) + list(h.get("extra_roles") or [])
-            hosts.append({**h, "roles": roles})
-    return tuple(hosts)
-
-
 def hosts_of(res: Res) -> list[Mapping[str, Any]]:
-    hosts = [h for h in _list(_field(res.props, "hosts")) if isinstance(h, Mapping)]
-    environment = _field(res.props, "environment")
-    if not hosts and res.kind == "HostConvergence" and isinstance(environment, str) and environment:
-        return list(environment_hosts(environment))
-    return hosts
+    """HostConvergence carries the compiled inventory: each host with its effective roles."""
+    return [h for h in _list(_field(res.props, "hosts")) if isinstance(h, Mapping)]
 
 
 def _roles(host: Mapping[str, Any]) -> set[str]:

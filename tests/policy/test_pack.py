@@ -12,9 +12,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
-from tests.policy.analyzer import REPO, PolicyAnalyzer, Resource
+from tests.policy.analyzer import PolicyAnalyzer, Resource
 from tests.policy.stacks import PreviewFailed, project_resources
 
 POLICIES = {
@@ -83,20 +82,14 @@ def test_prod_as_declared_passes(prod_analyzer: PolicyAnalyzer, prod_resources: 
 
 
 def _worker_with_runner(resources: list[Resource], tmp: Path) -> Mutation:
-    """prod.yaml plus one GPU machine declared as a worker_compute host that also runs a CI runner."""
-    doc = yaml.safe_load((REPO / "environments" / "prod.yaml").read_text())
-    doc["hosts"].append(
-        {
-            "hostname": _first_pool_host(resources),
-            "address": "100.88.160.31",
-            "logical_role": "worker_compute",
-            "extra_roles": ["runner"],
-            "ssh_key_path": "prod/ssh/fleet-admin#private_key",
-        }
-    )
-    path = tmp / "prod-mutated.yaml"
-    path.write_text(yaml.safe_dump(doc))
-    return _edit("HostConvergence", None, lambda i: i.update(environment=str(path)))
+    """prod's inventory plus one GPU machine as a worker_compute host that also runs a CI runner."""
+    host = {
+        "hostname": _first_pool_host(resources),
+        "address": "100.88.160.31",
+        "logical_role": "worker_compute",
+        "roles": ["node_agent", "runner"],
+    }
+    return _edit("HostConvergence", None, lambda i: i.update(hosts=[*i["hosts"], host]))
 
 
 MUTATIONS: dict[str, tuple[Callable[[list[Resource], Path], Mutation], set[str]]] = {
