@@ -25,6 +25,9 @@ class Code(StrEnum):
     INVALID_VALUE = "ENV004"
     OUT_OF_RANGE = "ENV005"
     NO_SUCH_DOCUMENT = "ENV006"
+    DOCUMENT_TOO_LARGE = "ENV007"
+    NOT_UTF8 = "ENV008"
+    DUPLICATE_KEY = "ENV009"
     # Names
     DUPLICATE_HOSTNAME = "NAME001"
     DUPLICATE_NAME = "NAME002"
@@ -59,6 +62,10 @@ class Code(StrEnum):
     RETRY_ATTEMPTS_UNUSED = "POL002"
     HANDOFF_SITE_ERASES = "POL003"
     TLS_OFF_IN_PROD = "POL004"
+    EMBEDDED_IN_REAL_TIER = "POL005"
+    SECRET_IN_VALUES = "POL006"
+    INVALID_TAG = "NAME003"
+    UNKNOWN_SERIES = "ENV010"
     # App instances (seed 004)
     MEMBER_NODES_EXCEED_COUNT = "APP001"
     UNKNOWN_COMPONENT_KEY = "APP002"
@@ -74,6 +81,12 @@ CATALOGUE: dict[Code, tuple[str, str]] = {
     Code.INVALID_VALUE: ("invalid value", "use a value of the documented type"),
     Code.OUT_OF_RANGE: ("value out of range", "use a value inside the documented range"),
     Code.NO_SUCH_DOCUMENT: ("document not found", "create the file or fix the environment/blueprint name"),
+    Code.DOCUMENT_TOO_LARGE: (
+        "document too large",
+        "an environment is a few KB: split it, or write aliased values out",
+    ),
+    Code.NOT_UTF8: ("document is not UTF-8", "save the file as UTF-8"),
+    Code.DUPLICATE_KEY: ("key written twice in one mapping", "keep one of the two; YAML would keep only the last"),
     Code.DUPLICATE_HOSTNAME: ("hostname used twice", "give every host and machine a unique hostname"),
     Code.DUPLICATE_NAME: ("name used twice", "give each object of this kind a unique name"),
     Code.DUPLICATE_ADDRESS: ("IP address used twice", "give each host, BMC and pool its own address"),
@@ -125,6 +138,16 @@ CATALOGUE: dict[Code, tuple[str, str]] = {
         "customer-handoff site erases disks",
         "set release_erase_mode: none on profiles of customer-handoff sites",
     ),
+    Code.EMBEDDED_IN_REAL_TIER: (
+        "embedded endpoint in a staging or prod environment",
+        "name the site's real URL; `embedded` exists only for the local stack",
+    ),
+    Code.SECRET_IN_VALUES: (
+        "secret-looking bundle value",
+        "store the secret in Vault and let the node fetch it at enrollment; bundle values are not secret",
+    ),
+    Code.INVALID_TAG: ("invalid MAAS tag name", "use letters, digits, '-' and '_' only"),
+    Code.UNKNOWN_SERIES: ("unknown distro series", "use a series MAAS has images for"),
     Code.TLS_OFF_IN_PROD: ("MAAS TLS verification off in prod", "set tls_verify: true (only non-prod may disable it)"),
     Code.MEMBER_NODES_EXCEED_COUNT: ("more member nodes than members", "raise count or list fewer nodes"),
     Code.UNKNOWN_COMPONENT_KEY: ("unknown component key", "use a component key the app declares in the blueprint"),

@@ -8,17 +8,19 @@ all findings together (never a traceback for bad input).
 from __future__ import annotations
 
 import functools
+import re
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import BaseModel, ValidationError
 
 from . import rules
+from .documents import read_document
 from .findings import Code, EnvironmentInvalid, Finding, Level, finding, format_path
-from .model import Blueprint, Environment, EnvironmentDocument
+from .model import _NAME, Blueprint, Environment, EnvironmentDocument
 
 ENVIRONMENTS_DIR = Path(__file__).resolve().parent
+_BLUEPRINT_NAME = re.compile(_NAME)
 REPO_ROOT = ENVIRONMENTS_DIR.parent
 
 _RANGE_ERRORS = {"greater_than", "greater_than_equal", "less_than", "less_than_equal", "too_short", "too_long"}
@@ -34,27 +36,7 @@ def _display(path: Path) -> str:
 
 
 def _read_yaml(path: Path) -> tuple[dict[str, Any] | None, list[Finding]]:
-    shown = _display(path)
-    if not path.is_file():
-        return None, [finding(Code.NO_SUCH_DOCUMENT, shown, "", f"{shown} does not exist")]
-    try:
-        data = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        problem = getattr(e, "problem", None) or str(e).splitlines()[0]
-        return None, [finding(Code.YAML_SYNTAX, shown, where, f"YAML error: {problem}")]
-    if not isinstance(data, dict):
-        return None, [
-            finding(
-                Code.INVALID_VALUE,
-                shown,
-                "",
-                "the document must be a mapping of fields",
-                hint="start the file with 'name: <environment>'",
-            )
-        ]
-    return data, []
+    return read_document(path, _display(path))
 
 
 def schema_findings(err: ValidationError, file: str) -> list[Finding]:
@@ -119,7 +101,7 @@ def validate_environment(name_or_path: str | Path) -> tuple[Environment | None, 
         return None, found
     bp_name = data.get("blueprint")
     bp: Blueprint | None = None
-    if isinstance(bp_name, str):
+    if isinstance(bp_name, str) and _BLUEPRINT_NAME.match(bp_name):  # a name, never a path (the schema says so)
         bp, bp_found = _load_blueprint(bp_name)
         found += list(bp_found)
         if bp is None and not bp_found:

@@ -11,13 +11,22 @@ from __future__ import annotations
 import ipaddress
 import re
 from enum import StrEnum
-from typing import Annotated
+from typing import Annotated, Any
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
 
 class _Model(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _no_bool_for_int(cls, value: Any, info: ValidationInfo) -> Any:
+        # pydantic reads `true` as 1 for an int field; in a hand-written document that is a mistake.
+        field = cls.model_fields.get(info.field_name or "")
+        if isinstance(value, bool) and field is not None and field.annotation in (int, int | None):
+            raise ValueError(f"{str(value).lower()} is a boolean; this field takes an integer")
+        return value
 
 
 # ---------------------------------------------------------------------------------------------
@@ -130,6 +139,9 @@ _MAC = r"^([0-9a-f]{2}:){5}[0-9a-f]{2}$"
 
 
 def _vault_ref(value: str) -> str:
+    path = value.split("#", 1)[0]
+    if any(part in ("", ".", "..") for part in path.split("/")):
+        raise ValueError("a Vault path has no '.', '..' or empty segments; name the secret's own path under the mount")
     if not _VAULT_REF.match(value):
         raise ValueError(
             "not a Vault reference; write '<path under the KV mount>#<key>', "

@@ -22,6 +22,7 @@ from .model import (
     LogicalRole,
     Tier,
 )
+from .rules_values import typed_values
 
 Rule = Callable[[EnvironmentDocument, Blueprint, str], Iterator[Finding]]
 
@@ -533,6 +534,7 @@ RULES: tuple[Rule, ...] = (
     roce_pools,
     policy_combinations,
     app_instances,
+    typed_values,
 )
 
 

@@ -87,7 +87,7 @@ class World:
 
     def maas_machines(self) -> list[dict[str, Any]]:
         assert self.stack.maas is not None
-        return list(self.stack.maas.admin.machines())
+        return list(self.stack.maas.admin.dump_state()["machines"])  # MAAS's own machine JSON
 
     def maas_by_host(self) -> dict[str, dict[str, Any]]:
         return {m["hostname"]: m for m in self.maas_machines()}
@@ -128,6 +128,10 @@ class World:
 
     # --- converge and check ------------------------------------------------------------------------
     def up_and_check(self, label: str) -> None:
+        # `pulumi up --refresh`, what the deploy jobs run: hand drift is only seen through a refresh
+        # (Pulumi diffs against state); the refresh is part of the one converging run.
+        pre = self.engine.refresh()
+        assert pre.ok, f"{label}: the refresh of up --refresh failed: {pre.errors()}"
         up = self.engine.up()
         assert up.ok, f"{label}: up failed: {up.errors()}\n{up.log[-3000:]}"
         self.outputs = dict(up.outputs or {})
@@ -173,7 +177,8 @@ class World:
         counts = Counter(x.component_key for x in self.members())
         assert counts == Counter({"controller": 1, "worker": 1}), f"{label}: members {counts}"
         worker = next(x for x in self.members() if x.component_key == "worker")
-        assert worker.node_id == seen[STANDALONE], f"{label}: the worker is not on {STANDALONE}'s node"
+        bound = worker.node.node_id if worker.node is not None else None
+        assert bound == seen[STANDALONE], f"{label}: the worker is not on {STANDALONE}'s node"
 
 
 # --- actions ---------------------------------------------------------------------------------------

@@ -1,0 +1,171 @@
+"""Bad input refused before anything runs, each with one precise finding (issue 14's list): broken or
+hostile documents, and values MAAS, Vault or the tiers would refuse later."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from environments import Code, EnvironmentInvalid, validate_environment
+from environments.documents import MAX_BYTES
+from environments.loader import ENVIRONMENTS_DIR
+
+Doc = dict[str, Any]
+
+
+def _doc(name: str = "dev") -> Doc:
+    return yaml.safe_load((ENVIRONMENTS_DIR / f"{name}.yaml").read_text())
+
+
+def _codes(path: Path) -> list[tuple[str, str]]:
+    env, found = validate_environment(path)
+    assert env is None, "the document must be refused"
+    for f in found:
+        assert f.file and f.hint, f
+    return [(f.code.value, f.path) for f in found]
+
+
+def _write(tmp_path: Path, text: str | bytes, name: str = "bad.yaml") -> Path:
+    path = tmp_path / name
+    path.write_bytes(text if isinstance(text, bytes) else text.encode())
+    return path
+
+
+def test_duplicate_key_names_its_path_and_line(tmp_path: Path) -> None:
+    text = (ENVIRONMENTS_DIR / "dev.yaml").read_text().replace(
+        "batch_max_parallel:", "batch_max_parallel: 2\n        batch_max_parallel:", 1)
+    assert text.count("batch_max_parallel") >= 2
+    found = _codes(_write(tmp_path, text))
+    assert found[0][0] == Code.DUPLICATE_KEY.value and found[0][1].endswith("profiles[0].batch_max_parallel")
+
+
+def test_non_utf8_is_a_finding_not_a_traceback(tmp_path: Path) -> None:
+    assert _codes(_write(tmp_path, b"name: dev\ndescription: caf\xe9\n")) == [(Code.NOT_UTF8.value, "line 2")]
+
+
+def test_alias_bomb_is_refused_quickly(tmp_path: Path) -> None:
+    lines = ['a0: &a0 ["x", "x", "x", "x", "x", "x", "x", "x", "x", "x"]']
+    lines += [f"a{i}: &a{i} [*a{i - 1}, *a{i - 1}, *a{i - 1}, *a{i - 1}, *a{i - 1}, *a{i - 1}, *a{i - 1}, "
+              f"*a{i - 1}, *a{i - 1}, *a{i - 1}]" for i in range(1, 9)]
+    start = time.monotonic()
+    found = _codes(_write(tmp_path, "\n".join(lines) + "\nname: x\n"))
+    assert found == [(Code.DOCUMENT_TOO_LARGE.value, "")]
+    assert time.monotonic() - start < 5
+
+
+def test_oversized_document(tmp_path: Path) -> None:
+    assert _codes(_write(tmp_path, "name: x\n" + "#" * MAX_BYTES)) == [(Code.DOCUMENT_TOO_LARGE.value, "")]
+
+
+def test_blueprint_never_escapes_the_blueprints_folder(tmp_path: Path) -> None:
+    doc = _doc()
+    doc["blueprint"] = "../prod"
+    found = _codes(_write(tmp_path, yaml.safe_dump(doc)))
+    assert (Code.INVALID_VALUE.value, "blueprint") in found
+
+
+def _case(edit: Callable[[Doc], None], base: str = "dev") -> Callable[[Path], list[tuple[str, str]]]:
+    def run(tmp_path: Path) -> list[tuple[str, str]]:
+        doc = _doc(base)
+        edit(doc)
+        return _codes(_write(tmp_path, yaml.safe_dump(doc)))
+
+    return run
+
+
+def _machine(doc: Doc, **kw: Any) -> None:
+    doc["machines"][0].update(kw)
+
+
+CASES: dict[str, tuple[Callable[[Path], list[tuple[str, str]]], tuple[str, str]]] = {
+    "bool for an int": (_case(lambda d: d["sites"][0]["profiles"][0].update(batch_max_parallel=True)),
+                        (Code.INVALID_VALUE.value, "sites[0].profiles[0].batch_max_parallel")),
+    "dot-dot in a Vault path": (_case(lambda d: d["sites"][0].update(maas_api_key_path="dev/../prod/maas#api_key")),
+                                (Code.INVALID_VALUE.value, "sites[0].maas_api_key_path")),
+    "invalid MAAS tag": (_case(lambda d: _machine(d, tags=["gpu node"])),
+                         (Code.INVALID_TAG.value, "machines[0].tags[0]")),
+    "unknown distro series": (_case(lambda d: _machine(d, distro_series="wobbly")),
+                              (Code.UNKNOWN_SERIES.value, "machines[0].distro_series")),
+    "embedded endpoint in prod": (_case(lambda d: d["platform"].update(url="embedded"), "prod"),
+                                  (Code.EMBEDDED_IN_REAL_TIER.value, "platform.url")),
+    "secret in bundle values": (
+        _case(lambda d: d["bootstrap_bundles"][0].setdefault("values", {}).update(db_password="hunter2-hunter2")),
+        (Code.SECRET_IN_VALUES.value, "bootstrap_bundles[0].values.db_password")),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_bad_value_gets_its_finding(case: str, tmp_path: Path) -> None:
+    run, expected = CASES[case]
+    found = run(tmp_path)
+    assert expected in found, found
+
+
+def test_a_secret_value_is_never_echoed(tmp_path: Path) -> None:
+    doc = _doc()
+    doc["bootstrap_bundles"][0].setdefault("values", {})["api_token"] = "s3cr3t-value-never-shown-x"
+    with pytest.raises(EnvironmentInvalid) as exc:
+        from environments import load_environment
+
+        load_environment(_write(tmp_path, yaml.safe_dump(doc)))
+    assert "s3cr3t-value-never-shown-x" not in str(exc.value)
+
+
+_SCALARS = st.one_of(st.none(), st.booleans(), st.integers(-3, 10**6), st.text(max_size=20), st.just([]),
+                     st.just({}))
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_random_mutations_never_crash_or_hang(tmp_path: Path, data: st.DataObject) -> None:
+    """Any edit of a valid environment ends as a valid model or as findings with file, path and hint."""
+    doc = _doc(data.draw(st.sampled_from(["local", "dev", "staging", "prod"])))
+    for _ in range(data.draw(st.integers(1, 4))):
+        node: Any = doc
+        for _depth in range(data.draw(st.integers(0, 4))):
+            keys = list(node) if isinstance(node, dict) else list(range(len(node))) if isinstance(node, list) else []
+            if not keys:
+                break
+            key = data.draw(st.sampled_from(keys))
+            if not isinstance(node[key], dict | list):
+                break
+            node = node[key]
+        keys = list(node) if isinstance(node, dict) else list(range(len(node)))
+        if not keys:
+            continue
+        key = data.draw(st.sampled_from(keys))
+        action = data.draw(st.sampled_from(["set", "delete", "duplicate"]))
+        if action == "set":
+            node[key] = data.draw(_SCALARS)
+        elif action == "delete":
+            del node[key]
+        elif isinstance(node, list):
+            node.append(node[key])
+    path = _write(tmp_path, yaml.safe_dump(doc))
+    start = time.monotonic()
+    env, found = validate_environment(path)
+    assert time.monotonic() - start < 10
+    assert env is not None or found
+    for f in found:
+        assert f.file and f.hint and f.code
+
+
+def test_every_hint_points_at_something_that_exists() -> None:
+    """Hints naming a repo file name one that exists (ENV002's names environments/README.md)."""
+    import re
+
+    from environments.findings import CATALOGUE
+    from environments.loader import REPO_ROOT
+
+    for code, (_, hint) in CATALOGUE.items():
+        for ref in re.findall(r"[\w./-]+\.(?:md|yaml|py)", hint):
+            assert (REPO_ROOT / ref).exists(), f"{code.value}'s hint names {ref}, which does not exist"
+    readme = (ENVIRONMENTS_DIR / "README.md").read_text()
+    assert all(code.value in readme for code in CATALOGUE), "environments/README.md lists every code"
