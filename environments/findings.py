@@ -41,6 +41,7 @@ class Code(StrEnum):
     ROCE_POOL_TOO_SMALL = "ROCE003"
     ROCE_RAIL_MISSING = "ROCE004"
     ROCE_POOL_WITHOUT_ROCE_SITE = "ROCE005"
+    ROCE_POOL_DUPLICATE = "ROCE006"
     # References
     UNKNOWN_SITE = "REF001"
     UNKNOWN_PROFILE = "REF002"
@@ -71,6 +72,7 @@ class Code(StrEnum):
     UNKNOWN_COMPONENT_KEY = "APP002"
     RUNTIME_PAIR_INVALID = "APP003"
     MEMBER_COUNT_OUT_OF_BOUNDS = "APP004"
+    NODE_BOUND_TWICE = "APP005"
 
 
 # code -> (title, default fix hint)
@@ -100,6 +102,7 @@ CATALOGUE: dict[Code, tuple[str, str]] = {
         "RoCE pool on a site without a RoCE profile",
         "remove the pool or add a profile with fabric_mode: roce",
     ),
+    Code.ROCE_POOL_DUPLICATE: ("two RoCE pools for one site and rail", "keep one pool per (site, rail)"),
     Code.UNKNOWN_SITE: ("unknown site", "use the name of a site declared under sites"),
     Code.UNKNOWN_PROFILE: ("unknown site profile", "use the name of a profile of that site"),
     Code.UNKNOWN_BUNDLE: ("unknown bootstrap bundle", "use the name of a bundle declared under bootstrap_bundles"),
@@ -152,6 +155,10 @@ CATALOGUE: dict[Code, tuple[str, str]] = {
     Code.MEMBER_NODES_EXCEED_COUNT: ("more member nodes than members", "raise count or list fewer nodes"),
     Code.UNKNOWN_COMPONENT_KEY: ("unknown component key", "use a component key the app declares in the blueprint"),
     Code.RUNTIME_PAIR_INVALID: ("invalid runtime metadata combination", "use one of the valid combinations listed"),
+    Code.NODE_BOUND_TWICE: (
+        "node bound by two members",
+        "a node serves one member of one instance: bind another node",
+    ),
     Code.MEMBER_COUNT_OUT_OF_BOUNDS: ("member count out of bounds", "use a count within the component's bounds"),
 }
 

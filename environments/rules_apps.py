@@ -1,0 +1,148 @@
+"""Rules about app instances (seed 004): members, component bounds, runtime combinations. The
+providers' `check` calls `app_instance` with the values it checks; `app_instances` runs it over a
+document."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from typing import NamedTuple
+
+from .findings import Code, Finding, finding
+from .model import Blueprint, EnvironmentDocument, LogicalRole
+
+
+class ComponentBounds(NamedTuple):
+    """A blueprint component key as the app rules check it."""
+
+    control_plane: bool
+    min: int
+    max: int
+
+
+def _runtime_text(r: Mapping[str, str]) -> str:
+    return "/".join(str(r[k]) for k in RUNTIME_FIELDS)
+
+
+RUNTIME_FIELDS = ("operating_mode", "control_plane_scope", "runtime_backend", "tenant_boundary_mode")
+
+
+def app_instance(  # noqa: PLR0913 - the values the rule checks, named (providers call it too)
+    *,
+    slug: str,
+    runtime: Mapping[str, str],
+    members: Mapping[str, tuple[int, Sequence[str]]],
+    components: Mapping[str, ComponentBounds] | None,
+    known_apps: Iterable[str],
+    blueprint: str,
+    runtime_combinations: Iterable[Mapping[str, str]],
+    node_roles: Mapping[str, str | None],
+    file: str,
+    base: str,
+) -> Iterator[Finding]:
+    """One app instance. `members`: key -> (count, nodes); `components`: the blueprint app's keys (None:
+    no such app); `node_roles`: declared node -> its host's logical role (None: a machine, not a host)."""
+    combos = [{k: str(c[k]) for k in RUNTIME_FIELDS} for c in runtime_combinations]
+    if {k: str(runtime[k]) for k in RUNTIME_FIELDS} not in combos:
+        yield finding(
+            Code.RUNTIME_PAIR_INVALID,
+            file,
+            f"{base}.runtime",
+            f"operating_mode/control_plane_scope/runtime_backend/tenant_boundary_mode {_runtime_text(runtime)} "
+            "is not valid",
+            hint=f"use one of: {'; '.join(_runtime_text(c) for c in combos)}",
+        )
+    if components is None:
+        yield finding(
+            Code.UNKNOWN_COMPONENT_KEY,
+            file,
+            f"{base}.app.slug",
+            f"app {slug!r} is not in blueprint {blueprint!r}",
+            hint=f"use one of: {', '.join(sorted(known_apps))}",
+        )
+        return
+    for key, (count, nodes) in members.items():
+        yield from _member_findings(slug, key, count, nodes, components, node_roles, file, f"{base}.members.{key}")
+    for key, ck in components.items():
+        if key not in members and ck.min > 0:
+            yield finding(
+                Code.MEMBER_COUNT_OUT_OF_BOUNDS,
+                file,
+                f"{base}.members",
+                f"{slug} needs at least {ck.min} {key} member(s)",
+                hint=f"add members.{key}",
+            )
+
+
+def _member_findings(
+    slug: str,
+    key: str,
+    count: int,
+    nodes: Sequence[str],
+    components: Mapping[str, ComponentBounds],
+    node_roles: Mapping[str, str | None],
+    file: str,
+    mbase: str,
+) -> Iterator[Finding]:
+    ck = components.get(key)
+    if ck is None:
+        yield finding(
+            Code.UNKNOWN_COMPONENT_KEY,
+            file,
+            mbase,
+            f"app {slug} has no component key {key!r}",
+            hint=f"use one of: {', '.join(components)}",
+        )
+        return
+    if not ck.min <= count <= ck.max:
+        yield finding(
+            Code.MEMBER_COUNT_OUT_OF_BOUNDS,
+            file,
+            f"{mbase}.count",
+            f"{key} count {count} is outside {ck.min}..{ck.max}",
+        )
+    if len(nodes) > count:
+        yield finding(
+            Code.MEMBER_NODES_EXCEED_COUNT,
+            file,
+            f"{mbase}.nodes",
+            f"{len(nodes)} nodes listed for {count} {key} member(s)",
+        )
+    for ni, node in enumerate(nodes):
+        if node not in node_roles:
+            yield finding(
+                Code.UNKNOWN_NODE, file, f"{mbase}.nodes[{ni}]", f"{node!r} is not a declared host or machine"
+            )
+            continue
+        role = node_roles[node]
+        on_worker = role is None or LogicalRole(role) is LogicalRole.WORKER_COMPUTE
+        if ck.control_plane and on_worker:
+            yield finding(
+                Code.APP_CONTROL_PLANE_ON_WORKER,
+                file,
+                f"{mbase}.nodes[{ni}]",
+                f"{slug} {key} is an app control-plane member but {node} is a worker_compute node",
+            )
+
+
+def app_instances(doc: EnvironmentDocument, bp: Blueprint, file: str) -> Iterator[Finding]:
+    # A MAAS machine that is not also a declared host is a GPU node: worker_compute by definition.
+    node_roles: dict[str, str | None] = {m.hostname: None for m in doc.machines}
+    node_roles.update({h.hostname: h.logical_role.value for h in doc.hosts})
+    for ai, a in enumerate(doc.app_instances):
+        app = bp.apps.get(a.app.slug)
+        yield from app_instance(
+            slug=a.app.slug,
+            runtime=a.runtime.model_dump(mode="json"),
+            members={k: (m.count, m.nodes) for k, m in a.members.items()},
+            components=None
+            if app is None
+            else {k: ComponentBounds(c.control_plane, c.min, c.max) for k, c in app.component_keys.items()},
+            known_apps=bp.apps,
+            blueprint=bp.name,
+            runtime_combinations=[c.model_dump(mode="json") for c in bp.runtime_combinations],
+            node_roles=node_roles,
+            file=file,
+            base=f"app_instances[{ai}]",
+        )
+
+
