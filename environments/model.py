@@ -1,3 +1,4 @@
+# size: the whole environment document's schema, one class per section, read top to bottom
 """The environment model: one pydantic schema for a whole environment.
 
 An environment document (`environments/<name>.yaml`) declares inventory and config only; the

@@ -128,6 +128,7 @@ def addresses_in_networks(doc: EnvironmentDocument, bp: Blueprint, file: str) ->
 
 
 def references(doc: EnvironmentDocument, bp: Blueprint, file: str) -> Iterator[Finding]:
+    # size: one pass per kind of reference (sites, profiles, bundles, SKUs, pools, nodes), in document order
     sites = {s.name: s for s in doc.sites}
     bundles = {b.name: b for b in doc.bootstrap_bundles}
     pools = {p.name: p for p in doc.machine_pools}
