@@ -3,8 +3,8 @@
 Each spec item: ``{"name", "props", "secret": [keys], "refs": {prop: other}, "parent": group,
 "opts": {protect, retain_on_delete, ignore_changes, additional_secret_outputs, depends_on,
 delete_before_replace, aliases}}``; ``aliases`` entries are URN strings or ``{"name", "type_",
-"parent"}`` dicts (``"parent": null`` = had no parent; a spec name = that resource); items with ``"group": true`` are component resources; items with
-``"read_id"`` read an existing widget (``Resource.get``).
+"parent"}`` dicts (``"parent": null`` = had no parent; a spec name = that resource). Items with
+``"group": true`` are component resources; items with ``"read_id"`` read an existing widget (``Resource.get``).
 """
 
 import json
