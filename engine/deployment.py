@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from engine.aliases import AliasSpec, generate_aliases
 from engine.model import (
     ROOT_STACK_TYPE,
     Diagnostic,
@@ -72,6 +73,7 @@ class Goal:
     retain_on_delete: bool = False
     replace_on_changes: list[str] = field(default_factory=list)
     delete_before_replace: bool | None = None
+    aliases: list[AliasSpec] = field(default_factory=list)
 
 
 @dataclass
@@ -140,6 +142,10 @@ class Deployment:
             self.redact.add(res.inputs)
             self.redact.add(res.outputs)
         self._pending_seq = 0
+        # Aliases (step_generator.go getOldResource): old URN -> the new URN that took it over, and back.
+        self.aliased: dict[str, str] = {}
+        self.alias_of: dict[str, str] = {}
+        self._rewritten: dict[int, tuple[ResourceState, ResourceState]] = {}
         self._report_interrupted(initial.pending_operations)
 
     # -- bookkeeping ---------------------------------------------------------------------------
@@ -179,8 +185,66 @@ class Deployment:
         """Write the current snapshot (caller holds the lock). Previews never write."""
         if self.dry_run:
             return
-        resources = list(self.live.values()) + self.condemned_replaced
+        current = [*self.live.values(), *self.condemned_replaced]
+        resources = [self._renamed(r) for r in current]
+        if self._rewritten:
+            self._rewritten = {id(r): self._rewritten[id(r)] for r in current if id(r) in self._rewritten}
         self.store.save(resources, list(self.pending.values()), self.stack_outputs)
+
+    # -- aliases ---------------------------------------------------------------------------------
+    def find_old(self, goal: Goal) -> ResourceState | None:
+        """The old state this registration takes over: by its URN first, then by each alias in order
+        (step_generator.go ``getOldResource``). A match by alias moves the old entry to the new URN."""
+        with self.lock:
+            if goal.urn in self.old or not (goal.aliases or goal.parent in self.alias_of):
+                return self.old.get(goal.urn)
+            if goal.urn in self.aliased:
+                raise StepFailed(
+                    f"duplicate resource URN {goal.urn}: {self.aliased[goal.urn]} already took it over as an alias"
+                )
+            for alias in generate_aliases(
+                goal.aliases, goal.name, goal.type, goal.parent, self.stack, self.project, self.alias_of
+            ):
+                old = self.old.get(alias)
+                if old is None:
+                    continue
+                if alias in self.registered or alias in self.aliased:
+                    taken = self.aliased.get(alias, alias)
+                    raise StepFailed(
+                        f"{goal.urn} is an alias of {alias}, which {taken} already uses: "
+                        "two resources cannot take over the same old resource; fix the aliases"
+                    )
+                self.aliased[alias] = goal.urn
+                self.alias_of[goal.urn] = alias
+                if self.live.get(alias) is old:
+                    self.live[goal.urn] = self.live.pop(alias)
+                return old
+            return None
+
+    def _renamed(self, res: ResourceState) -> ResourceState:
+        """``res`` with every reference to an aliased old URN replaced by its new URN (the snapshot
+        rewrite the real engine does), memoised per object so the state writer's cache keeps working."""
+        if not self.aliased:
+            return res
+        hit = self._rewritten.get(id(res))
+        if hit is not None and hit[0] is res:
+            return hit[1]
+        ren = self.aliased
+        new = res
+        refs = res.all_dependencies() | {res.urn}
+        if refs & ren.keys():
+            new = res.model_copy(
+                update={
+                    "urn": res.urn if res.delete else ren.get(res.urn, res.urn),
+                    "parent": ren.get(res.parent, res.parent),
+                    "dependencies": [ren.get(d, d) for d in res.dependencies],
+                    "propertyDependencies": {
+                        k: [ren.get(d, d) for d in v] for k, v in res.propertyDependencies.items()
+                    },
+                }
+            )
+        self._rewritten[id(res)] = (res, new)
+        return new
 
     def begin(self, res: ResourceState, kind: PendingOpType) -> int:
         with self.lock:

@@ -12,6 +12,7 @@ from google.protobuf import empty_pb2
 from pulumi.runtime.mocks import MockMonitor, Mocks
 from pulumi.runtime.proto import resource_pb2
 
+from engine.aliases import AliasSpec, resource_urn
 from engine.deployment import STACK_TYPE, Deployment, Goal, display_state
 from engine.model import ResourceState, Severity, Step, StepOp
 from engine.provider_host import ProviderError
@@ -36,10 +37,10 @@ class EngineMonitor(MockMonitor):
         self.registrar = Registrar(deployment)
 
     def make_urn(self, parent: str, type_: str, name: str) -> str:
-        # Children of the root stack carry no parent type in their URN (the CLI's rule); deeper ones do.
-        if parent and parent.split("::")[2] == STACK_TYPE:
-            parent = ""
-        return super().make_urn(parent, type_, name)
+        # The real rule (urn.go New): the parent's whole qualified type chain, none for the root stack.
+        # (MockMonitor keeps only the parent's last type, which differs from depth 2 on.)
+        dep = self.deployment
+        return resource_urn(dep.stack, dep.project, parent, type_, name)
 
     def RegisterResource(self, request: Any) -> Any:  # noqa: N802 (gRPC method name)
         urn = self.make_urn(request.parent, request.type, request.name)
@@ -58,6 +59,7 @@ class EngineMonitor(MockMonitor):
             retain_on_delete=bool(request.retainOnDelete),
             replace_on_changes=list(request.replaceOnChanges),
             delete_before_replace=request.deleteBeforeReplace if request.deleteBeforeReplaceDefined else None,
+            aliases=[AliasSpec.from_proto(a) for a in request.aliases] + [AliasSpec(urn=u) for u in request.aliasURNs],
         )
         out = self.registrar.register(goal)
         self.resources[urn] = MockMonitor.ResourceRegistration(urn, out.id, out.outputs)

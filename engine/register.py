@@ -108,7 +108,7 @@ class Registrar:
 
     def _register_component(self, goal: Goal) -> Registered:
         dep = self.dep
-        old = dep.old.get(goal.urn)
+        old = dep.find_old(goal)
         if old is None and not dep.targeted(goal.urn) and goal.type != STACK_TYPE:
             return Registered(unknown=True)
         outputs = dep.stack_outputs if goal.type == STACK_TYPE else (old.outputs if old else {})
@@ -130,7 +130,7 @@ class Registrar:
         failed_deps = sorted((set(goal.dependencies) | {goal.parent}) & dep.failed)
         if failed_deps:
             raise StepFailed(f"skipped: it depends on {', '.join(failed_deps)}, which failed")
-        old = dep.old.get(goal.urn)
+        old = dep.find_old(goal)
         if not dep.targeted(goal.urn):
             return self._untargeted(goal, old)
         news = goal.inputs

@@ -80,7 +80,11 @@ def _keep_what_failed_deletes_need(
 def finish_up(dep: Deployment) -> None:
     """After a successful program: delete what the program no longer declares, and replaced resources."""
     with dep.lock:
-        gone = [r for urn, r in dep.old.items() if urn not in dep.registered and dep.targeted(urn)]
+        gone = [
+            r
+            for urn, r in dep.old.items()
+            if urn not in dep.registered and urn not in dep.aliased and dep.targeted(urn)
+        ]
         condemned = gone + list(dep.condemned_replaced)
     delete_in_waves(dep, condemned)
 

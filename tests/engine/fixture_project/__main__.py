@@ -2,8 +2,9 @@
 
 Each spec item: ``{"name", "props", "secret": [keys], "refs": {prop: other}, "parent": group,
 "opts": {protect, retain_on_delete, ignore_changes, additional_secret_outputs, depends_on,
-delete_before_replace}}``; items with ``"group": true`` are component resources; items with
-``"read_id"`` read an existing widget (``Resource.get``).
+delete_before_replace, aliases}}``; ``aliases`` entries are URN strings or ``{"name", "type_",
+"parent"}`` dicts (``"parent": null`` = had no parent; a spec name = that resource). Items with
+``"group": true`` are component resources; items with ``"read_id"`` read an existing widget (``Resource.get``).
 """
 
 import json
@@ -15,10 +16,22 @@ config = pulumi.Config()
 spec = json.loads(config.get("spec") or "[]")
 made: dict[str, pulumi.Resource] = {}
 
+
+def alias(entry: str | dict) -> str | pulumi.Alias:
+    if isinstance(entry, str):
+        return entry
+    fields = dict(entry)
+    if "parent" in fields and fields["parent"] is not None:
+        fields["parent"] = made[fields["parent"]]
+    return pulumi.Alias(**fields)
+
+
 for item in spec:
     name = item["name"]
     opts_spec = dict(item.get("opts", {}))
     depends_on = [made[n] for n in opts_spec.pop("depends_on", [])]
+    if "aliases" in opts_spec:
+        opts_spec["aliases"] = [alias(a) for a in opts_spec["aliases"]]
     parent = made[item["parent"]] if item.get("parent") else None
     opts = pulumi.ResourceOptions(depends_on=depends_on, parent=parent, **opts_spec)
     if item.get("group"):
