@@ -64,11 +64,23 @@ def instance_args(env: Environment, settings: StackSettings, a: AppDoc) -> AppIn
     )
 
 
+class ProjectApps(pulumi.ComponentResource):
+    """A platform project's app instances, grouped under one parent in the preview and the state."""
+
+    def __init__(self, project_id: str) -> None:
+        super().__init__("gpuaas:index:ProjectApps", project_id, None, None)
+
+
 def declare_apps(env: Environment, settings: StackSettings, node_ids: dict[str, Any]) -> dict[str, Any]:
     outputs: dict[str, Any] = {}
+    parents: dict[str, ProjectApps] = {}
     for a in env.app_instances:
-        res = AppInstance(f"app-{a.name}", instance_args(env, settings, a), _placements(env, a, node_ids),
-                          pulumi.ResourceOptions(protect=env.tier.value == "prod"))
+        if a.project_id not in parents:
+            parents[a.project_id] = ProjectApps(a.project_id)
+        # Instances had no parent before ProjectApps: the alias keeps their identity in older state.
+        opts = pulumi.ResourceOptions(parent=parents[a.project_id], protect=env.tier.value == "prod",
+                                      aliases=[pulumi.Alias(parent=None)])
+        res = AppInstance(f"app-{a.name}", instance_args(env, settings, a), _placements(env, a, node_ids), opts)
         outputs[a.name] = {"instance_id": res.instance_id, "status": res.status, "app_version": res.app_version,
                            "members": res.members}
     return outputs

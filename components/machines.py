@@ -161,18 +161,32 @@ def _props(env: Environment, settings: StackSettings, sites: SiteOutputs, site: 
     }
 
 
-def declare_machines(
-    env: Environment, settings: StackSettings, sites: SiteOutputs, parent: pulumi.Resource | None = None
-) -> dict[str, Any]:
+class SiteMachines(pulumi.ComponentResource):
+    """A site's machines and pools, grouped under one parent in the preview and the state."""
+
+    def __init__(self, site: str) -> None:
+        super().__init__("gpuaas:index:SiteMachines", site, None, None)
+
+
+def _options(parents: dict[str, SiteMachines], site: str, protect: bool) -> pulumi.ResourceOptions:
+    if site not in parents:
+        parents[site] = SiteMachines(site)
+    # Machines had no parent before the SiteMachines component: the alias keeps their identity
+    # (state written by older versions updates in place, never delete + create).
+    return pulumi.ResourceOptions(parent=parents[site], protect=protect, aliases=[pulumi.Alias(parent=None)])
+
+
+def declare_machines(env: Environment, settings: StackSettings, sites: SiteOutputs) -> dict[str, Any]:
     """hostname -> {system_id, status, node_id} per standalone machine; `pool:<name>` -> machines_state."""
     protect = env.tier.value == "prod"  # machines and pools in prod are protected (policy pack checks it)
     outputs: dict[str, Any] = {}
+    parents: dict[str, SiteMachines] = {}
     for m in env.standalone_machines():
         props: dict[str, Any] = {
             "machine": _spec_output(env, sites, m),
             **_props(env, settings, sites, m.site, m.profile),
         }
-        machine = MaasMachine(f"machine-{m.hostname}", props, pulumi.ResourceOptions(parent=parent, protect=protect))
+        machine = MaasMachine(f"machine-{m.hostname}", props, _options(parents, m.site, protect))
         outputs[m.hostname] = {"system_id": machine.system_id, "status": machine.status, "node_id": machine.node_id}
     for pool in env.machine_pools:
         members = env.machines_in_pool(pool.name)
@@ -180,7 +194,7 @@ def declare_machines(
             continue
         specs = pulumi.Output.all(*[_spec_output(env, sites, m) for m in members])
         props = {"pool": pool.name, "machines": specs, **_props(env, settings, sites, pool.site, pool.profile)}
-        resource = MachinePool(f"pool-{pool.name}", props, pulumi.ResourceOptions(parent=parent, protect=protect))
+        resource = MachinePool(f"pool-{pool.name}", props, _options(parents, pool.site, protect))
         outputs[f"pool:{pool.name}"] = resource.machines_state
     return outputs
 

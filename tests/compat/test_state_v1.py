@@ -101,7 +101,9 @@ def _old_state(world: RestoredWorld, path: Path) -> None:
 
 
 def _ops(result: Any) -> dict[str, str]:
-    return {urn.rsplit("::", 1)[-1]: op.value for urn, op in result.ops().items()}
+    """Steps on custom resources (new component resources that group them are not external objects)."""
+    return {urn.rsplit("::", 1)[-1]: op.value for urn, op in result.ops().items()
+            if "pulumi-python:dynamic/" in urn.rsplit("::", 2)[-2].rsplit("$", 1)[-1]}
 
 
 def _maas(world: RestoredWorld) -> dict[str, dict[str, Any]]:
