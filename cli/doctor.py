@@ -24,6 +24,7 @@ from clients.platform import PlatformApiError, PlatformClient, RetryPolicy
 from clients.platform.contract import API_VERSION
 from clients.s3 import ArtifactStore, S3Error, S3Location, s3_credentials
 from clients.vault import (
+    VaultAuthMethod,
     VaultCredentials,
     VaultError,
     VaultErrorKind,
@@ -193,7 +194,7 @@ class Doctor:
         settings = VaultSettings(
             address=url or "",
             kv_mount=self.env.vault.kv_mount,
-            auth_method=self.env.vault.auth_method,
+            auth_method=VaultAuthMethod(self.env.vault.auth_method.value),
             timeout_s=TIMEOUT_S,
         )
         reader = self.reader = VaultReader(settings, self.credentials)

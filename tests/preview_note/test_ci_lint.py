@@ -107,7 +107,8 @@ def test_the_projects_pipeline_is_clean() -> None:
         ),
         ([(".venv/bin/gpuaas-infra post-note", "echo skipped")], "CI062"),
         ([('--stack "$STACK" --policy-pack policy \\\n', '--stack "$STACK" \\\n')], "CI063"),
-        ([('pulumi up --yes --refresh --stack "$STACK" --policy-pack policy', 'pulumi up --yes --stack "$STACK"')], "CI076"),
+        ([('pulumi up --yes --refresh --stack "$STACK" --policy-pack policy',
+           'pulumi up --yes --refresh --stack "$STACK"')], "CI076"),
         ([("needs: [deploy-staging]", "needs: [deploy-dev]")], "CI073"),  # prod straight from dev
         (
             [
