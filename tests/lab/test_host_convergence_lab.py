@@ -94,7 +94,7 @@ def test_second_up_through_the_engine_changes_nothing_and_a_preview_lists_a_chan
     """The CLI-free engine runs the real provider over gRPC: up (Vault via clients.vault), then a
     preview of a changed variable, which runs --check --diff and prints what would change."""
     if "first" not in _state:
-        pytest.skip("needs the converge test to have run")
+        pytest.fail("the converge test did not leave its result: it failed or did not run first")
 
     def engine_for(spec: HostConvergenceSpec) -> Any:
         cfg = {"gpuaas-infra:hostConvergenceSpec": spec.model_dump_json(),
@@ -132,7 +132,7 @@ def _active(lab: LabInfo, host: str) -> set[str]:
 
 def test_each_host_runs_exactly_its_roles_services(lab: LabInfo) -> None:
     if "first" not in _state:
-        pytest.skip("needs the converge test to have run")
+        pytest.fail("the converge test did not leave its result: it failed or did not run first")
     assert {h: _active(lab, h) for h in DEV_HOSTS} == EXPECTED_ACTIVE
     for h in DEV_HOSTS:
         marker = lab.ssh(h, "cat /etc/gpuaas/host-role /etc/ansible/facts.d/gpuaas.fact").stdout
@@ -160,7 +160,7 @@ def _poll(fn: Any, deadline_s: float = 60) -> Any:
 
 def test_slurm_controller_and_worker_see_each_other(lab: LabInfo) -> None:
     if "first" not in _state:
-        pytest.skip("needs the converge test to have run")
+        pytest.fail("the converge test did not leave its result: it failed or did not run first")
     def idle() -> str:
         out = lab.ssh("dev-lab-1", "sinfo --noheader --Node --format='%N %t'").stdout
         return out if "dev-gpu-1 idle" in out else ""
@@ -171,7 +171,7 @@ def test_slurm_controller_and_worker_see_each_other(lab: LabInfo) -> None:
 
 def test_observability_agent_answers_on_every_host(lab: LabInfo) -> None:
     if "first" not in _state:
-        pytest.skip("needs the converge test to have run")
+        pytest.fail("the converge test did not leave its result: it failed or did not run first")
     for h, addr in lab.hosts.items():
         with urllib.request.urlopen(f"http://{addr}:9100/metrics", timeout=10) as r:
             assert b"node_exporter_build_info" in r.read(), h

@@ -41,8 +41,14 @@ def test_datasource_failure_twice_then_success_with_three_attempts(world_factory
 
 
 def _assert_no_duplicates_subset(w: World) -> None:
-    names = [m["hostname"] for m in w.maas.admin.machines() if m.get("hostname")]
-    assert len(names) == len(set(names))
+    """No machine was enlisted twice: MAAS refuses a second hostname, not a second machine under another
+    name, so count machines, MACs and system ids from MAAS's own JSON against the racked inventory."""
+    machines = w.maas.admin.dump_state()["machines"]
+    ids = [m["system_id"] for m in machines]
+    macs = [i["mac_address"].lower() for m in machines for i in m["interface_set"]]
+    assert len(ids) == len(set(ids)) and len(macs) == len(set(macs)), "a machine was created twice"
+    racked = w.maas.admin.dump_state()["racked_not_enlisted"]
+    assert len(machines) + len(racked) == len(w.env.machines), "MAAS holds a machine the inventory does not"
 
 
 def _deploys(w: World) -> int:

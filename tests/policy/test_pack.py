@@ -173,9 +173,8 @@ def test_first_preview_of_prod_with_unknowns_is_judged_without_errors(prod_analy
     try:
         resources = project_resources("prod")
     except PreviewFailed as exc:
-        pytest.skip(f"the project's prod preview fails in another area: {exc.first_error}")
-    if not resources:
-        pytest.skip("the project's program declares no gpuaas resources for prod yet")
+        pytest.fail(f"the project's prod preview fails: {exc.first_error}")
+    assert resources, "the project's program declares no gpuaas resources for prod"
     violations = prod_analyzer.check(resources)
     assert [v for v in violations if v.enforcement == "mandatory"] == []
 

@@ -6,14 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from ci_lint.lint import lint
 from ci_lint.rules import check_expression
-
-pytest.importorskip(
-    "check_jsonschema",
-    reason="check-jsonschema==0.39.0 (GitLab CI schema) not installed; `make ci-lint` installs it, "
-    "the lead adds it to the test extras",
-)
-from ci_lint.lint import lint  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
 CI_FILE = REPO / ".gitlab-ci.yml"
