@@ -29,8 +29,8 @@ class Action(StrEnum):
 
 ACTION_ORDER = {a: i for i, a in enumerate(Action)}
 
-# Engine plumbing, never shown.
-_HIDDEN_TYPES = ("pulumi:pulumi:Stack", "pulumi:providers:")
+# Engine plumbing and the project's grouping components (no external object behind them): never shown.
+_HIDDEN_TYPES = ("pulumi:pulumi:Stack", "pulumi:providers:", "gpuaas:index:")
 
 
 class FieldChange(BaseModel):

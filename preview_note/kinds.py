@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict
 
 from preview_note.changes import Action, Change
 from preview_note.values import changed_paths, is_unknown, normalize, show
+from providers.kind import all_kinds
 
 PROD_ENVIRONMENTS = frozenset({"prod", "production"})
 # Top-level inputs shown by a kind's own view rather than as generic field rows.
@@ -24,10 +25,6 @@ OWN_VIEW_FIELDS: dict[str, frozenset[str]] = {
 }
 # Pool-level inputs whose change redeploys every machine that stays in the pool.
 _POOL_WIDE = ("site", "profile", "deploy")
-# Machine fields changed in place (mirrors providers.maas_machine.IN_PLACE; a test keeps them equal).
-# When a machine carries any of REDEPLOY_FIELDS, only those redeploy (providers' deploy fingerprint).
-IN_PLACE_MACHINE = frozenset({"tags", "hostname", "power_type", "power_user_path", "ipmi_address", "teardown_mode"})
-REDEPLOY_FIELDS = frozenset({"deploy", "storage", "roce_links"})
 # Where a pool's state records its machines: `machines_state` (MachinePool provider) or `machines`.
 _POOL_STATE_KEYS = ("machines_state", "machines")
 
@@ -74,12 +71,10 @@ def _machines(value: Any) -> dict[str, dict[str, Any]]:
 
 
 def machine_changes(old: dict[str, Any], new: dict[str, Any]) -> tuple[list[str], list[str]]:
-    """(paths that redeploy the machine, paths changed in place) between two machine specs."""
-    paths = [p for p, _, _ in changed_paths(old, new)]
-    top = lambda p: p.split(".")[0].split("[")[0]  # noqa: E731
-    if REDEPLOY_FIELDS & (old.keys() | new.keys()):
-        return [p for p in paths if top(p) in REDEPLOY_FIELDS], [p for p in paths if top(p) not in REDEPLOY_FIELDS]
-    return [p for p in paths if top(p) not in IN_PLACE_MACHINE], [p for p in paths if top(p) in IN_PLACE_MACHINE]
+    """(paths that redeploy the machine, paths changed in place) between two machine specs, by the
+    MaasMachine descriptor (providers/kind.py): the rule the provider's diff applies, not a copy."""
+    diff = all_kinds()["MaasMachine"].diff({"machine": old}, {"machine": new}, inputs=["machine"])
+    return [p.removeprefix("machine.") for p in diff.replaces], [p.removeprefix("machine.") for p in diff.updates]
 
 
 def pool_view(change: Change) -> PoolView:

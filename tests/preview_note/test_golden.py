@@ -73,9 +73,16 @@ def test_dev_change_reads_top_down() -> None:
     assert (GOLDEN.parent.parent.parent / "docs" / "preview-notes.md").read_text().count(note.strip()) == 1
 
 
-def test_in_place_machine_fields_match_the_provider() -> None:
-    """The note calls a machine change in place exactly when the MaasMachine provider does."""
-    maas_machine = pytest.importorskip("providers.maas_machine", reason="MaasMachine provider not importable")
-    from preview_note.kinds import IN_PLACE_MACHINE
+def test_machine_changes_follow_the_provider_descriptor() -> None:
+    """The note calls a machine change in place exactly when the MaasMachine descriptor does."""
+    from preview_note.kinds import machine_changes
+    from providers.kind import all_kinds
 
-    assert frozenset(maas_machine.IN_PLACE) == IN_PLACE_MACHINE
+    descriptor = all_kinds()["MaasMachine"]
+    for rule in descriptor.in_place:
+        if rule.startswith("machine."):
+            field = rule.removeprefix("machine.")
+            assert machine_changes({field: "a"}, {field: "b"}) == ([], [field]), field
+    for rule in descriptor.replaces:
+        field = rule.removeprefix("machine.")
+        assert machine_changes({field: "a"}, {field: "b"}) == ([field], []), field
