@@ -59,7 +59,10 @@ DESCRIPTOR = register(KindDescriptor(
     notes={"table": "computed at check from pools and machines; existing addresses are never renumbered",
            "machines": "adding a machine adds its rows; the other machines' rows stay equal"},
 ))
-INPUTS = ("site", "pools", "machines", "table", "maas", "vault")
+# The table is an output: only `update` sees which addresses MAAS itself still holds (a machine that
+# left keeps its links while MAAS won't edit it), so a table planned at check could differ from the
+# one applied and the next preview would never be clean. State written before kept it as an input.
+INPUTS = ("site", "pools", "machines", "maas", "vault")
 
 def _comparable(props: Mapping[str, Any]) -> dict[str, Any]:
     # MACs are learned from MAAS after check: not a change of the assignment.
@@ -88,14 +91,11 @@ class RoceAssignmentProvider(ResourceProvider):
             return CheckResult(news, spec_failures(e, f"{SOURCE}[site={news.get('site')}]"))
         if refused := spec.refusals():
             return CheckResult(news, [CheckFailure("machines", r) for r in refused])
-        try:
-            entries = allocate(spec.pools, spec.nics(), existing_of(olds.get("table")))
+        try:  # collisions and exhausted pools are refused before anything runs
+            allocate(spec.pools, spec.nics(), existing_of(olds.get("table")))
         except AllocationError as e:
             return CheckResult(news, [CheckFailure("pools", str(e))])
-        # MACs are learned from MAAS at apply time; keep the ones we know so the table is stable.
-        macs = {(h, r["interface"]): r.get("mac", "") for h, rows in (olds.get("table") or {}).items() for r in rows}
-        entries = {k: e.model_copy(update={"mac": macs.get(k, "")}) for k, e in entries.items()}
-        return CheckResult({**news, "table": table_of(entries, [m.hostname for m in spec.machines])}, [])
+        return CheckResult({k: v for k, v in news.items() if k != "table"}, [])
 
     def diff(self, id_: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
         d = DESCRIPTOR.diff(_comparable(olds), _comparable(news), inputs=INPUTS)

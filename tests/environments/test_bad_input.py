@@ -87,6 +87,7 @@ def _machine(doc: Doc, **kw: Any) -> None:
 CASES: dict[str, tuple[Callable[[Path], list[tuple[str, str]]], tuple[str, str]]] = {
     "bool for an int": (_case(lambda d: d["sites"][0]["profiles"][0].update(batch_max_parallel=True)),
                         (Code.INVALID_VALUE.value, "sites[0].profiles[0].batch_max_parallel")),
+    "bool for a network": (_case(lambda d: d.update(host_network=True)), (Code.INVALID_VALUE.value, "host_network")),
     "dot-dot in a Vault path": (_case(lambda d: d["sites"][0].update(maas_api_key_path="dev/../prod/maas#api_key")),
                                 (Code.INVALID_VALUE.value, "sites[0].maas_api_key_path")),
     "invalid MAAS tag": (_case(lambda d: _machine(d, tags=["gpu node"])),
