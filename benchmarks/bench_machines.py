@@ -29,7 +29,7 @@ import yaml  # noqa: E402
 
 from clients.platform.client import PlatformClient  # noqa: E402
 from clients.platform.models import sites as site_models  # noqa: E402
-from components.machines import _policy  # noqa: E402
+from components.machines import policy_input  # noqa: E402
 from engine.api import Engine  # noqa: E402
 from environments import load_environment  # noqa: E402
 from providers.machines.lifecycle import Context  # noqa: E402
@@ -132,7 +132,7 @@ def run_mode(mode: str, env_path: Path, count: int | None = None) -> dict[str, A
         assert world.maas is not None
         ids = register(world, env)
         all_specs = specs(env)
-        policy = _policy(env, "local", "h200-lab", [])
+        policy = policy_input(env, "local", "h200-lab", [])
         out: dict[str, Any] = {}
         if mode == "single":
             out["t_machine"] = per_machine_time(world, env, ids, all_specs[0])

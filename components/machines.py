@@ -111,7 +111,7 @@ def lifecycle_policy(env: Environment, site: str, profile_name: str, scripts: li
     )
 
 
-def _policy(env: Environment, site: str, profile_name: str, scripts: list[str]) -> dict[str, Any]:
+def policy_input(env: Environment, site: str, profile_name: str, scripts: list[str]) -> dict[str, Any]:
     """The policy input as Pulumi carries it (benchmarks feed it to the engine as JSON)."""
     return _plain(lifecycle_policy(env, site, profile_name, scripts))
 
@@ -153,7 +153,7 @@ def _props(env: Environment, settings: StackSettings, sites: SiteOutputs, site: 
         return _plain(connection(env, settings, site, ids))
 
     def policy(scripts: list[str]) -> dict[str, Any]:
-        return _policy(env, site, profile, scripts)
+        return policy_input(env, site, profile, scripts)
 
     return {
         "connection": sites.platform_ids(site, profile).apply(conn),

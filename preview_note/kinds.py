@@ -228,6 +228,7 @@ def _hosts(items: list[str]) -> str:
 
 def destructive(change: Change, environment: str) -> list[Destructive]:
     """Why this change destroys something; empty when it does not."""
+    # size: one branch per kind that can destroy something (machine, pool, app instance, prod bundle)
     name, kind, act = f"`{change.name}`", change.kind, change.action
     old_in = change.inputs("old")
     if kind == "MaasMachine" and act in (Action.REPLACE, Action.DELETE):
