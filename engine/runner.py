@@ -60,6 +60,7 @@ def run_operation(
 ) -> EngineResult:
     """Run one operation. ``on_deployment`` receives the deployment once it exists (the CLI uses it to
     wire SIGINT/SIGTERM to ``deployment.cancelled``)."""
+    # size: one operation end to end (config, state lock, program, steps, save, result), read top to bottom
     started = time.monotonic_ns()
     passphrase = opts.passphrase or os.environ.get("PULUMI_CONFIG_PASSPHRASE")
     warnings: list[str] = []
