@@ -90,8 +90,14 @@ class Engine:
         self.env = dict(env or {})
 
     def start(
-        self, operation: Operation | str, targets: list[str] | None = None, expect_no_changes: bool = False
+        self,
+        operation: Operation | str,
+        targets: list[str] | None = None,
+        expect_no_changes: bool = False,
+        flags: list[str] | None = None,
     ) -> EngineHandle:
+        """Start ``python -m engine <operation>``; ``flags`` are further CLI flags, e.g.
+        ``["--continue-on-error"]``, ``["--skip-preview"]``, ``["--clear-pending-creates"]``."""
         operation = Operation(operation)
         workdir = Path(tempfile.mkdtemp(prefix="engine-run-"))
         args = [
@@ -111,6 +117,7 @@ class Engine:
         ]
         if expect_no_changes:
             args.append("--expect-no-changes")
+        args += flags or []
         for urn in targets or []:
             args += ["--target", urn]
         env = dict(os.environ)
@@ -139,10 +146,11 @@ class Engine:
         targets: list[str] | None = None,
         timeout: float | None = None,
         expect_no_changes: bool = False,
+        flags: list[str] | None = None,
     ) -> EngineResult:
         """Run one operation to completion. ``expect_no_changes`` fails the run (exit 1) if any resource
         would be created, updated, replaced or deleted (the CLI's ``--expect-no-changes``)."""
-        handle = self.start(operation, targets, expect_no_changes)
+        handle = self.start(operation, targets, expect_no_changes, flags)
         try:
             return handle.wait(timeout)
         except subprocess.TimeoutExpired:
@@ -150,8 +158,8 @@ class Engine:
             handle.popen.wait()
             raise
 
-    def start_up(self, targets: list[str] | None = None) -> EngineHandle:
-        return self.start(Operation.UP, targets)
+    def start_up(self, targets: list[str] | None = None, flags: list[str] | None = None) -> EngineHandle:
+        return self.start(Operation.UP, targets, flags=flags)
 
     def preview(
         self, targets: list[str] | None = None, timeout: float | None = None, expect_no_changes: bool = False
@@ -159,12 +167,32 @@ class Engine:
         return self.run(Operation.PREVIEW, targets, timeout, expect_no_changes)
 
     def up(
-        self, targets: list[str] | None = None, timeout: float | None = None, expect_no_changes: bool = False
+        self,
+        targets: list[str] | None = None,
+        timeout: float | None = None,
+        expect_no_changes: bool = False,
+        flags: list[str] | None = None,
     ) -> EngineResult:
-        return self.run(Operation.UP, targets, timeout, expect_no_changes)
+        """``pulumi up --yes``: a preview first, then the update (``flags=["--skip-preview"]`` skips it)."""
+        return self.run(Operation.UP, targets, timeout, expect_no_changes, flags)
 
-    def refresh(self, targets: list[str] | None = None, timeout: float | None = None) -> EngineResult:
-        return self.run(Operation.REFRESH, targets, timeout)
+    def refresh(
+        self, targets: list[str] | None = None, timeout: float | None = None, flags: list[str] | None = None
+    ) -> EngineResult:
+        return self.run(Operation.REFRESH, targets, timeout, flags=flags)
 
-    def destroy(self, targets: list[str] | None = None, timeout: float | None = None) -> EngineResult:
-        return self.run(Operation.DESTROY, targets, timeout)
+    def destroy(
+        self, targets: list[str] | None = None, timeout: float | None = None, flags: list[str] | None = None
+    ) -> EngineResult:
+        return self.run(Operation.DESTROY, targets, timeout, flags=flags)
+
+    def cancel(self) -> str:
+        """``pulumi cancel``: remove the stack lock a killed run left behind."""
+        proc = subprocess.run(
+            [sys.executable, "-m", "engine", "cancel", "--stack", self.stack, "--state", str(self.state_path)],
+            capture_output=True,
+            text=True,
+            check=True,
+            env={**os.environ, "PYTHONPATH": str(_REPO_ROOT)},
+        )
+        return proc.stdout.strip()

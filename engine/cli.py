@@ -7,12 +7,16 @@ import argparse
 import json
 import os
 import signal
+import subprocess
 import sys
+import tempfile
 from pathlib import Path
+from typing import TextIO
 
 from engine.config import ConfigError, parse_overrides
 from engine.deployment import Deployment
-from engine.model import EngineResult, Operation, StepOp
+from engine.locks import cancel
+from engine.model import Diagnostic, EngineResult, Operation, Severity, StepOp
 from engine.runner import EXIT_USAGE, RunOptions, run_operation
 from engine.values import UNKNOWN
 
@@ -39,7 +43,7 @@ _PREVIEW_VERB = {
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m engine", description=__doc__)
-    p.add_argument("operation", choices=[o.value for o in Operation])
+    p.add_argument("operation", choices=[*(o.value for o in Operation), "cancel"])
     p.add_argument("--cwd", default=".", help="the Pulumi project directory (holds Pulumi.yaml)")
     p.add_argument("--stack", "-s", required=True)
     p.add_argument("--state", required=True, help="JSON state file (created if missing)")
@@ -60,16 +64,56 @@ def build_parser() -> argparse.ArgumentParser:
         help="preview --json: include the create-replacement/delete-replaced halves of replacements",
     )
     p.add_argument("--expect-no-changes", action="store_true", help="fail (exit 1) if any resource changes")
+    p.add_argument(
+        "--continue-on-error",
+        action="store_true",
+        help="up/destroy: keep going after a failed step (independent resources only), as the CLI's flag does",
+    )
+    p.add_argument("--skip-preview", action="store_true", help="up: do not run the preview first")
+    p.add_argument(
+        "--clear-pending-creates", action="store_true", help="refresh: drop pending creates left by a killed run"
+    )
+    p.add_argument(
+        "--import-pending-creates",
+        nargs="*",
+        metavar="URN ID",
+        help="refused: dynamic providers cannot import; use --clear-pending-creates (see docs/engine.md)",
+    )
     p.add_argument("--result-file", help=argparse.SUPPRESS)
     return p
+
+
+def _preview_first(args: argparse.Namespace, overrides: dict[str, str], out: TextIO) -> EngineResult:
+    """``pulumi up`` without --skip-preview runs a whole preview first (so Check and Diff run twice) and
+    stops if it fails. The preview runs as its own engine process, as the CLI runs it as its own operation."""
+    with tempfile.TemporaryDirectory(prefix="engine-preview-") as tmp:
+        result_file = Path(tmp) / "result.json"
+        cmd = [sys.executable, "-m", "engine", "preview", "--cwd", args.cwd, "--stack", args.stack]
+        cmd += ["--state", args.state, "--json", "--result-file", str(result_file)]
+        for urn in args.target:
+            cmd += ["--target", urn]
+        env = {**os.environ, CONFIG_ENV: json.dumps(overrides)}
+        out.write("Previewing update:\n")
+        out.flush()
+        proc = subprocess.run(cmd, env=env, stdout=subprocess.DEVNULL, stderr=out, check=False)
+        if result_file.exists():
+            return EngineResult.model_validate_json(result_file.read_text())
+        return EngineResult(
+            operation=Operation.PREVIEW,
+            ok=False,
+            exitCode=proc.returncode or 1,
+            diagnostics=[Diagnostic(message=f"the preview exited with {proc.returncode}", severity=Severity.ERROR)],
+        )
 
 
 def human_summary(result: EngineResult) -> str:
     verbs = _PREVIEW_VERB if result.operation is Operation.PREVIEW else _VERB
     lines = []
-    if result.diagnostics:
+    # Provider output was already shown live; the summary repeats only what the engine itself reported.
+    shown = [d for d in result.diagnostics if d.urn or d.severity not in (Severity.INFO, Severity.INFO_ERR)]
+    if shown:
         lines.append("Diagnostics:")
-        for d in result.diagnostics:
+        for d in shown:
             lines.append(f"  {d.severity.value}: {d.urn + ': ' if d.urn else ''}{d.message}")
     if result.outputs:
         lines.append("Outputs:")
@@ -84,7 +128,19 @@ def human_summary(result: EngineResult) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    # size: argument handling, the pre-up preview, signal wiring and output, read top to bottom
     args = build_parser().parse_args(argv)
+    if args.operation == "cancel":
+        print(cancel(Path(args.state).resolve()))
+        return 0
+    if args.import_pending_creates is not None:
+        print(
+            "error: --import-pending-creates is not supported: a Python dynamic provider's Read returns no inputs, "
+            "so the import would fail under the real CLI too. Use `refresh --clear-pending-creates`; the next `up` "
+            "creates the resource again and every provider here adopts the object it finds (docs/engine.md)",
+            file=sys.stderr,
+        )
+        return EXIT_USAGE
     try:
         overrides = json.loads(os.environ.get(CONFIG_ENV, "{}"))
         overrides.update(parse_overrides(args.config))
@@ -97,14 +153,23 @@ def main(argv: list[str] | None = None) -> int:
         out.write(line)
         out.flush()
 
+    operation = Operation(args.operation)
+    if operation is Operation.UP and not args.skip_preview:
+        preview = _preview_first(args, overrides, out)
+        if not preview.ok:
+            preview.operation = Operation.UP
+            return _finish(args, preview)
+        emit("Updating:\n")
     opts = RunOptions(
-        operation=Operation(args.operation),
+        operation=operation,
         project_dir=Path(args.cwd).resolve(),
         stack=args.stack,
         state_path=Path(args.state).resolve(),
         config_overrides=overrides,
         targets=args.target,
         expect_no_changes=args.expect_no_changes,
+        continue_on_error=args.continue_on_error,
+        clear_pending_creates=args.clear_pending_creates,
     )
 
     def on_deployment(dep: Deployment) -> None:
@@ -119,7 +184,10 @@ def main(argv: list[str] | None = None) -> int:
         for signum in (signal.SIGINT, signal.SIGTERM):
             signal.signal(signum, interrupt)
 
-    result = run_operation(opts, emit, on_deployment)
+    return _finish(args, run_operation(opts, emit, on_deployment))
+
+
+def _finish(args: argparse.Namespace, result: EngineResult) -> int:
     if args.result_file:
         Path(args.result_file).write_text(result.model_dump_json())
     if args.json:

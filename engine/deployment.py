@@ -26,6 +26,7 @@ from engine.model import (
     Step,
     StepOp,
 )
+from engine.provider_host import PREFIX as PROVIDER_PREFIX
 from engine.provider_host import ProviderHost
 from engine.state import StateStore
 from engine.values import (
@@ -53,6 +54,20 @@ _SYMBOL = {
 
 class StepFailed(Exception):
     """This resource's step failed; the message is what the user sees (no traceback)."""
+
+
+class ProtectedDelete(StepFailed):
+    """A delete refused because the resource is protected (deleteProtectedError)."""
+
+
+class NotStarted(Exception):
+    """The run is cancelled (a step failed, or a signal): like the real step executor after ``cancel()``,
+    no new step starts and nothing is reported for the resources never reached."""
+
+
+class Skipped(Exception):
+    """``--continue-on-error``: a dependency failed, so this step is skipped (deployment_executor.go
+    ``handleSingleEvent``: ``step.Skip()`` for steps that depend on errored ones)."""
 
 
 @dataclass
@@ -110,8 +125,10 @@ class Deployment:
         stack: str,
         targets: list[str] | None = None,
         emit: Callable[[str], None] | None = None,
+        continue_on_error: bool = False,
     ) -> None:
         self.operation = operation
+        self.continue_on_error = continue_on_error
         self.dry_run = operation is Operation.PREVIEW
         self.store = store
         self.host = host
@@ -123,18 +140,28 @@ class Deployment:
         raw_emit = emit or (lambda line: None)
         self.emit: Callable[[str], None] = lambda line: raw_emit(self.redact(line))
         self.lock = threading.RLock()
+        # Serialises check and diff, as the real step generator does (one registration event at a time).
+        self.stepgen_lock = threading.Lock()
         initial = store.initial
         self.old: dict[str, ResourceState] = {r.urn: r for r in initial.resources if not r.delete}
         self.live: dict[str, ResourceState] = dict(self.old)
         # Replaced (create-before-delete) or left over from an earlier run: deleted at the end.
         self.condemned_replaced: list[ResourceState] = [r for r in initial.resources if r.delete]
         self.pending: dict[int, PendingOperation] = {}
+        # snapshot.go: pending CREATE operations of the base snapshot are carried into every new snapshot
+        # until an operator resolves them (refresh --clear-pending-creates / --import-pending-creates).
+        self.pending_creates: list[PendingOperation] = [
+            op for op in initial.pending_operations if op.type is PendingOpType.CREATING
+        ]
         self.registered: set[str] = set()
         self.failed: set[str] = set()
-        # Dependents deleted ahead of a delete-before-replace; their registration recreates them.
-        self.replaced_early: set[str] = set()
-        # Set by SIGINT/SIGTERM (see cli): steps already running finish and are recorded; no new step starts.
+        self.skipped: set[str] = set()
+        # Set by SIGINT/SIGTERM (see cli), or by the first failed step unless --continue-on-error
+        # (step_executor.go cancelDueToError): steps already running finish and are recorded; no new step starts.
         self.cancelled = threading.Event()
+        self.errored = threading.Event()
+        # The stack's outputs as the program registered them; applied at the end (finalize_outputs).
+        self.program_outputs: Props | None = None
         self.steps: list[Step] = []
         self.diagnostics: list[Diagnostic] = []
         self.stack_outputs: Props = dict(initial.outputs)
@@ -159,21 +186,33 @@ class Deployment:
             self.diagnostics.append(Diagnostic(urn=urn, message=message, severity=severity))
         self.emit(f"{severity.value}: {urn + ': ' if urn else ''}{message}\n")
 
+    def provider_output(self, line: str, from_stderr: bool) -> None:
+        """A line the provider server printed: shown live, and kept as an ``info`` (stdout) or ``info#err``
+        (stderr) diagnostic without a URN, the way the CLI's plugin host reports it."""
+        line = self.redact(line)
+        severity = Severity.INFO_ERR if from_stderr else Severity.INFO
+        with self.lock:
+            self.diagnostics.append(Diagnostic(message=line, severity=severity))
+        self.emit(PROVIDER_PREFIX + line)
+
     def _report_interrupted(self, pending: list[PendingOperation]) -> None:
-        hints = {
-            PendingOpType.CREATING: "the provider may have created it; it is not in state, so this run "
-            "creates it again (providers must adopt an existing object in create)",
-            PendingOpType.UPDATING: "state still holds the values from before the update; this run diffs "
-            "against them and updates again if needed",
-            PendingOpType.DELETING: "the resource is still in state; it is deleted again if still condemned",
-            PendingOpType.READING: "the read is repeated on the next refresh",
-        }
-        for op in pending:
-            self.diag(
-                f"the previous run was interrupted while {op.type.value} this resource: {hints[op.type]}",
-                Severity.WARNING,
-                op.resource.urn,
-            )
+        """deployment_executor.go ``printPendingOperationsWarning`` (update and destroy, not preview or
+        refresh): one warning naming every interrupted operation and how to resolve it."""
+        if not pending or self.operation not in (Operation.UP, Operation.DESTROY):
+            return
+        listed = "".join(f"  * {op.resource.urn}, interrupted while {op.type.value}\n" for op in pending)
+        self.diag(
+            "Attempting to deploy or update resources "
+            f"with {len(pending)} pending operations from previous deployment.\n{listed}"
+            "These resources are in an unknown state because the Pulumi CLI was interrupted while waiting for "
+            "changes to these resources to complete. You should confirm whether or not the operations listed "
+            "completed successfully by checking the state of the appropriate provider.\n\n"
+            "Once you have confirmed the status of the interrupted operations, you can repair your stack using "
+            "`pulumi refresh` which will refresh the state from the provider you are using and clear the pending "
+            "operations if there are any.\n\n"
+            "Note that `pulumi refresh` will need to be run interactively to clear pending CREATE operations.",
+            Severity.WARNING,
+        )
 
     def record(self, step: Step) -> None:
         with self.lock:
@@ -189,7 +228,7 @@ class Deployment:
         resources = [self._renamed(r) for r in current]
         if self._rewritten:
             self._rewritten = {id(r): self._rewritten[id(r)] for r in current if id(r) in self._rewritten}
-        self.store.save(resources, list(self.pending.values()), self.stack_outputs)
+        self.store.save(resources, [*self.pending.values(), *self.pending_creates], self.stack_outputs)
 
     # -- aliases ---------------------------------------------------------------------------------
     def find_old(self, goal: Goal) -> ResourceState | None:
@@ -259,24 +298,62 @@ class Deployment:
 
     def check_cancelled(self) -> None:
         if self.cancelled.is_set():
-            raise StepFailed("not started: the run was interrupted (steps already running were completed)")
+            raise NotStarted()
+
+    def step_failed(self, urn: str, message: str) -> None:
+        """Record a failed step; without --continue-on-error the run is cancelled (cancelDueToError)."""
+        with self.lock:
+            self.failed.add(urn)
+        self.diag(message, urn=urn)
+        self.errored.set()
+        if not self.continue_on_error:
+            self.cancelled.set()
+
+    def bail(self, urn: str, messages: list[str]) -> None:
+        """The step generator refused a registration: report it and stop the run even with
+        --continue-on-error (an error from handleSingleEvent cancels the deployment)."""
+        with self.lock:
+            self.failed.add(urn)
+        for message in messages:
+            self.diag(message, urn=urn)
+        self.errored.set()
+        self.cancelled.set()
+
+    def finalize_outputs(self) -> None:
+        """step_executor.go executeRegisterResourceOutputs(finalizing): on success the program's outputs
+        replace the old ones; after an error the old outputs are kept and only overwritten key by key."""
+        if self.program_outputs is None:
+            return
+        with self.lock:
+            if self.errored.is_set() or self.cancelled.is_set():
+                self.stack_outputs = {**self.stack_outputs, **self.program_outputs}
+            else:
+                self.stack_outputs = dict(self.program_outputs)
+            root = next((r for r in self.live.values() if r.type == STACK_TYPE), None)
+            if root is not None:
+                self.live[root.urn] = root.model_copy(update={"outputs": self.stack_outputs})
 
     def targeted(self, urn: str) -> bool:
         return not self.targets or urn in self.targets
 
     # -- registration --------------------------------------------------------------------------
-    def delete_one(self, res: ResourceState, op: StepOp = StepOp.DELETE) -> None:
-        """Delete one resource (provider Delete unless retained) and drop it from state."""
+    def delete_one(self, res: ResourceState, op: StepOp = StepOp.DELETE, pending_replace: bool = False) -> None:
+        """Delete one resource (provider Delete unless retained, or already gone because it is pending
+        replacement) and drop it from state; with ``pending_replace`` it stays in state marked
+        ``pendingReplacement`` until its replacement is created (a delete-before-replace)."""
         if res.protect and op is StepOp.DELETE:
-            raise StepFailed(
-                f"cannot delete {res.urn}: it is protected. Set protect=False in the program and "
-                "run up first (or keep the resource in the program)"
+            raise ProtectedDelete(
+                f"unable to delete resource \"{res.urn}\"\nas it is currently marked for protection. To unprotect "
+                "the resource, remove the `protect` flag from the resource in your Pulumi program and run `pulumi up`"
             )
         provider = self.provider_ref if res.custom else None
         if self.dry_run:
+            if pending_replace:  # so its own registration plans the replacement without a second delete
+                with self.lock:
+                    self.live[res.urn] = res.model_copy(update={"pendingReplacement": True})
             self.record(Step(op=op, urn=res.urn, provider=provider, oldState=display_state(res)))
             return
-        if res.custom and res.id and not res.retainOnDelete and not res.external:
+        if res.custom and res.id and not res.retainOnDelete and not res.external and not res.pendingReplacement:
             assert self.host is not None, "custom resources need the provider server"
             token = self.begin(res, PendingOpType.DELETING)
             try:
@@ -296,6 +373,8 @@ class Deployment:
                     for r in self.condemned_replaced
                     if r is not res and not (r.urn == res.urn and r.id == res.id and r.delete)
                 ]
+            elif pending_replace:
+                self.live[res.urn] = res.model_copy(update={"pendingReplacement": True})
             elif self.live.get(res.urn) is res or op is StepOp.DELETE:
                 self.live.pop(res.urn, None)
             self.save()

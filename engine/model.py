@@ -42,11 +42,13 @@ class PendingOpType(StrEnum):
     UPDATING = "updating"
     DELETING = "deleting"
     READING = "reading"
+    IMPORTING = "importing"
 
 
 class Severity(StrEnum):
     DEBUG = "debug"
     INFO = "info"
+    INFO_ERR = "info#err"  # a provider's stderr (plugin.go runtrace: Diag.Infoerrf)
     WARNING = "warning"
     ERROR = "error"
 
@@ -76,6 +78,8 @@ class ResourceState(BaseModel):
     parent: str = ""
     protect: bool = False
     external: bool = False
+    # Deleted by a delete-before-replace whose replacement is not created yet (apitype.ResourceV3).
+    pendingReplacement: bool = False
     dependencies: list[str] = Field(default_factory=list)
     propertyDependencies: dict[str, list[str]] = Field(default_factory=dict)
     additionalSecretOutputs: list[str] = Field(default_factory=list)
@@ -114,9 +118,12 @@ class Step(BaseModel):
     diffReasons: list[str] | None = None
     replaceReasons: list[str] | None = None
     detailedDiff: dict[str, PropertyDiff] | None = None
+    # A refresh step's result (step.go RefreshStep.ResultOp: same, update = drifted, delete = gone).
+    # Not part of the CLI's preview JSON; kept for summaries and --expect-no-changes.
+    drifted: bool | None = None
 
     def digest(self) -> dict[str, Any]:
-        out = self.model_dump(mode="json", exclude_none=True)
+        out = self.model_dump(mode="json", exclude_none=True, exclude={"drifted"})
         out["detailedDiff"] = out.get("detailedDiff")  # never omitted by the CLI (no omitempty)
         return out
 

@@ -76,11 +76,13 @@ class EngineMonitor(MockMonitor):
         outputs = from_struct(request.outputs)
         with dep.lock:
             res = dep.live.get(request.urn)
-            if res is not None and request.urn in dep.registered:
-                dep.live[request.urn] = res.model_copy(update={"outputs": outputs})
             if res is not None and res.type == STACK_TYPE:
-                dep.stack_outputs = outputs
-            dep.save()
+                # Kept aside and applied when the run ends (Deployment.finalize_outputs), as the step
+                # executor saves the stack's outputs event until it knows whether the run failed.
+                dep.program_outputs = outputs
+            elif res is not None and request.urn in dep.registered:
+                dep.live[request.urn] = res.model_copy(update={"outputs": outputs})
+                dep.save()
         return empty_pb2.Empty()
 
     def ReadResource(self, request: Any) -> Any:  # noqa: N802

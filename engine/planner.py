@@ -104,21 +104,32 @@ def decide(
     replace_on_changes: list[str],
     option_dbr: bool | None,
 ) -> Decision:
-    """One resource's op from the provider's DiffResponse (see the module doc for the rules)."""
+    """One resource's op from the provider's DiffResponse (see the module doc for the rules).
+
+    As in step_generator.go ``diffResource``: only DIFF_UNKNOWN makes the engine diff the inputs itself
+    (changed keys and an input detailed diff); a provider that answers DIFF_SOME without ``diffs`` (every
+    Python dynamic provider: ``pulumi/dynamic/__main__.py`` ``Diff`` sets only changes, replaces and
+    deleteBeforeReplace) gets no diffReasons and a null detailedDiff, exactly as the CLI shows it."""
     if changes == DIFF_NONE:
         return Decision(StepOp.SAME)
-    computed = changed_keys(old_inputs, news)
-    if changes == DIFF_UNKNOWN and not computed and not provider_replaces:
-        return Decision(StepOp.SAME)
-    reasons = sorted(set(provider_diffs) | set(provider_replaces)) if provider_diffs else computed
+    if changes == DIFF_UNKNOWN:
+        changed = changed_keys(old_inputs, news)
+        if not changed and not provider_replaces:
+            return Decision(StepOp.SAME)
+        detailed_from_engine = True
+    else:
+        changed = list(provider_diffs)
+        detailed_from_engine = False
+    # applyReplaceOnChanges: replace keys are the provider's plus changed keys under replace_on_changes.
     replace = set(provider_replaces)
     if "*" in replace_on_changes:
-        replace |= set(reasons)
+        replace |= set(changed)
     else:
-        replace |= {k for k in reasons if k in replace_on_changes}
-    keys = sorted(set(reasons) | replace)
-    detailed = detailed_diff(old_inputs, news, keys, replace)
+        replace |= {k for k in changed if k in replace_on_changes}
+    detailed = detailed_diff(old_inputs, news, changed, replace) if detailed_from_engine else {}
     if replace:
-        dbr = provider_dbr or bool(option_dbr)
-        return Decision(StepOp.REPLACE, reasons, sorted(replace), detailed, dbr)
-    return Decision(StepOp.UPDATE, reasons, [], detailed)
+        # The resource option, when set, wins over the provider (step_generator.go: a goal's
+        # DeleteBeforeReplace of false forces create-before-delete).
+        dbr = provider_dbr if option_dbr is None else option_dbr
+        return Decision(StepOp.REPLACE, changed, sorted(replace), detailed, dbr)
+    return Decision(StepOp.UPDATE, changed, [], detailed)

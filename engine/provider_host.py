@@ -25,6 +25,7 @@ from pulumi.runtime.proto import provider_pb2, provider_pb2_grpc
 from engine.values import Props, from_struct, to_struct
 
 PREFIX = "[provider] "
+_METADATA_LIMITS = [("grpc.max_metadata_size", 16 << 20), ("grpc.absolute_max_metadata_size", 16 << 20)]
 
 
 class ProviderError(Exception):
@@ -72,10 +73,11 @@ def _die_with_parent() -> None:
 
 
 class ProviderHost:
-    def __init__(self, project_dir: Path, project: str, sink: Callable[[str], None] | None = None) -> None:
+    def __init__(self, project_dir: Path, project: str, sink: Callable[[str, bool], None] | None = None) -> None:
+        """``sink(line, from_stderr)`` receives each line the provider server prints (newline included)."""
         self.project_dir = project_dir
         self.project = project
-        self._sink = sink or (lambda line: sys.stderr.write(line))
+        self._sink = sink or (lambda line, _err: sys.stderr.write(PREFIX + line))
         self._proc: subprocess.Popen[bytes] | None = None
         self._channel: grpc.Channel | None = None
         self._stub: Any = None
@@ -119,12 +121,14 @@ class ProviderHost:
         if not first.isdigit():
             err = self._proc.stderr.read().decode(errors="replace") if self._proc.poll() is not None else ""
             raise ProviderError(f"the dynamic provider server did not start (got {first!r}): {err.strip()}")
-        for stream in (self._proc.stdout, self._proc.stderr):
-            t = threading.Thread(target=self._pump, args=(stream,), daemon=True)
+        for stream, is_err in ((self._proc.stdout, False), (self._proc.stderr, True)):
+            t = threading.Thread(target=self._pump, args=(stream, is_err), daemon=True)
             t.start()
             self._threads.append(t)
-        # The SDK's own channel options (message size limits), so big property bags pass as under the CLI.
-        self._channel = grpc.insecure_channel(f"127.0.0.1:{first}", options=_GRPC_CHANNEL_OPTIONS)
+        # The SDK's own channel options (message size limits), so big property bags pass as under the CLI,
+        # plus the Go client's 16 MiB header limit: a provider's error travels in the status metadata, and
+        # Python gRPC's default (8 KiB soft, 16 KiB hard) would cut a long failure report that the CLI shows.
+        self._channel = grpc.insecure_channel(f"127.0.0.1:{first}", options=[*_GRPC_CHANNEL_OPTIONS, *_METADATA_LIMITS])
         stub = provider_pb2_grpc.ResourceProviderStub(self._channel)
         # Configure gets the whole stack config (namespaced keys, plaintext), as the CLI sends it.
         request = provider_pb2.ConfigureRequest(
@@ -137,9 +141,11 @@ class ProviderHost:
             raise ProviderError(provider_message(details), details) from None
         self._stub = stub
 
-    def _pump(self, stream: IO[bytes]) -> None:
+    def _pump(self, stream: IO[bytes], is_err: bool) -> None:
         for raw in iter(stream.readline, b""):
-            self._sink(PREFIX + raw.decode(errors="replace").rstrip("\n") + "\n")
+            line = raw.decode(errors="replace").rstrip("\n") + "\n"
+            if line.strip():  # plugin.go runtrace skips blank lines
+                self._sink(line, is_err)
 
     def stop(self) -> None:
         if self._channel is not None:

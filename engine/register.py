@@ -9,6 +9,7 @@ maps it to the handler that carries it out.
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -19,15 +20,38 @@ from engine.deployment import (
     STACK_TYPE,
     Deployment,
     Goal,
+    NotStarted,
     Registered,
+    Skipped,
     StepFailed,
     display_state,
     now,
 )
-from engine.model import PendingOpType, ResourceState, Step, StepOp
+from engine.model import PendingOpType, ResourceState, Severity, Step, StepOp
 from engine.planner import Decision, apply_ignore_changes, decide
 from engine.provider_host import ProviderError, ProviderHost
 from engine.values import Props, contains_unknown, remark_secrets, secret_keys, strip_secrets
+
+
+class Bail(StepFailed):
+    """The step generator refuses this registration: every message is reported and the whole run stops,
+    --continue-on-error or not (deployment_executor.go: an error from handleSingleEvent cancels)."""
+
+    def __init__(self, messages: list[str]) -> None:
+        super().__init__("\n".join(messages))
+        self.messages = messages
+
+
+class CheckFailed(Bail):
+    """The provider's Check returned failures (step_generator.go ``issueCheckFailures``)."""
+
+
+def check_failure_message(goal: Goal, inputs: Props, prop: str, reason: str) -> str:
+    """diag.GetResourcePropertyInvalidValueError / GetResourceInvalidError, as the CLI prints them."""
+    if prop:
+        value = json.dumps(inputs.get(prop), sort_keys=True, default=str)
+        return f"{goal.type} resource '{goal.name}': property {prop} value {{{value}}} has a problem: {reason}"
+    return f"{goal.type} resource '{goal.name}' has a problem: {reason}"
 
 
 @dataclass
@@ -95,13 +119,21 @@ class Registrar:
         try:
             dep.check_cancelled()
             return self._register_custom(goal) if goal.custom else self._register_component(goal)
+        except NotStarted:
+            return Registered(ok=False)
+        except Skipped as exn:
+            with dep.lock:
+                dep.skipped.add(goal.urn)
+            dep.diag(str(exn), Severity.INFO, goal.urn)
+            return Registered(ok=False)
+        except Bail as exn:
+            dep.bail(goal.urn, exn.messages)
+            return Registered(ok=False)
         except StepFailed as exn:
             message, details = str(exn), ""
         except ProviderError as exn:
             message, details = exn.message, exn.details
-        with dep.lock:
-            dep.failed.add(goal.urn)
-        dep.diag(message, urn=goal.urn)
+        dep.step_failed(goal.urn, message)
         if details and os.environ.get("GPUAAS_ENGINE_DEBUG"):
             dep.emit(details + "\n")
         return Registered(ok=False)
@@ -127,10 +159,26 @@ class Registrar:
                 f"type {goal.type} is not a dynamic provider resource; this test engine runs only "
                 "pulumi-python:dynamic resources (use the Pulumi CLI for others)"
             )
-        failed_deps = sorted((set(goal.dependencies) | {goal.parent}) & dep.failed)
+        deps = set(goal.dependencies) | {goal.parent} | {u for v in goal.property_dependencies.values() for u in v}
+        failed_deps = sorted(deps & (dep.failed | dep.skipped))
         if failed_deps:
-            raise StepFailed(f"skipped: it depends on {', '.join(failed_deps)}, which failed")
+            raise Skipped(f"skipped: it depends on {', '.join(failed_deps)}, which did not complete")
+        with dep.stepgen_lock:
+            # The real step generator handles one registration at a time (check, then diff), so a
+            # check failure stops the run before any later registration is even checked.
+            dep.check_cancelled()
+            planned = self._plan(goal)
+        if isinstance(planned, Registered):
+            return planned
+        return _HANDLERS[planned.decision.op](self, planned)
+
+    def _plan(self, goal: Goal) -> Planned | Registered:
+        dep = self.dep
         old = dep.find_old(goal)
+        with dep.lock:
+            current = dep.live.get(goal.urn)
+        if old is not None and current is not None and current.pendingReplacement:
+            old = current  # deleted earlier in this run, ahead of a delete-before-replace it depends on
         if not dep.targeted(goal.urn):
             return self._untargeted(goal, old)
         news = goal.inputs
@@ -144,30 +192,42 @@ class Registrar:
         old_inputs = strip_secrets(old.inputs) if old else {}
         checked_plain, failures = self.host.check(goal.urn, old_inputs, strip_secrets(news))
         if failures:
-            raise StepFailed("check failed: " + "; ".join(f"property `{p}`: {r}" for p, r in failures))
+            raise CheckFailed([check_failure_message(goal, strip_secrets(news), p, r) for p, r in failures])
         checked = remark_secrets(checked_plain, secret_in, [])
         if old is None:
-            decision = Decision(StepOp.CREATE)
-        elif goal.urn in dep.replaced_early:
-            # Deleted earlier in this run because a resource it depends on was replaced delete-first.
-            planned = Planned(goal, old, checked, secret_in, Decision(StepOp.REPLACE))
-            result = self._create(planned, StepOp.CREATE_REPLACEMENT)
-            dep.record(planned.step(dep.provider_ref))
-            return result
-        else:
-            diff = self.host.diff(goal.urn, old.id, strip_secrets(old.outputs), checked_plain, old_inputs)
-            decision = decide(
-                old.inputs,
-                checked,
-                diff.changes,
-                diff.replaces,
-                diff.diffs,
-                diff.delete_before_replace,
-                goal.replace_on_changes,
-                goal.delete_before_replace,
-            )
-        planned = Planned(goal, old, checked, secret_in, decision)
-        return _HANDLERS[decision.op](self, planned)
+            return Planned(goal, old, checked, secret_in, Decision(StepOp.CREATE))
+        diff = self.host.diff(goal.urn, old.id, strip_secrets(old.outputs), checked_plain, old_inputs)
+        decision = decide(
+            old.inputs,
+            checked,
+            diff.changes,
+            diff.replaces,
+            diff.diffs,
+            diff.delete_before_replace,
+            goal.replace_on_changes,
+            goal.delete_before_replace,
+        )
+        if old.pendingReplacement:
+            # Its object was already deleted by a delete-before-replace whose create never finished:
+            # the next run replaces it whatever the diff says (step_generator.go ``old.PendingReplacement``).
+            d = decision
+            decision = Decision(StepOp.REPLACE, d.diff_reasons, d.replace_reasons, d.detailed, True)
+        if decision.op is StepOp.REPLACE and old.protect and goal.protect:
+            self._refuse_protected_replace(goal)
+        return Planned(goal, old, checked, secret_in, decision)
+
+    def _refuse_protected_replace(self, goal: Goal) -> None:
+        """step_generator.go: replacing needs a delete, so old AND new protected is an error. A preview
+        still shows the step; an update bails before anything else runs."""
+        message = (
+            f'unable to replace resource "{goal.urn}"\nas it is currently marked for protection. To unprotect the '
+            "resource, remove the `protect` flag from the resource in your Pulumi program and run `pulumi up`"
+        )
+        if self.dep.dry_run:
+            self.dep.diag(message, urn=goal.urn)
+            self.dep.errored.set()
+            return
+        raise Bail([message])
 
     def _untargeted(self, goal: Goal, old: ResourceState | None) -> Registered:
         """``--target`` left this resource out: keep what state has, create nothing."""
@@ -258,27 +318,26 @@ class Registrar:
     def _replace(self, p: Planned) -> Registered:
         dep, old = self.dep, p.old
         assert old is not None
-        if old.protect or p.goal.protect:
-            raise StepFailed(
-                f"cannot replace {p.goal.urn}: it is protected (changed: {', '.join(p.decision.replace_reasons)})."
-                " Set protect=False in the program and run up, then make the change"
-            )
         if p.decision.delete_before_replace:
-            with dep.lock:
-                live = list(dep.live.values())
-            dependents = dependents_to_replace(self.host, old, live)
-            protected = [d.urn for d in dependents if d.protect]
-            if protected:
-                raise StepFailed(
-                    f"cannot replace {p.goal.urn} delete-before-replace: protected dependents would have to be "
-                    f"replaced with it ({', '.join(protected)})"
-                )
-            for res in [*reversed(dependents), old]:  # dependents first, then the resource itself
-                dep.delete_one(res, StepOp.DELETE_REPLACED)
+            if not old.pendingReplacement:
                 with dep.lock:
-                    dep.live.pop(res.urn, None)
-                    if res is not old:
-                        dep.replaced_early.add(res.urn)
+                    live = list(dep.live.values())
+                dependents = dependents_to_replace(self.host, old, live)
+                protected = [d.urn for d in dependents if d.protect]
+                if protected:
+                    raise Bail(
+                        [
+                            f'unable to replace resource "{d}" as part of replacing "{p.goal.urn}" as it is '
+                            "currently marked for protection. To unprotect the resource, remove the `protect` flag "
+                            f"from the resource in your Pulumi program and run `pulumi up`, or use the command:\n"
+                            f'`pulumi state unprotect "{d}"`'
+                            for d in protected
+                        ]
+                    )
+                # Dependents first, then the resource itself. Each stays in state marked pendingReplacement
+                # (step.go DeleteStep with pendingReplace) until its replacement is created.
+                for res in [*reversed(dependents), old]:
+                    dep.delete_one(res, StepOp.DELETE_REPLACED, pending_replace=True)
             dep.record(p.step(dep.provider_ref))
             return self._create(p, StepOp.CREATE_REPLACEMENT)
         result = self._create(p, StepOp.CREATE_REPLACEMENT)

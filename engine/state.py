@@ -9,7 +9,6 @@ killed mid-operation leaves a state the next run can resume from (like Pulumi's 
 from __future__ import annotations
 
 import base64
-import fcntl
 import json
 import os
 import tempfile
@@ -171,19 +170,6 @@ class StateStore:
         else:
             self.crypter = Crypter.new(passphrase)
             self.initial = StateDocument(project=project, stack=stack)
-
-    def lock(self) -> None:
-        """Take the state's run lock for the life of this process (released by the OS on exit or kill)."""
-        lock_path = self.path.with_name(self.path.name + ".lock")
-        lock_path.parent.mkdir(parents=True, exist_ok=True)
-        self._lock_file = open(lock_path, "a")  # noqa: SIM115 - held until the process ends
-        try:
-            fcntl.flock(self._lock_file, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise StateError(
-                f"{self.path}: another engine run is using this state (lock {lock_path}); "
-                "wait for it to finish or stop it"
-            ) from None
 
     def _encoded(self, res: ResourceState) -> str:
         """One resource as encrypted JSON, cached per (immutable) resource object: a save re-encodes only

@@ -10,9 +10,9 @@ from __future__ import annotations
 import os
 from concurrent.futures import ThreadPoolExecutor
 
-from engine.deployment import Deployment, StepFailed, display_state
+from engine.deployment import Deployment, NotStarted, ProtectedDelete, StepFailed, display_state
 from engine.model import ResourceState, Severity, Step, StepOp
-from engine.planner import changed_keys, detailed_diff
+from engine.planner import DIFF_NONE, DIFF_UNKNOWN, changed_keys
 from engine.provider_host import ProviderError
 from engine.values import remark_secrets, secret_keys, strip_secrets
 
@@ -24,14 +24,22 @@ def _try_delete(dep: Deployment, res: ResourceState, op: StepOp) -> bool:
         dep.check_cancelled()
         dep.delete_one(res, op)
         return True
-    except StepFailed as exn:
+    except NotStarted:
+        return False
+    except ProtectedDelete as exn:
+        # step_executor.go cancelDueToError: a protected delete never cancels the run, so every one is
+        # reported in a single run; the run still fails.
+        with dep.lock:
+            dep.failed.add(res.urn)
         dep.diag(str(exn), urn=res.urn)
+        dep.errored.set()
+        return False
+    except StepFailed as exn:
+        dep.step_failed(res.urn, str(exn))
     except ProviderError as exn:
-        dep.diag(exn.message, urn=res.urn)
+        dep.step_failed(res.urn, exn.message)
         if os.environ.get("GPUAAS_ENGINE_DEBUG"):
             dep.emit(exn.details + "\n")
-    with dep.lock:
-        dep.failed.add(res.urn)
     return False
 
 
@@ -46,7 +54,7 @@ def _blocked(remaining: list[ResourceState]) -> set[int]:
 def delete_in_waves(dep: Deployment, condemned: list[ResourceState]) -> None:
     remaining = list(condemned)
     with ThreadPoolExecutor(max_workers=_WORKERS) as pool:
-        while remaining:
+        while remaining and not dep.cancelled.is_set():
             blocked = _blocked(remaining)
             wave = [r for i, r in enumerate(remaining) if i not in blocked]
             if not wave:  # a cycle cannot come from the SDK; never spin on a hand-edited file
@@ -78,7 +86,13 @@ def _keep_what_failed_deletes_need(
 
 
 def finish_up(dep: Deployment) -> None:
-    """After a successful program: delete what the program no longer declares, and replaced resources."""
+    """After the program: delete what it no longer declares, and replaced resources.
+
+    deployment_executor.go: after a failed step the default run is cancelled, so no delete runs; with
+    --continue-on-error deletes run, except of what a failed resource (transitively) depends on
+    (``performDeletes``' erroredDeps)."""
+    if dep.cancelled.is_set():
+        return
     with dep.lock:
         gone = [
             r
@@ -86,7 +100,23 @@ def finish_up(dep: Deployment) -> None:
             if urn not in dep.registered and urn not in dep.aliased and dep.targeted(urn)
         ]
         condemned = gone + list(dep.condemned_replaced)
-    delete_in_waves(dep, condemned)
+        needed = _needed_by(dep, dep.failed | dep.skipped)
+    delete_in_waves(dep, [r for r in condemned if r.urn not in needed])
+
+
+def _needed_by(dep: Deployment, urns: set[str]) -> set[str]:
+    """Every URN the given resources' old or new states transitively depend on."""
+    states = {**dep.old, **dep.live}
+    needed: set[str] = set()
+    frontier = [d for u in urns for s in (dep.old.get(u), dep.live.get(u)) if s for d in s.all_dependencies()]
+    while frontier:
+        urn = frontier.pop()
+        if urn in needed:
+            continue
+        needed.add(urn)
+        if urn in states:
+            frontier += states[urn].all_dependencies()
+    return needed
 
 
 def destroy(dep: Deployment) -> None:
@@ -111,6 +141,8 @@ def destroy(dep: Deployment) -> None:
 
 def _refresh_one(dep: Deployment, res: ResourceState) -> None:
     assert dep.host is not None
+    if res.pendingReplacement:  # step.go RefreshStep.Apply: its object is already gone; nothing to read
+        return
     id_, outs, new_inputs = dep.host.read(res.urn, res.id, strip_secrets(res.outputs), strip_secrets(res.inputs))
     if not id_:
         with dep.lock:
@@ -118,13 +150,7 @@ def _refresh_one(dep: Deployment, res: ResourceState) -> None:
                 dep.live.pop(res.urn)
             dep.save()
         dep.record(
-            Step(
-                op=StepOp.REFRESH,
-                urn=res.urn,
-                provider=dep.provider_ref,
-                oldState=display_state(res),
-                diffReasons=["id"],
-            )
+            Step(op=StepOp.REFRESH, urn=res.urn, provider=dep.provider_ref, oldState=display_state(res), drifted=True)
         )
         dep.diag("refresh: the provider reports this resource gone; removed from state", Severity.WARNING, res.urn)
         return
@@ -133,7 +159,7 @@ def _refresh_one(dep: Deployment, res: ResourceState) -> None:
     inputs = remark_secrets(new_inputs, secret_keys(res.inputs), []) if new_inputs is not None else res.inputs
     new = res.model_copy(update={"id": id_, "outputs": outputs, "inputs": inputs})
     dep.redact.add(outputs)
-    keys = changed_keys(res.outputs, outputs)
+    drifted, reasons = _drift(dep, res, new)
     with dep.lock:
         if dep.live.get(res.urn) is res:
             dep.live[res.urn] = new
@@ -145,10 +171,27 @@ def _refresh_one(dep: Deployment, res: ResourceState) -> None:
             provider=dep.provider_ref,
             oldState=display_state(res),
             newState=display_state(new),
-            diffReasons=keys or None,
-            detailedDiff=detailed_diff(res.outputs, outputs, keys, set(), input_diff=False) or None,
+            diffReasons=reasons or None,
+            drifted=drifted,
         )
     )
+
+
+def _drift(dep: Deployment, old: ResourceState, new: ResourceState) -> tuple[bool, list[str]]:
+    """step.go RefreshStep.Apply: the provider's Diff of the refreshed state (as olds) against the old
+    inputs (as news) decides drift, i.e. what an ``up`` of the unchanged program would change. External
+    resources compare outputs only. DIFF_UNKNOWN falls back to comparing inputs (``diffResource``)."""
+    if old.external:
+        keys = changed_keys(old.outputs, new.outputs)
+        return bool(keys), keys
+    assert dep.host is not None
+    diff = dep.host.diff(
+        old.urn, new.id, strip_secrets(new.outputs), strip_secrets(old.inputs), strip_secrets(new.inputs)
+    )
+    if diff.changes == DIFF_UNKNOWN:
+        keys = changed_keys(new.inputs, old.inputs)
+        return bool(keys), keys
+    return diff.changes != DIFF_NONE, list(diff.diffs)
 
 
 def refresh(dep: Deployment) -> dict[str, int]:
@@ -171,7 +214,7 @@ def refresh(dep: Deployment) -> dict[str, int]:
         if step.op is StepOp.REFRESH:
             if step.newState is None:
                 summary["delete"] += 1
-            elif step.diffReasons:
+            elif step.drifted:
                 summary["update"] += 1
             else:
                 summary["same"] += 1

@@ -76,15 +76,15 @@ def test_protect_blocks_delete_and_replace(stack: FixtureStack) -> None:
     assert_ok(stack.up([widget("keep", zone="z1", opts={"protect": True})]))
     result = stack.up([])
     assert not result.ok and result.exitCode == 1
-    assert any("protected" in e and "protect=False" in e for e in result.errors())
+    assert any("marked for protection" in e and "`protect` flag" in e for e in result.errors())
     assert stack.resource("keep") is not None and "keep" in stack.objects_by_name()
 
     result = stack.up([widget("keep", zone="z2", opts={"protect": True})])
     assert not result.ok
-    assert any("cannot replace" in e and "zone" in e for e in result.errors())
+    assert any("unable to replace resource" in e and "marked for protection" in e for e in result.errors())
     assert stack.objects_by_name()["keep"]["zone"] == "z1"
     result = stack.run("destroy")
-    assert not result.ok and any("protected" in e for e in result.errors())
+    assert not result.ok and any("marked for protection" in e for e in result.errors())
     assert "keep" in stack.objects_by_name()
 
     # Unprotect in the program, run up, then the delete goes through.

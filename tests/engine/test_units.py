@@ -29,14 +29,24 @@ def test_provider_verdict_wins() -> None:
     assert decide(OLD, {**OLD, "size": 2.0}, DIFF_NONE, [], [], False, [], None).op is StepOp.SAME
     d = decide(OLD, {**OLD, "zone": "z2"}, DIFF_SOME, ["zone"], [], True, [], None)
     assert (d.op, d.replace_reasons, d.delete_before_replace) == (StepOp.REPLACE, ["zone"], True)
-    assert d.detailed["zone"].kind is DiffKind.UPDATE_REPLACE
+    # A provider answering DIFF_SOME without `diffs` (every dynamic provider) gets no diffReasons and no
+    # detailed diff: the engine only diffs inputs itself for DIFF_UNKNOWN (step_generator.go diffResource).
+    assert (d.diff_reasons, d.detailed) == ([], {})
+    d = decide(OLD, {**OLD, "zone": "z2"}, DIFF_SOME, ["zone"], ["zone"], False, [], None)
+    assert d.diff_reasons == ["zone"]
 
 
 def test_replace_on_changes_and_option_dbr() -> None:
     d = decide(OLD, {**OLD, "size": 2.0}, DIFF_UNKNOWN, [], [], False, ["size"], True)
     assert (d.op, d.delete_before_replace) == (StepOp.REPLACE, True)
-    d = decide(OLD, {**OLD, "label": "x"}, DIFF_SOME, [], [], False, [], None)
+    d = decide(OLD, {**OLD, "label": "x"}, DIFF_UNKNOWN, [], [], False, [], None)
     assert d.detailed["label"].kind is DiffKind.ADD
+    # The resource option overrides the provider either way (step_generator.go goal.DeleteBeforeReplace).
+    d = decide(OLD, {**OLD, "zone": "z2"}, DIFF_SOME, ["zone"], [], True, [], False)
+    assert (d.op, d.delete_before_replace) == (StepOp.REPLACE, False)
+    # replace_on_changes needs changed keys: a dynamic provider's DIFF_SOME names none, so nothing to match.
+    d = decide(OLD, {**OLD, "size": 2.0}, DIFF_SOME, [], [], False, ["size"], None)
+    assert d.op is StepOp.UPDATE
 
 
 def test_secret_wrapping_does_not_count_as_a_change() -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import fcntl
 import json
+import sys
 import time
 import uuid
 from contextlib import contextmanager
@@ -63,6 +64,7 @@ class WidgetProvider(ResourceProvider):
         return CheckResult(news, failures)
 
     def diff(self, id_: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
+        self._event("diff", str(news.get("name")), "called")  # tests count how often the engine diffs
         changed = [k for k in COMPARED if olds.get(k) != news.get(k)]
         replaces = [k for k in changed if k == "zone" or (k == "upstream" and news.get("pinned_upstream"))]
         return DiffResult(changes=bool(changed), replaces=replaces, delete_before_replace=bool(news.get("exclusive")))
@@ -77,11 +79,17 @@ class WidgetProvider(ResourceProvider):
     def create(self, props: dict[str, Any]) -> CreateResult:
         name = props["name"]
         print(f"creating widget {name}", flush=True)
+        if props.get("stderr_note"):
+            print(props["stderr_note"], file=sys.stderr, flush=True)
         self._event("create", name, "start")
         time.sleep(float(props.get("delay", 0)))  # widens ordering races on purpose
         if props.get("leak_password"):  # a careless provider: its message and output carry the secret
             print(f"using password {props.get('password')}", flush=True)
             raise RuntimeError(f"login refused for password {props.get('password')}")
+        if props.get("fail_create_lines"):  # a long failure report, e.g. a pool's per-machine lines
+            count = int(props["fail_create_lines"])
+            lines = [f"machine gpu-{i:03d}: stage deploy failed: " + "x" * 180 for i in range(count)]
+            raise RuntimeError("\n".join(lines))
         if props.get("fail_create"):
             self._event("create", name, "failed")
             raise RuntimeError(f"widget quota exceeded in zone {props.get('zone')}")
@@ -105,7 +113,8 @@ class WidgetProvider(ResourceProvider):
             obj = data["objects"].get(id_)
         if obj is None:
             return ReadResult("", {})
-        return ReadResult(id_, {**obj, "token": props.get("token")})
+        # observed_at changes on every read but is no input: the provider's diff ignores it, so it is no drift.
+        return ReadResult(id_, {**obj, "token": props.get("token"), "observed_at": time.time()})
 
     def delete(self, id_: str, props: dict[str, Any]) -> None:
         self._event("delete", props["name"], "start")
