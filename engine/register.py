@@ -167,7 +167,11 @@ class Registrar:
             # The real step generator handles one registration at a time (check, then diff), so a
             # check failure stops the run before any later registration is even checked.
             dep.check_cancelled()
-            planned = self._plan(goal)
+            try:
+                planned = self._plan(goal)
+            except Bail:
+                dep.cancelled.set()  # before the next registration can take the lock
+                raise
         if isinstance(planned, Registered):
             return planned
         return _HANDLERS[planned.decision.op](self, planned)
