@@ -97,6 +97,9 @@ def test_provider_killed_between_drain_and_remove_then_rerun(slow_world: World, 
     handle.wait(timeout=30)
     assert m.OperationKind.MEMBER_REMOVE not in [o.kind for o in world.sim.operations()], "killed before the remove"
 
+    # The operator's recovery (docs/operations.md): `pulumi cancel`, `pulumi refresh --clear-pending-creates`.
+    assert "removed the lock" in engine.cancel()
+    ok(engine.refresh(flags=["--clear-pending-creates"]))
     ok(engine.up())
     assert world.member_ops() == ["member_drain", "member_remove"], "the drain is not repeated"
     workers = [x for x in world.members() if x.component_key == "worker"]

@@ -123,8 +123,12 @@ class World:
         return dict(pool.get(hostname) or {})
 
     def recover(self) -> None:
-        """What an operator runs after a killed `pulumi up` (docs/engine.md)."""
-        # The engine clears its own lock and pending operations today; nothing to run yet.
+        """What an operator runs after a killed `pulumi up` (docs/operations.md, "A run was killed"):
+        `pulumi cancel` for the lock the killed run left, then `pulumi refresh --clear-pending-creates`
+        (the next `up` creates those resources again and the providers adopt what they find)."""
+        self.engine.cancel()
+        cleared = self.engine.refresh(flags=["--clear-pending-creates"])
+        assert cleared.ok, f"refresh --clear-pending-creates after a kill failed: {cleared.errors()}"
 
     # --- converge and check ------------------------------------------------------------------------
     def up_and_check(self, label: str) -> None:
@@ -253,7 +257,7 @@ def kill(w: World) -> None:
     """A declared redeploy whose `up` is killed at a random moment, then the operator's recovery."""
     redeploy(w)
     handle = w.engine.start_up()
-    time.sleep(w.rng.uniform(0.3, 4.0))
+    time.sleep(w.rng.uniform(0.3, 9.0))  # `up` previews first (a few seconds), then updates
     handle.kill()
     handle.wait(timeout=60)
     w.recover()

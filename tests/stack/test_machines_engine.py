@@ -3,6 +3,7 @@ against the embedded MAAS + platform simulators, OpenBao and S3 (simulators/loca
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -12,6 +13,7 @@ import pytest
 import yaml
 
 from clients.maas import MaasClient
+from preview_note import StackPreview, parse_preview, render_note
 from simulators.localstack import LocalStack
 
 REPO = Path(__file__).resolve().parents[2]
@@ -64,6 +66,17 @@ def deploy_counts(world: LocalStack) -> dict[str, int]:
     }
 
 
+def _note_names_the_redeploy(preview: Any) -> None:
+    """The merge-request note from the real CLI's JSON shape: no detailedDiff or diffReasons for a dynamic
+    provider, so the per-machine redeploy must come from the steps' own inputs."""
+    digest = preview.preview_digest()
+    pool_step = next(s for s in digest["steps"] if s["urn"].endswith("::pool-local-h200"))
+    assert pool_step["detailedDiff"] is None and "diffReasons" not in pool_step
+    note = render_note([StackPreview(stack="local", digest=parse_preview(json.dumps(digest), "engine preview"))])
+    assert "`local-gpu-3`" in note and "redeploy" in note.lower(), note
+    assert "`hwe_kernel`" in note or "hwe_kernel" in note, note
+
+
 def test_up_same_redeploy_one_destroy(engine_factory: Any, world: LocalStack, tmp_path: Path, env_file: Path) -> None:
     engine = engine_for(engine_factory, world, tmp_path, env_file)
     up = engine.up()
@@ -88,6 +101,7 @@ def test_up_same_redeploy_one_destroy(engine_factory: Any, world: LocalStack, tm
     edit(env_file, change)
     preview = engine.preview()
     assert machine_ops(preview) == {"machine-local-gpu-1": "replace", "pool-local-h200": "update"}
+    _note_names_the_redeploy(preview)
     changed = engine.up()
     assert changed.ok, [d.message for d in changed.diagnostics]
     after = deploy_counts(world)
@@ -138,6 +152,13 @@ def test_provider_killed_mid_deploy_then_rerun(
         pytest.fail("no machine reached Deploying")
     handle.kill()
     handle.wait(timeout=30)
+    # What the operator runs (docs/operations.md, "A run was killed"): the lock a killed run leaves
+    # stays until `pulumi cancel`; pending creates stay until `refresh --clear-pending-creates`.
+    refused = engine.up()
+    assert not refused.ok and "`pulumi cancel`" in refused.errors()[0]
+    assert "removed the lock" in engine.cancel()
+    cleared = engine.refresh(flags=["--clear-pending-creates"])
+    assert cleared.ok, cleared.errors()
     rerun = engine.up()
     assert rerun.ok, [d.message for d in rerun.diagnostics]
     machines = maas_machines(world)
