@@ -23,6 +23,7 @@ from .model import (
 )
 from .rules_apps import RUNTIME_FIELDS, ComponentBounds, app_instance, app_instances  # noqa: F401 - re-exported: providers call rules.app_instance
 from .rules_fabric import fabric_and_bindings
+from .rules_tls import ca_bundles, resolve_ca  # noqa: F401 - re-exported: providers resolve CA bundles
 from .rules_values import typed_values
 
 Rule = Callable[[EnvironmentDocument, Blueprint, str], Iterator[Finding]]
@@ -403,6 +404,7 @@ RULES: tuple[Rule, ...] = (
     app_instances,
     typed_values,
     fabric_and_bindings,
+    ca_bundles,
 )
 
 

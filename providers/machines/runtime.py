@@ -16,7 +16,7 @@ from clients.platform.client import PlatformClient
 from clients.platform.errors import PlatformApiError
 from clients.platform.models import nodes as node_models
 from clients.vault import VaultCredentials, VaultReader
-from providers.common import vault_reader
+from providers.common import resolve_ca, vault_reader
 
 from .lifecycle import Context
 from .ports import EnrollmentError, EnrollmentToken
@@ -85,6 +85,7 @@ def maas_client(
         conn.maas.maas_url,
         key.get_secret_value(),
         tls_verify=conn.maas.tls_verify,
+        ca_bundle=resolve_ca(conn.maas.ca_bundle),
         site=conn.maas.site,
         retry=DEFAULT_BUDGET.scaled(time_scale),
     )
@@ -104,7 +105,9 @@ def build_context(
 ) -> tuple[Context, MaasClient, PlatformClient]:
     vault = vault_reader(conn.vault, credentials)
     maas = maas_client(conn, credentials, vault, time_scale)
-    platform = PlatformClient(conn.platform.url, vault.read(conn.platform.token_path))
+    platform = PlatformClient(
+        conn.platform.url, vault.read(conn.platform.token_path), ca_bundle=resolve_ca(conn.platform.ca_bundle)
+    )
     ctx = Context(
         bmc_credentials=bmc_reader(vault),
         ops=maas,

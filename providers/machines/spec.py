@@ -52,12 +52,16 @@ class MaasSiteRef(_Spec):
     maas_url: str
     api_key_path: str
     tls_verify: bool = True
+    ca_bundle: str | None = None
+    """PEM file of the CA that signs MAAS's certificate (`ca_bundles.maas`; relative: to the repo)."""
 
 
 class PlatformRef(_Spec):
     url: str
     token_path: str
     """Vault ref of the token allowed to mint enrollment tokens for this site."""
+    ca_bundle: str | None = None
+    """PEM file of the CA that signs the platform's certificate (`ca_bundles.platform`)."""
 
 
 class LifecyclePolicy(_Spec):
