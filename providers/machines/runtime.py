@@ -70,8 +70,13 @@ def _port_error(e: PlatformApiError, system_id: str | None) -> EnrollmentError:
 
 
 def log(message: str) -> None:
-    """Provider stdout reaches the Pulumi CLI (pulumi.log has no engine connection here)."""
+    """Provider stderr reaches the Pulumi CLI (pulumi.log has no engine connection here)."""
     print(message, file=sys.stderr, flush=True)
+
+
+def progress(line: str) -> None:
+    """Progress lines go to provider stdout, which the Pulumi CLI shows while the step runs."""
+    print(line, file=sys.stdout, flush=True)
 
 
 def maas_client(
@@ -101,7 +106,11 @@ def bmc_reader(vault: VaultReader) -> Callable[[str], tuple[str, str]]:
 
 
 def build_context(
-    conn: Connection, policy: LifecyclePolicy, credentials: VaultCredentials | None, time_scale: float
+    conn: Connection,
+    policy: LifecyclePolicy,
+    credentials: VaultCredentials | None,
+    time_scale: float,
+    label: str = "machines",
 ) -> tuple[Context, MaasClient, PlatformClient]:
     vault = vault_reader(conn.vault, credentials)
     maas = maas_client(conn, credentials, vault, time_scale)
@@ -117,16 +126,22 @@ def build_context(
         platform_url=conn.platform.url,
         clock=time.monotonic,
         log=log,
+        progress=progress,
+        label=label,
     )
     return ctx, maas, platform
 
 
 @contextmanager
 def session(
-    conn: Connection, policy: LifecyclePolicy, credentials: VaultCredentials | None, time_scale: float
+    conn: Connection,
+    policy: LifecyclePolicy,
+    credentials: VaultCredentials | None,
+    time_scale: float,
+    label: str = "machines",
 ) -> Iterator[Context]:
     """One provider call's context (closed at the end: nothing is kept on the provider object)."""
-    ctx, _, platform = build_context(conn, policy, credentials, time_scale)
+    ctx, _, platform = build_context(conn, policy, credentials, time_scale, label)
     try:
         yield ctx
     finally:

@@ -125,6 +125,8 @@ class Deadlines(_Spec):
     enroll_s: float = 30 * 60
     poll_initial_s: float = 5.0
     poll_max_s: float = 15.0
+    progress_s: float = 10.0
+    """A many-machine run prints a progress line at least this often (progress.py)."""
 
     def scaled(self, factor: float) -> Deadlines:
         return Deadlines(**{k: v * factor for k, v in self.model_dump().items()})
