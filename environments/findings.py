@@ -58,6 +58,7 @@ class Code(StrEnum):
     APP_CONTROL_PLANE_ON_WORKER = "ROLE002"
     RUNNER_TAGS_WITHOUT_RUNNER = "ROLE003"
     NO_PLATFORM_CONTROL = "ROLE004"
+    GPU_TAG_OFF_WORKER = "ROLE005"
     # Policy combinations
     ROCE_NEEDS_ROCE_FABRIC = "POL001"
     RETRY_ATTEMPTS_UNUSED = "POL002"
@@ -124,7 +125,8 @@ CATALOGUE: dict[Code, tuple[str, str]] = {
     Code.BUNDLE_SITE_MISMATCH: ("bundle belongs to another site", "reference a bundle of the same site"),
     Code.ROLE_ON_WORKER: (
         "control-plane or CI role on a worker_compute host",
-        "move the role to a platform_control or app_control host (seed 003: never mix them with GPU workers)",
+        "move the role to a platform_control or app_control host (seed 003: never mix them with GPU workers); "
+        "the one exception is the GPU lane's runner, with runner_tags: [worker-compute] only",
     ),
     Code.APP_CONTROL_PLANE_ON_WORKER: (
         "app control-plane member on a worker_compute host",
@@ -135,6 +137,10 @@ CATALOGUE: dict[Code, tuple[str, str]] = {
         "add the runner role to the host or remove its runner_tags",
     ),
     Code.NO_PLATFORM_CONTROL: ("no platform_control host", "declare at least one platform_control host"),
+    Code.GPU_TAG_OFF_WORKER: (
+        "worker-compute runner tag on a host without a GPU",
+        "serve worker-compute from the worker_compute host's runner (runner_tags: [worker-compute] only)",
+    ),
     Code.ROCE_NEEDS_ROCE_FABRIC: (
         "phase-2 RoCE enabled on a non-RoCE fabric",
         "set fabric_mode: roce or enable_phase2_roce: false",
