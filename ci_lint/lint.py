@@ -17,6 +17,7 @@ from typing import Any
 
 import yaml
 
+from ci_lint.images import image_findings
 from ci_lint.rules import (
     ALLOWED_TAGS,
     PROMOTION,
@@ -190,6 +191,7 @@ def project_findings(doc: dict[str, Any]) -> list[Finding]:
             out += _rule_findings(f"{name}.rules", job["rules"])
         out += job_findings(name, job, jobs)
     out += pipeline_findings(jobs)
+    out += image_findings(doc, jobs)
     return out
 
 

@@ -23,6 +23,7 @@ from clients.maas import MaasSiteClient
 from clients.platform import PlatformApiError, PlatformClient, RetryPolicy
 from clients.platform.contract import API_VERSION
 from clients.s3 import ArtifactStore, S3Error, S3Location, s3_credentials
+from clients.tls import trust, untrusted, untrusted_hint
 from clients.vault import (
     VaultAuthMethod,
     VaultCredentials,
@@ -34,9 +35,12 @@ from clients.vault import (
 )
 from components.settings import NAMESPACE, EmbeddedEndpointMissing, StackSettings
 from environments import Environment
+from environments.model import EndpointKind
+from environments.rules_tls import resolve_ca
 from providers.machines.ports import MaasError
 
 from .secrets import SHAPE_TEXT, SecretEntry, load, secret_checklist, shape_problem
+from .table import render_table
 
 STACKS_DIR = Path(__file__).resolve().parent.parent / "stacks"
 TIMEOUT_S = 5.0
@@ -103,13 +107,13 @@ class Doctor:
         platform_url = self.endpoint(env.platform.url, "platform", "platform")
         s3_url = self.endpoint(env.artifact_store.endpoint_url, "s3", "s3")
         maas_urls = {s.name: self.endpoint(s.maas_url, "maas", f"maas[{s.name}]") for s in env.sites}
-        for label, url, probe in (
-            ("vault", vault_url, "/v1/sys/health"),
-            ("platform", platform_url, "/"),
-            ("s3", s3_url, "/"),
+        for kind, url, probe in (
+            (EndpointKind.VAULT, vault_url, "/v1/sys/health"),
+            (EndpointKind.PLATFORM, platform_url, "/"),
+            (EndpointKind.S3, s3_url, "/"),
         ):
             if url:
-                self.probe(label, url, probe, verify=True)
+                self.probe(kind, kind.value, url, probe, verify=True)
         for site in env.sites:
             if maas_urls[site.name]:
                 self.maas_version(site.name, maas_urls[site.name] or "", site.tls_verify)
@@ -130,21 +134,29 @@ class Doctor:
             self.fail("endpoint", name, "embedded, not resolved", str(missing))
             return None
 
-    def probe(self, label: str, url: str, path: str, verify: bool) -> httpx.Response | None:
-        """Reachability and TLS of one endpoint; any HTTP answer (even 4xx/5xx) means reachable."""
+    def ca(self, kind: EndpointKind) -> str | None:
+        """The CA bundle the environment names for a kind, as a file path (None: system trust)."""
+        return resolve_ca(self.env.ca_bundles.of(kind))
+
+    def probe(
+        self, kind: EndpointKind, label: str, url: str, path: str, verify: bool
+    ) -> httpx.Response | None:
+        """Reachability and TLS of one endpoint (verified with the kind's CA bundle); any HTTP answer
+        (even 4xx/5xx) means reachable."""
         base = url.rstrip("/")
         target = f"{label} {base}"
         try:
-            resp = httpx.get(base + path, verify=verify, timeout=TIMEOUT_S, follow_redirects=False)
+            context = trust(self.ca(kind)) if verify else False
+            resp = httpx.get(base + path, verify=context, timeout=TIMEOUT_S, follow_redirects=False)
+        except ValueError as e:  # the named CA bundle cannot be loaded
+            self.fail("tls", target, "CA bundle unusable", str(e).split("; fix: ")[-1])
+            self.reachable[base] = False
+            return None
         except httpx.ConnectError as e:
-            if "SSL" in str(e) or "CERTIFICATE" in str(e).upper():
+            if untrusted(e):
                 self.ok("reachable", target, "TCP connect")
-                self.fail(
-                    "tls",
-                    target,
-                    "certificate not trusted",
-                    "install the CA (or fix the certificate's name); never turn verification off in prod",
-                )
+                hint = untrusted_hint(kind.value, self.env.ca_bundles.of(kind))
+                self.fail("tls", target, "certificate not trusted", f"{hint}; never turn verification off in prod")
             else:
                 self.fail(
                     "reachable",
@@ -170,7 +182,8 @@ class Doctor:
         elif not verify:
             self.skip("tls", target, "tls_verify: false in the environment")
         else:
-            self.ok("tls", target, "certificate verified")
+            named = self.env.ca_bundles.of(kind)
+            self.ok("tls", target, f"certificate verified ({f'CA bundle {named}' if named else 'system trust'})")
         return resp
 
     def why_skipped(self, url: str | None, value: SecretStr | None, system: str) -> str:
@@ -196,6 +209,7 @@ class Doctor:
             kv_mount=self.env.vault.kv_mount,
             auth_method=VaultAuthMethod(self.env.vault.auth_method.value),
             timeout_s=TIMEOUT_S,
+            ca_bundle=self.ca(EndpointKind.VAULT),
         )
         reader = self.reader = VaultReader(settings, self.credentials)
         values: dict[str, SecretStr] = {}
@@ -254,7 +268,7 @@ class Doctor:
 
     # --- MAAS ------------------------------------------------------------------------------------
     def maas_version(self, site: str, url: str, tls_verify: bool) -> None:
-        resp = self.probe(f"maas[{site}]", url, "/api/2.0/version/", verify=tls_verify)
+        resp = self.probe(EndpointKind.MAAS, f"maas[{site}]", url, "/api/2.0/version/", verify=tls_verify)
         target = f"maas[{site}]"
         if resp is None:
             self.skip("maas version", target, "MAAS not reachable")
@@ -277,7 +291,9 @@ class Doctor:
         if not self.answered(url) or key is None:
             self.skip("maas api key", target, self.why_skipped(url, key, "MAAS"))
             return
-        client = MaasSiteClient(url or "", key.get_secret_value(), tls_verify=tls_verify)
+        client = MaasSiteClient(
+            url or "", key.get_secret_value(), tls_verify=tls_verify, ca_bundle=self.ca(EndpointKind.MAAS)
+        )
         try:
             user = client.whoami()
         except MaasError as e:
@@ -334,7 +350,10 @@ class Doctor:
         self, check: str, target: str, token: SecretStr, ref: str, role: str, read: Callable[[PlatformClient], object]
     ) -> PlatformApiError | None:
         try:
-            with PlatformClient(self.platform_url, token, timeout=TIMEOUT_S, retry=RetryPolicy(attempts=1)) as api:
+            with PlatformClient(
+                self.platform_url, token, timeout=TIMEOUT_S, retry=RetryPolicy(attempts=1),
+                ca_bundle=self.ca(EndpointKind.PLATFORM),
+            ) as api:
                 read(api)
         except PlatformApiError as e:
             hint = {
@@ -352,7 +371,8 @@ class Doctor:
         if not self.answered(url) or blob is None or self.reader is None:
             self.skip("s3 bucket", target, self.why_skipped(url, blob, "S3"))
             return
-        loc = S3Location(endpoint_url=url or "", bucket=a.bucket, region=a.region, path_style=a.path_style)
+        loc = S3Location(endpoint_url=url or "", bucket=a.bucket, region=a.region, path_style=a.path_style,
+                         ca_bundle=self.ca(EndpointKind.S3))
         try:
             ArtifactStore(loc, s3_credentials(self.reader, a.credentials_path)).check_bucket()
         except VaultError as e:  # changed since the entry was read
@@ -366,15 +386,9 @@ class Doctor:
 
 
 def render(rows: list[Row]) -> str:
-    heads = ("check", "target", "status", "detail")
     cells = [(r.check, r.target, r.status.value, r.detail) for r in rows]
-    widths = [max(len(h), *(len(c[i]) for c in cells)) if cells else len(h) for i, h in enumerate(heads)]
-    line = lambda c: "  ".join(v.ljust(w) for v, w in zip(c, widths, strict=True)).rstrip()  # noqa: E731
-    out = [line(heads), line(tuple("-" * w for w in widths))]
-    for r, c in zip(rows, cells, strict=True):
-        out.append(line(c))
-        if r.status is Status.FAIL and r.hint:
-            out.append(f"{'':{widths[0]}}  fix: {r.hint}")
+    notes = [f"fix: {r.hint}" if r.status is Status.FAIL and r.hint else None for r in rows]
+    out = render_table(("check", "target", "status", "detail"), cells, notes)
     failed = sum(r.status is Status.FAIL for r in rows)
     out.append("")
     out.append(f"{len(rows)} checks: {failed} FAIL, {sum(r.status is Status.SKIP for r in rows)} SKIP")

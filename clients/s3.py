@@ -25,6 +25,7 @@ from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError, EndpointConnectionError
 from pydantic import BaseModel, ConfigDict, SecretStr
 
+from clients.tls import untrusted, untrusted_hint
 from clients.vault import VaultError, VaultErrorKind, VaultReader, parse_ref
 
 __all__ = ["ArtifactStore", "S3Credentials", "S3Error", "S3ErrorKind", "S3Location", "StoredObject", "s3_credentials"]
@@ -36,6 +37,7 @@ class S3ErrorKind(StrEnum):
     ACCESS_DENIED = "access_denied"
     OBJECT_MISSING = "object_missing"
     UNREACHABLE = "unreachable"
+    TLS_UNTRUSTED = "tls_untrusted"
     FAILED = "failed"
 
 
@@ -45,17 +47,18 @@ _HINTS = {
     S3ErrorKind.ACCESS_DENIED: "check the publisher credentials in Vault and the bucket policy",
     S3ErrorKind.OBJECT_MISSING: "re-run `up` to publish it again (the bundle is reproducible)",
     S3ErrorKind.UNREACHABLE: "check artifact_store.endpoint_url and that the store is up; nothing was changed",
+    S3ErrorKind.TLS_UNTRUSTED: untrusted_hint("s3", None),
     S3ErrorKind.FAILED: "see the S3 error code; retry when the store is healthy",
 }
 
 
 class S3Error(Exception):
-    def __init__(self, kind: S3ErrorKind, endpoint: str, where: str, detail: str = "") -> None:
+    def __init__(self, kind: S3ErrorKind, endpoint: str, where: str, detail: str = "", hint: str = "") -> None:
         self.kind = kind
         msg = f"S3 {kind.value.replace('_', ' ')}: {where} at {endpoint}"
         if detail:
             msg += f" ({detail})"
-        super().__init__(f"{msg}; fix: {_HINTS[kind]}")
+        super().__init__(f"{msg}; fix: {hint or _HINTS[kind]}")
 
 
 class S3Location(BaseModel):
@@ -65,6 +68,8 @@ class S3Location(BaseModel):
     bucket: str
     region: str = "us-east-1"
     path_style: bool = True
+    ca_bundle: str | None = None
+    """PEM file of the CA that signs the store's certificate (default: the system trust store)."""
 
 
 class S3Credentials(BaseModel):
@@ -103,6 +108,7 @@ class ArtifactStore:
             "s3",
             endpoint_url=location.endpoint_url,
             region_name=location.region,
+            verify=location.ca_bundle or True,
             aws_access_key_id=credentials.access_key_id.get_secret_value(),
             aws_secret_access_key=credentials.secret_access_key.get_secret_value(),
             config=Config(
@@ -118,6 +124,9 @@ class ArtifactStore:
 
     def _error(self, exc: Exception, where: str) -> S3Error:
         ep = self.location.endpoint_url
+        if untrusted(exc):
+            hint = untrusted_hint("s3", self.location.ca_bundle)
+            return S3Error(S3ErrorKind.TLS_UNTRUSTED, ep, where, "certificate not trusted", hint)
         if isinstance(exc, EndpointConnectionError | BotoCoreError) and not isinstance(exc, ClientError):
             return S3Error(S3ErrorKind.UNREACHABLE, ep, where, type(exc).__name__)
         if isinstance(exc, ClientError):

@@ -28,7 +28,9 @@ import hvac
 import requests
 from hvac import exceptions as hv
 from pydantic import BaseModel, ConfigDict, SecretStr
-from tenacity import retry, retry_if_exception_type, stop_after_attempt, wait_exponential
+from tenacity import retry, retry_if_exception, stop_after_attempt, wait_exponential
+
+from clients.tls import untrusted, untrusted_hint
 
 __all__ = [
     "VaultAuthMethod",
@@ -61,6 +63,7 @@ class VaultErrorKind(StrEnum):
     PERMISSION_DENIED = "permission_denied"
     SEALED = "sealed"
     UNREACHABLE = "unreachable"
+    TLS_UNTRUSTED = "tls_untrusted"
     NOT_JSON = "not_json"
 
 
@@ -76,6 +79,7 @@ _HINTS: dict[VaultErrorKind, str] = {
     VaultErrorKind.PERMISSION_DENIED: "grant the token's policy 'read' on <mount>/data/<path>",
     VaultErrorKind.SEALED: "unseal Vault (vault operator unseal) and retry; nothing was changed",
     VaultErrorKind.UNREACHABLE: "check the Vault address and that Vault is running; nothing was changed",
+    VaultErrorKind.TLS_UNTRUSTED: untrusted_hint("vault", None),
     VaultErrorKind.NOT_JSON: "store a JSON object under that key",
 }
 
@@ -83,14 +87,14 @@ _HINTS: dict[VaultErrorKind, str] = {
 class VaultError(Exception):
     """A Vault failure: which kind, where (address, mount, path, key) and what to do. Never a value."""
 
-    def __init__(self, kind: VaultErrorKind, address: str, where: str, detail: str = "") -> None:
+    def __init__(self, kind: VaultErrorKind, address: str, where: str, detail: str = "", hint: str = "") -> None:
         self.kind = kind
         self.address = address
         self.where = where
         msg = f"Vault {kind.value.replace('_', ' ')}: {where} at {address}"
         if detail:
             msg += f" ({detail})"
-        super().__init__(f"{msg}; fix: {_HINTS[kind]}")
+        super().__init__(f"{msg}; fix: {hint or _HINTS[kind]}")
 
 
 class VaultSettings(BaseModel):
@@ -103,6 +107,8 @@ class VaultSettings(BaseModel):
     auth_method: VaultAuthMethod = VaultAuthMethod.TOKEN
     timeout_s: float = 5.0
     approle_mount: str = "approle"
+    ca_bundle: str | None = None
+    """PEM file of the CA that signs Vault's certificate (default: the system trust store)."""
 
 
 class VaultCredentials(BaseModel):
@@ -141,9 +147,11 @@ def parse_ref(ref: str) -> tuple[str, str]:
     return path, key
 
 
-# Connection failures are retried briefly (a restarting Vault); anything else is an answer.
+# Connection failures are retried briefly (a restarting Vault); anything else is an answer, and an
+# untrusted certificate stays untrusted.
 _transient = retry(
-    retry=retry_if_exception_type((requests.ConnectionError, requests.Timeout)),
+    retry=retry_if_exception(lambda e: isinstance(e, requests.ConnectionError | requests.Timeout)
+                             and not untrusted(e)),
     stop=stop_after_attempt(3),
     wait=wait_exponential(multiplier=0.1, max=1.0),
     reraise=True,
@@ -176,6 +184,9 @@ class VaultReader:
             return VaultError(VaultErrorKind.PERMISSION_DENIED, addr, where)
         if isinstance(exc, hv.Unauthorized):
             return VaultError(VaultErrorKind.AUTH_FAILED, addr, where)
+        if isinstance(exc, requests.RequestException) and untrusted(exc):
+            hint = untrusted_hint("vault", self.settings.ca_bundle)
+            return VaultError(VaultErrorKind.TLS_UNTRUSTED, addr, where, "certificate not trusted", hint)
         if isinstance(exc, requests.RequestException):
             return VaultError(VaultErrorKind.UNREACHABLE, addr, where, type(exc).__name__)
         return VaultError(VaultErrorKind.UNREACHABLE, addr, where, f"unexpected {type(exc).__name__}")
@@ -184,7 +195,7 @@ class VaultReader:
         if self._client is not None:
             return self._client
         s, c = self.settings, self._credentials
-        client = hvac.Client(url=s.address, timeout=s.timeout_s)
+        client = hvac.Client(url=s.address, timeout=s.timeout_s, verify=s.ca_bundle or True)
         if s.auth_method is VaultAuthMethod.APPROLE:
             if not (c.role_id and c.secret_id):
                 raise VaultError(VaultErrorKind.NO_CREDENTIALS, s.address, "AppRole login")

@@ -124,8 +124,11 @@ def connection(env: Environment, settings: StackSettings, site_name: str, ids: t
             maas_url=settings.endpoint(site.maas_url, "maas"),
             api_key_path=site.maas_api_key_path,
             tls_verify=site.tls_verify,
+            ca_bundle=env.ca_bundles.maas,
         ),
-        platform=PlatformRef(url=platform_url(env, settings), token_path=env.platform.admin_token_path),
+        platform=PlatformRef(
+            url=platform_url(env, settings), token_path=env.platform.admin_token_path, ca_bundle=env.ca_bundles.platform
+        ),
         vault=vault_inputs(env, settings),
         platform_site_id=ids[0],
         platform_profile_id=ids[1],

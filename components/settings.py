@@ -124,13 +124,13 @@ class StackSettings(BaseModel):
 def vault_inputs(env: Environment, settings: StackSettings) -> VaultInputs:
     """Where Vault is, for every provider (credentials come from each provider's configure())."""
     return VaultInputs(address=settings.endpoint(env.vault.address, "vault"), kv_mount=env.vault.kv_mount,
-                       auth_method=VaultAuthMethod(env.vault.auth_method.value))
+                       auth_method=VaultAuthMethod(env.vault.auth_method.value), ca_bundle=env.ca_bundles.vault)
 
 
 def store_inputs(env: Environment, settings: StackSettings) -> StoreInputs:
     a = env.artifact_store
     return StoreInputs(endpoint_url=settings.endpoint(a.endpoint_url, "s3"), bucket=a.bucket, region=a.region,
-                       path_style=a.path_style, credentials_path=a.credentials_path)
+                       path_style=a.path_style, credentials_path=a.credentials_path, ca_bundle=env.ca_bundles.s3)
 
 
 def platform_url(env: Environment, settings: StackSettings) -> str:

@@ -54,10 +54,12 @@ def profile_args(env: Environment, settings: StackSettings, site: Site, profile:
     return SiteProfileArgs(
         tier=Tier(env.tier.value),
         site=SiteInputs.model_validate({**site.model_dump(mode="json", exclude={"profiles"}),
-                                        "maas_url": settings.endpoint(site.maas_url, "maas")}),
+                                        "maas_url": settings.endpoint(site.maas_url, "maas"),
+                                        "maas_ca_bundle": env.ca_bundles.maas}),
         profile=ProfileInputs.model_validate(p.model_dump(mode="json")),
         vault=vault_inputs(env, settings), store=store_inputs(env, settings),
-        platform=PlatformInputs(url=platform_url(env, settings), admin_token_path=env.platform.admin_token_path),
+        platform=PlatformInputs(url=platform_url(env, settings), admin_token_path=env.platform.admin_token_path,
+                                ca_bundle=env.ca_bundles.platform),
     )
 
 
@@ -74,7 +76,7 @@ def roce_spec(env: Environment, settings: StackSettings, site: Site) -> RoceSpec
                               enable_phase2_roce=env.profile(site.name, m.profile).enable_phase2_roce,
                               interfaces=list(env.sku(m.sku).fabric_interfaces)) for m in machines],
         maas=MaasInputs(url=settings.endpoint(site.maas_url, "maas"), api_key_path=site.maas_api_key_path,
-                        tls_verify=site.tls_verify),
+                        tls_verify=site.tls_verify, ca_bundle=env.ca_bundles.maas),
         vault=vault_inputs(env, settings),
     )
 

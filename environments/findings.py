@@ -58,6 +58,7 @@ class Code(StrEnum):
     APP_CONTROL_PLANE_ON_WORKER = "ROLE002"
     RUNNER_TAGS_WITHOUT_RUNNER = "ROLE003"
     NO_PLATFORM_CONTROL = "ROLE004"
+    GPU_TAG_OFF_WORKER = "ROLE005"
     # Policy combinations
     ROCE_NEEDS_ROCE_FABRIC = "POL001"
     RETRY_ATTEMPTS_UNUSED = "POL002"
@@ -67,6 +68,12 @@ class Code(StrEnum):
     SECRET_IN_VALUES = "POL006"
     INVALID_TAG = "NAME003"
     UNKNOWN_SERIES = "ENV010"
+    # Private CAs
+    CA_BUNDLE_MISSING = "TLS001"
+    CA_BUNDLE_INVALID = "TLS002"
+    CA_BUNDLE_HAS_KEY = "TLS003"
+    CA_BUNDLE_EXPIRED = "TLS004"
+    CA_BUNDLE_UNUSED = "TLS005"
     # App instances (seed 004)
     MEMBER_NODES_EXCEED_COUNT = "APP001"
     UNKNOWN_COMPONENT_KEY = "APP002"
@@ -118,7 +125,8 @@ CATALOGUE: dict[Code, tuple[str, str]] = {
     Code.BUNDLE_SITE_MISMATCH: ("bundle belongs to another site", "reference a bundle of the same site"),
     Code.ROLE_ON_WORKER: (
         "control-plane or CI role on a worker_compute host",
-        "move the role to a platform_control or app_control host (seed 003: never mix them with GPU workers)",
+        "move the role to a platform_control or app_control host (seed 003: never mix them with GPU workers); "
+        "the one exception is the GPU lane's runner, with runner_tags: [worker-compute] only",
     ),
     Code.APP_CONTROL_PLANE_ON_WORKER: (
         "app control-plane member on a worker_compute host",
@@ -129,6 +137,10 @@ CATALOGUE: dict[Code, tuple[str, str]] = {
         "add the runner role to the host or remove its runner_tags",
     ),
     Code.NO_PLATFORM_CONTROL: ("no platform_control host", "declare at least one platform_control host"),
+    Code.GPU_TAG_OFF_WORKER: (
+        "worker-compute runner tag on a host without a GPU",
+        "serve worker-compute from the worker_compute host's runner (runner_tags: [worker-compute] only)",
+    ),
     Code.ROCE_NEEDS_ROCE_FABRIC: (
         "phase-2 RoCE enabled on a non-RoCE fabric",
         "set fabric_mode: roce or enable_phase2_roce: false",
@@ -152,6 +164,20 @@ CATALOGUE: dict[Code, tuple[str, str]] = {
     Code.INVALID_TAG: ("invalid MAAS tag name", "use letters, digits, '-' and '_' only"),
     Code.UNKNOWN_SERIES: ("unknown distro series", "use a series MAAS has images for"),
     Code.TLS_OFF_IN_PROD: ("MAAS TLS verification off in prod", "set tls_verify: true (only non-prod may disable it)"),
+    Code.CA_BUNDLE_MISSING: (
+        "CA bundle file not found",
+        "put the CA's PEM file there (absolute, or relative to the repository root) or fix the path",
+    ),
+    Code.CA_BUNDLE_INVALID: ("CA bundle is not PEM certificates", "export the CA certificate(s) in PEM form"),
+    Code.CA_BUNDLE_HAS_KEY: (
+        "CA bundle holds a private key",
+        "remove the key from the file (a CA bundle is public: certificates only) and rotate the key if it was shared",
+    ),
+    Code.CA_BUNDLE_EXPIRED: ("CA certificate expired", "install the CA's renewed certificate"),
+    Code.CA_BUNDLE_UNUSED: (
+        "CA bundle named for a kind with no https endpoint to verify",
+        "drop the entry, or point the endpoints at their https URLs",
+    ),
     Code.MEMBER_NODES_EXCEED_COUNT: ("more member nodes than members", "raise count or list fewer nodes"),
     Code.UNKNOWN_COMPONENT_KEY: ("unknown component key", "use a component key the app declares in the blueprint"),
     Code.RUNTIME_PAIR_INVALID: ("invalid runtime metadata combination", "use one of the valid combinations listed"),

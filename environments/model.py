@@ -362,6 +362,39 @@ class VaultAuthMethod(StrEnum):
     APPROLE = "approle"
 
 
+class EndpointKind(StrEnum):
+    """The kinds of endpoint an environment names; each may be signed by its own private CA."""
+
+    MAAS = "maas"
+    VAULT = "vault"
+    PLATFORM = "platform"
+    S3 = "s3"
+
+
+def _ca_path(value: str) -> str:
+    if not value.endswith((".pem", ".crt")) or any(part in ("", "..") for part in value.removeprefix("/").split("/")):
+        raise ValueError("a CA bundle is a PEM file ('.pem' or '.crt'): an absolute path or one relative to the repo, "
+                         "without '..' or empty segments")
+    return value
+
+
+CaBundlePath = Annotated[str, AfterValidator(_ca_path)]
+"""A PEM file of CA certificates: absolute, or relative to the repository root (where Pulumi runs)."""
+
+
+class CaBundles(_Model):
+    """The private CAs that sign each kind's endpoints (e.g. `*.gpuaas.internal`). A kind named here trusts
+    exactly these certificates (not the system's); a kind left out trusts the system store."""
+
+    maas: CaBundlePath | None = None
+    vault: CaBundlePath | None = None
+    platform: CaBundlePath | None = None
+    s3: CaBundlePath | None = None
+
+    def of(self, kind: EndpointKind) -> str | None:
+        return getattr(self, kind.value)  # type: ignore[no-any-return]
+
+
 class VaultSettings(_Model):
     address: Endpoint
     kv_mount: str = "gpuaas"
@@ -394,6 +427,8 @@ class EnvironmentDocument(_Model):
     vault: VaultSettings
     platform: PlatformSettings
     artifact_store: ArtifactStore
+    ca_bundles: CaBundles = CaBundles()
+    """PEM CA bundle per endpoint kind (maas, vault, platform, s3), for endpoints behind a private CA."""
     sites: tuple[Site, ...] = ()
     hosts: tuple[Host, ...] = ()
     machines: tuple[MaasMachine, ...] = ()

@@ -8,31 +8,24 @@ from __future__ import annotations
 
 import ipaddress
 from collections import Counter
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 
 from .findings import Code, Finding, Level, finding
 from .model import (
-    CONTROL_PLANE_AND_CI_ROLES,
     Blueprint,
     EnvironmentDocument,
     EraseMode,
     FabricMode,
-    HostRole,
-    LogicalRole,
     Tier,
 )
 from .rules_apps import RUNTIME_FIELDS, ComponentBounds, app_instance, app_instances  # noqa: F401 - re-exported: providers call rules.app_instance
 from .rules_fabric import fabric_and_bindings
+from .rules_hosts import GPU_LANE_RUNNER, host_role_mix, host_roles  # noqa: F401 - re-exported: providers call rules.host_role_mix
+from .rules_hosts import effective_roles as _roles
+from .rules_tls import ca_bundles, resolve_ca  # noqa: F401 - re-exported: providers resolve CA bundles
 from .rules_values import typed_values
 
 Rule = Callable[[EnvironmentDocument, Blueprint, str], Iterator[Finding]]
-
-
-def _roles(doc_host_role: LogicalRole, extra: tuple[HostRole, ...], bp: Blueprint) -> tuple[HostRole, ...]:
-    seen: dict[HostRole, None] = {}
-    for r in (*bp.role_layout.get(doc_host_role, ()), *extra):
-        seen[r] = None
-    return tuple(seen)
 
 
 def unique_names(doc: EnvironmentDocument, bp: Blueprint, file: str) -> Iterator[Finding]:
@@ -231,44 +224,6 @@ def references(doc: EnvironmentDocument, bp: Blueprint, file: str) -> Iterator[F
             yield finding(Code.UNKNOWN_MACHINE, file, f"hosts[{i}].machine", f"machine {h.machine!r} is not declared")
 
 
-def host_role_mix(
-    hostname: str,
-    logical_role: str,
-    roles: Sequence[str],
-    extra_roles: Sequence[str],
-    runner_tags: Sequence[str],
-    file: str,
-    base: str,
-) -> Iterator[Finding]:
-    """Seed 003 for one host (its effective Ansible roles). Narrow: providers call it with their own values."""
-    if LogicalRole(logical_role) is LogicalRole.WORKER_COMPUTE:
-        for r in map(HostRole, roles):
-            if r in CONTROL_PLANE_AND_CI_ROLES:
-                j = list(extra_roles).index(r) if r in extra_roles else None
-                yield finding(
-                    Code.ROLE_ON_WORKER,
-                    file,
-                    f"{base}.extra_roles[{j}]" if j is not None else f"{base}.logical_role",
-                    f"host {hostname} is worker_compute but would run role {r.value}",
-                )
-    if runner_tags and HostRole.RUNNER not in roles:
-        yield finding(
-            Code.RUNNER_TAGS_WITHOUT_RUNNER,
-            file,
-            f"{base}.runner_tags",
-            f"host {hostname} declares runner tags but has no runner role",
-        )
-
-
-def host_roles(doc: EnvironmentDocument, bp: Blueprint, file: str) -> Iterator[Finding]:
-    """Seed 003: never mix control-plane or CI services with GPU worker roles on one host."""
-    for i, h in enumerate(doc.hosts):
-        roles = _roles(h.logical_role, h.extra_roles, bp)
-        yield from host_role_mix(h.hostname, h.logical_role, roles, h.extra_roles, h.runner_tags, file, f"hosts[{i}]")
-    if doc.hosts and not any(h.logical_role is LogicalRole.PLATFORM_CONTROL for h in doc.hosts):
-        yield finding(Code.NO_PLATFORM_CONTROL, file, "hosts", "no host has logical_role platform_control")
-
-
 def roce_pools(doc: EnvironmentDocument, bp: Blueprint, file: str) -> Iterator[Finding]:
     sites = {s.name: s for s in doc.sites}
     for i, p in enumerate(doc.roce_pools):
@@ -403,6 +358,7 @@ RULES: tuple[Rule, ...] = (
     app_instances,
     typed_values,
     fabric_and_bindings,
+    ca_bundles,
 )
 
 

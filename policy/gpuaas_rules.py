@@ -16,6 +16,16 @@ from typing import Any
 # seed 003 / environments.model.CONTROL_PLANE_AND_CI_ROLES (a test keeps the two equal)
 CONTROL_PLANE_AND_CI_ROLES = frozenset({"platform_control", "app_control", "control_plane_k3s", "gitlab", "runner"})
 WORKER_ROLE = "worker_compute"
+GPU_TAG = "worker-compute"
+
+
+def _ci_roles(host: Any) -> set[str]:
+    """Control-plane/CI roles of a host, minus seed 003's one exception: the GPU lane's runner on a
+    worker_compute host, serving the worker-compute tag only (environments/rules.py, ROLE001)."""
+    bad = _roles(host) & CONTROL_PLANE_AND_CI_ROLES
+    if list(_field(host, "runner_tags") or []) == [GPU_TAG]:
+        bad.discard("runner")
+    return bad
 # An AppInstance's topology calls a MAAS machine that is not a declared host a `gpu_node`.
 WORKER_ROLES = frozenset({WORKER_ROLE, "gpu_node"})
 # App component keys that are control-plane members when the instance does not say (seed 004).
@@ -127,7 +137,7 @@ def worker_roles(res: Res) -> list[str]:
     for host in hosts_of(res):
         if _field(host, "logical_role") != WORKER_ROLE:
             continue
-        bad = sorted(_roles(host) & CONTROL_PLANE_AND_CI_ROLES)
+        bad = sorted(_ci_roles(host))
         if bad:
             out.append(
                 f"host {_field(host, 'hostname')} is worker_compute but runs {', '.join(bad)}; "
@@ -156,7 +166,7 @@ def worker_hosts_with_control_roles(resources: Sequence[Res]) -> list[tuple[str,
     for r in resources:
         for host in hosts_of(r):
             name = str(_field(host, "hostname"))
-            bad = sorted(_roles(host) & CONTROL_PLANE_AND_CI_ROLES)
+            bad = sorted(_ci_roles(host))
             if name in machines and bad:
                 out.append(
                     (

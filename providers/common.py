@@ -19,10 +19,11 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from clients.vault import VaultAuthMethod, VaultCredentials, VaultReader, VaultSettings, credentials_from_config
 from environments.findings import CATALOGUE, Code, format_path
+from environments.rules import resolve_ca
 from providers.kind import UNKNOWN, is_unknown
 
 __all__ = ["UNKNOWN", "VaultAuthMethod", "VaultInputs", "config_get", "has_unknown", "is_unknown", "plain",
-           "spec_failures", "vault_reader"]
+           "resolve_ca", "spec_failures", "vault_reader"]
 
 
 def has_unknown(value: Any) -> bool:
@@ -83,10 +84,13 @@ class VaultInputs(BaseModel):
     address: str
     kv_mount: str = "gpuaas"
     auth_method: VaultAuthMethod = VaultAuthMethod.TOKEN
+    ca_bundle: str | None = None
+    """PEM file of the CA that signs Vault's certificate (`ca_bundles.vault`; relative: to the repo)."""
 
 
 def vault_reader(vault: VaultInputs, credentials: VaultCredentials | None) -> VaultReader:
-    settings = VaultSettings(address=vault.address, kv_mount=vault.kv_mount, auth_method=vault.auth_method)
+    settings = VaultSettings(address=vault.address, kv_mount=vault.kv_mount, auth_method=vault.auth_method,
+                             ca_bundle=resolve_ca(vault.ca_bundle))
     return VaultReader(settings, credentials or credentials_from_config({}))
 
 

@@ -81,7 +81,7 @@ class MaasMachineProvider(ResourceProvider):
 
     def _session(self, inputs: MachineInputs) -> Any:
         creds, scale = getattr(self, "_credentials", None), getattr(self, "_time_scale", 1.0)
-        return session(inputs.connection, inputs.policy, creds, scale)
+        return session(inputs.connection, inputs.policy, creds, scale, label=f"machine {inputs.machine.hostname}")
 
     def check(self, olds: dict[str, Any], news: dict[str, Any]) -> CheckResult:
         inputs, failures = check_inputs(MachineInputs, news, "MaasMachine")

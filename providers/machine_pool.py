@@ -65,7 +65,7 @@ class MachinePoolProvider(ResourceProvider):
 
     def _session(self, inputs: PoolInputs) -> Any:
         creds, scale = getattr(self, "_credentials", None), getattr(self, "_time_scale", 1.0)
-        return session(inputs.connection, inputs.policy, creds, scale)
+        return session(inputs.connection, inputs.policy, creds, scale, label=f"pool {inputs.pool}")
 
     def check(self, olds: dict[str, Any], news: dict[str, Any]) -> CheckResult:
         inputs, failures = check_inputs(PoolInputs, news, "MachinePool")

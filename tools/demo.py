@@ -10,7 +10,6 @@ changes nothing, and destroys it again.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shutil
 import subprocess
@@ -20,9 +19,11 @@ import time
 from pathlib import Path
 from typing import Any
 
+from cli.table import render_table
 from environments import EnvironmentInvalid, load_environment
 from environments.summary import render_summary
 from simulators.localstack import LocalStack
+from tools.tables import render_outputs
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -45,18 +46,7 @@ def _engine_run(op: str, stack: str, state: Path, config: dict[str, str], passph
             print(f"  {d.severity}: {d.message}")
     if not result.ok:
         raise SystemExit(f"demo: {op} failed (see the messages above)")
-    return {"outputs": result.outputs, "summary": summary}
-
-
-def _show(outputs: dict[str, Any]) -> None:
-    for key in sorted(outputs):
-        if key in ("summary", "areas"):
-            continue
-        value = outputs[key]
-        text = (
-            json.dumps(value, indent=2, sort_keys=True, default=str) if isinstance(value, dict | list) else str(value)
-        )
-        print(f"{key}:\n  " + text.replace("\n", "\n  "))
+    return {"outputs": result.outputs, "summary": summary, "log": result.log}
 
 
 def _show_apps(world: LocalStack) -> None:
@@ -72,12 +62,14 @@ def _show_apps(world: LocalStack) -> None:
                 print(f"{inst.name} ({inst.instance_id}): {inst.status.value}, "
                       f"{inst.app_type.value} {inst.app_version}")
                 ops = {o.operation_id: o for o in api.list_operations(app.project_id, inst.instance_id)}
+                rows = []
                 for mem in api.list_members(app.project_id, inst.instance_id):
                     op = ops.get(mem.last_operation_id or "")
-                    last = f"{op.kind.value} {op.status.value}" if op else "-"
-                    print(f"  {mem.component_key:<10} {mem.member_id} {mem.status.value:<9} on "
-                          f"{mem.node.hostname if mem.node else '-':<22} last op: {last} "
-                          f"(correlation {mem.last_correlation_id})")
+                    rows.append((mem.component_key, mem.member_id, mem.status.value,
+                                 mem.node.hostname if mem.node else "-",
+                                 f"{op.kind.value} {op.status.value}" if op else "-", mem.last_correlation_id or "-"))
+                heads = ("component", "member id", "status", "node", "last operation", "correlation id")
+                print("\n".join("  " + line for line in render_table(heads, rows)))
 
 
 def run_with_engine(stack: str, world: LocalStack, keep: bool) -> None:
@@ -91,8 +83,11 @@ def run_with_engine(stack: str, world: LocalStack, keep: bool) -> None:
     _engine_run("preview", stack, state, config, passphrase)
     _banner("up")
     up = _engine_run("up", stack, state, config, passphrase)
-    _banner("what was built")
-    _show(up["outputs"])
+    # The real CLI shows provider output live; the engine's Python API hands it over at the end.
+    print("\n".join(line.removeprefix("[provider] ") for line in str(up["log"]).splitlines()
+                    if line.removeprefix("[provider] ").startswith("progress ")))
+    _banner("what was built (from the state)")
+    print(render_outputs(up["outputs"], str(up["log"]).splitlines()))
     _banner("app instances, members and their last operations (as the platform reports them)")
     _show_apps(world)
     _banner("second up: must change nothing")

@@ -25,7 +25,9 @@ import aiohttp
 from maas.client.bones import CallError, SessionAPI
 from maas.client.bones.helpers import RemoteError
 
+from ..tls import trust, untrusted, untrusted_hint
 from .retry import DEFAULT_BUDGET, MaasUnavailable, RetryBudget, call_with_retry, status_of
+from .verified import connect_verified
 from .vocabulary import (
     BlockDeviceView,
     EventView,
@@ -37,7 +39,7 @@ from .vocabulary import (
     PowerSettings,
 )
 
-_sessions: dict[tuple[str, str, bool], SessionAPI] = {}
+_sessions: dict[tuple[str, str, bool, str | None], SessionAPI] = {}
 _sessions_lock = threading.Lock()
 
 
@@ -55,14 +57,23 @@ def _url(url: str) -> str:
 
 class MaasClient:
     """A MAAS region reached with one API key. Cheap to make; the describe document is cached.
-    `site` names the region in errors; `retry` bounds how long a safe call rides out an outage."""
+    `site` names the region in errors; `retry` bounds how long a safe call rides out an outage;
+    `ca_bundle` is the PEM file of the private CA that signs the region's certificate (verified.py)."""
 
     def __init__(
-        self, url: str, api_key: str, *, tls_verify: bool = True, site: str = "", retry: RetryBudget = DEFAULT_BUDGET
+        self,
+        url: str,
+        api_key: str,
+        *,
+        tls_verify: bool = True,
+        site: str = "",
+        retry: RetryBudget = DEFAULT_BUDGET,
+        ca_bundle: str | None = None,
     ) -> None:
         self.url = _url(url)
         self._api_key = api_key
         self.tls_verify = tls_verify
+        self.ca_bundle = ca_bundle
         self.site = site
         self.retry = retry
         self.requests = 0
@@ -72,13 +83,15 @@ class MaasClient:
 
     # -- plumbing ------------------------------------------------------------------------------
     def _session(self) -> SessionAPI:
-        key = (self.url, hashlib.sha256(self._api_key.encode()).hexdigest(), self.tls_verify)
+        key = (self.url, hashlib.sha256(self._api_key.encode()).hexdigest(), self.tls_verify, self.ca_bundle)
         with _sessions_lock:
             session = _sessions.get(key)
         if session is None:
             _ensure_loop()
 
             def connect() -> SessionAPI:
+                if self.tls_verify and self.ca_bundle and self.url.startswith("https://"):
+                    return connect_verified(self.url, self._api_key, trust(self.ca_bundle))
                 return SessionAPI.connect(self.url, apikey=self._api_key, insecure=not self.tls_verify)[1]
 
             try:  # the anonymous describe request: a read, retried like any other
@@ -92,6 +105,8 @@ class MaasClient:
             except MaasUnavailable:
                 raise
             except (TimeoutError, aiohttp.ClientError, OSError) as e:
+                if untrusted(e):
+                    raise self.untrusted_error() from None
                 raise MaasError(f"MAAS of site {self.site or '?'} at {self.url} is unreachable: {e}") from None
             except (CallError, RemoteError) as e:
                 status = status_of(e)
@@ -130,9 +145,18 @@ class MaasClient:
                 f"MAAS {handler}.{action} -> HTTP {e.status}: {body}", status=e.status, system_id=system_id
             ) from None
         except (TimeoutError, aiohttp.ClientError, OSError) as e:
+            if untrusted(e):
+                raise self.untrusted_error(system_id) from None
             raise MaasError(
                 f"MAAS {handler}.{action}: connection failed: {type(e).__name__}: {e}", system_id=system_id
             ) from None
+
+    def untrusted_error(self, system_id: str | None = None) -> MaasError:
+        return MaasError(
+            f"MAAS of site {self.site or '?'} at {self.url}: TLS certificate not trusted; fix: "
+            + untrusted_hint("maas", self.ca_bundle),
+            system_id=system_id,
+        )
 
     def has_action(self, handler: str, action: str) -> bool:
         h = getattr(self._session(), handler, None)

@@ -23,6 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from tenacity import Retrying, retry_if_exception, stop_after_attempt, stop_after_delay
 from tenacity.wait import wait_random_exponential
 
+from ..tls import untrusted
 from .vocabulary import MaasError
 
 T = TypeVar("T")
@@ -68,7 +69,10 @@ def status_of(exc: BaseException) -> int | None:
 
 
 def transient(exc: BaseException) -> bool:
-    """A 5xx, a dropped connection or a timeout: MAAS may answer the same request in a moment."""
+    """A 5xx, a dropped connection or a timeout: MAAS may answer the same request in a moment (an
+    untrusted certificate will not be trusted in a moment)."""
+    if untrusted(exc):
+        return False
     if isinstance(exc, (TimeoutError, aiohttp.ClientError, ConnectionError)):
         return True
     status = status_of(exc)

@@ -50,7 +50,7 @@ class PlatformClient:
         transport: httpx.BaseTransport | None = None,
         ca_bundle: str | None = None,
     ) -> None:
-        """`ca_bundle`: a PEM file for a platform behind a private CA (default: certifi's bundle)."""
+        """`ca_bundle`: a PEM file for a platform behind a private CA (default: the system trust store)."""
         self._t = Transport(
             base_url, token, timeout=timeout, retry=retry or RetryPolicy(), transport=transport, ca_bundle=ca_bundle
         )

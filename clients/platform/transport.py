@@ -7,18 +7,16 @@ and every mutation carries one, reused across that call's retries.
 
 from __future__ import annotations
 
-import functools
-import ssl
 import time
 import uuid
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-import certifi
 import httpx
 from pydantic import BaseModel, SecretStr, TypeAdapter, ValidationError
 from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_attempt, wait_exponential_jitter
 
+from ..tls import trust, untrusted, untrusted_hint
 from . import models as m
 from .catalogue import BY_OPERATION_ID, Endpoint, Method
 from .errors import PlatformApiError
@@ -26,12 +24,6 @@ from .models.codes import ErrorCode
 from .retry import RetryPolicy
 
 T = TypeVar("T")
-
-
-@functools.cache
-def _tls_context(ca_bundle: str | None = None) -> ssl.SSLContext:
-    """One CA bundle load per process and bundle (~40 ms each): providers build a client per call."""
-    return ssl.create_default_context(cafile=ca_bundle or certifi.where())
 
 
 def new_idempotency_key() -> str:
@@ -52,8 +44,9 @@ class Transport:
         secret = token.get_secret_value() if isinstance(token, SecretStr) else token
         self._auth = {"Authorization": f"Bearer {secret}"} if secret else {}
         self.retry = retry
+        self.ca_bundle = ca_bundle
         self._http = httpx.Client(
-            verify=_tls_context(ca_bundle),
+            verify=trust(ca_bundle),
             base_url=base_url.rstrip("/"),
             timeout=timeout,
             transport=transport,
@@ -119,6 +112,14 @@ class Transport:
         try:
             resp = self._http.request(ep.method.value, url, headers=headers, content=payload, params=params)
         except httpx.TransportError as exc:
+            if untrusted(exc):
+                raise PlatformApiError(
+                    None,
+                    ErrorCode.TLS_UNTRUSTED,
+                    f"{ep.method.value} {self.base_url}{url}: certificate not trusted; fix: "
+                    + untrusted_hint("platform", self.ca_bundle),
+                    headers[m.REQUEST_ID_HEADER],
+                ) from None
             raise PlatformApiError(
                 None,
                 ErrorCode.TRANSPORT_ERROR,

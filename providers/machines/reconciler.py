@@ -22,6 +22,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from .cloud_init import user_data_digest
 from .drift import identity_drift
 from .ports import MachineOps, MachineView
+from .progress import report_line
 from .records import OWNER_FINGERPRINT, Context, FailCode
 from .scheduler import MachineResult, Scheduler
 from .spec import MachineSpec, PowerType
@@ -316,10 +317,7 @@ def _apply_power(ctx: Context, spec: MachineSpec, system_id: str) -> None:
 
 def report(ctx: Context, results: Sequence[MachineResult]) -> None:
     for r in results:
-        line = f"{r.hostname}: {r.outcome.value} at {r.stage.value} (MAAS: {r.maas_status})"
-        if r.stage_seconds:
-            line += " stages[s] " + ", ".join(f"{k}={v}" for k, v in r.stage_seconds.items())
-        ctx.log(line)
+        ctx.log(report_line(r.hostname, r.outcome, r.stage, r.maas_status, r.stage_seconds))
         for note in r.notes:
             ctx.log(f"{r.hostname}: note: {note}")
         if r.reason and r.outcome.failed:

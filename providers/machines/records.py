@@ -154,3 +154,7 @@ class Context:
     """Vault ref -> (user, password) of a machine's BMC, read at create time (never stored)."""
     clock: Callable[[], float] = time.monotonic
     log: Callable[[str], None] = print
+    progress: Callable[[str], None] = print
+    """Where progress lines go: provider stdout (the Pulumi CLI shows it while the step runs)."""
+    label: str = "machines"
+    """What progress lines call this run (e.g. `pool dal1-h200`)."""

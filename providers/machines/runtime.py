@@ -16,7 +16,7 @@ from clients.platform.client import PlatformClient
 from clients.platform.errors import PlatformApiError
 from clients.platform.models import nodes as node_models
 from clients.vault import VaultCredentials, VaultReader
-from providers.common import vault_reader
+from providers.common import resolve_ca, vault_reader
 
 from .lifecycle import Context
 from .ports import EnrollmentError, EnrollmentToken
@@ -70,8 +70,13 @@ def _port_error(e: PlatformApiError, system_id: str | None) -> EnrollmentError:
 
 
 def log(message: str) -> None:
-    """Provider stdout reaches the Pulumi CLI (pulumi.log has no engine connection here)."""
+    """Provider stderr reaches the Pulumi CLI (pulumi.log has no engine connection here)."""
     print(message, file=sys.stderr, flush=True)
+
+
+def progress(line: str) -> None:
+    """Progress lines go to provider stdout, which the Pulumi CLI shows while the step runs."""
+    print(line, file=sys.stdout, flush=True)
 
 
 def maas_client(
@@ -85,6 +90,7 @@ def maas_client(
         conn.maas.maas_url,
         key.get_secret_value(),
         tls_verify=conn.maas.tls_verify,
+        ca_bundle=resolve_ca(conn.maas.ca_bundle),
         site=conn.maas.site,
         retry=DEFAULT_BUDGET.scaled(time_scale),
     )
@@ -100,11 +106,17 @@ def bmc_reader(vault: VaultReader) -> Callable[[str], tuple[str, str]]:
 
 
 def build_context(
-    conn: Connection, policy: LifecyclePolicy, credentials: VaultCredentials | None, time_scale: float
+    conn: Connection,
+    policy: LifecyclePolicy,
+    credentials: VaultCredentials | None,
+    time_scale: float,
+    label: str = "machines",
 ) -> tuple[Context, MaasClient, PlatformClient]:
     vault = vault_reader(conn.vault, credentials)
     maas = maas_client(conn, credentials, vault, time_scale)
-    platform = PlatformClient(conn.platform.url, vault.read(conn.platform.token_path))
+    platform = PlatformClient(
+        conn.platform.url, vault.read(conn.platform.token_path), ca_bundle=resolve_ca(conn.platform.ca_bundle)
+    )
     ctx = Context(
         bmc_credentials=bmc_reader(vault),
         ops=maas,
@@ -114,16 +126,22 @@ def build_context(
         platform_url=conn.platform.url,
         clock=time.monotonic,
         log=log,
+        progress=progress,
+        label=label,
     )
     return ctx, maas, platform
 
 
 @contextmanager
 def session(
-    conn: Connection, policy: LifecyclePolicy, credentials: VaultCredentials | None, time_scale: float
+    conn: Connection,
+    policy: LifecyclePolicy,
+    credentials: VaultCredentials | None,
+    time_scale: float,
+    label: str = "machines",
 ) -> Iterator[Context]:
     """One provider call's context (closed at the end: nothing is kept on the provider object)."""
-    ctx, _, platform = build_context(conn, policy, credentials, time_scale)
+    ctx, _, platform = build_context(conn, policy, credentials, time_scale, label)
     try:
         yield ctx
     finally:

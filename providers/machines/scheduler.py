@@ -34,6 +34,7 @@ from .lifecycle import (
     stage_for,
 )
 from .ports import PortError
+from .progress import ProgressMeter
 from .resolve import resolve_records
 from .spec import MachineSpec, TeardownMode
 from .status import MachineOutcome, Stage
@@ -134,15 +135,18 @@ class Scheduler:
                 for m in machines:  # whatever happened, this run's slots go back
                     self._drop_slot(m)
 
-    def _loop(self, machines: list[_Machine]) -> list[MachineResult]:
+    def _loop(self, machines: list[_Machine]) -> list[MachineResult]:  # size: the one scheduling loop
         ctx = self.ctx
         self._machines = machines
+        meter = ProgressMeter(ctx.label, ctx.clock, ctx.progress, ctx.deadlines.progress_s)
+        states = lambda: [(m.rec.stage, m.rec.outcome) for m in machines]  # noqa: E731
         for m in machines:
             if m.rec.view is not None:
                 m.rec.stage = stage_for(m.rec)
             m.sched.stage_times[m.rec.stage.value] = ctx.clock()
         active = [m for m in machines if m.rec.outcome is None]
         while active:
+            meter.tick(states())
             now = ctx.clock()
             due = [m for m in active if m.sched.waiting and m.sched.next_poll <= now]
             for m in due:
@@ -171,10 +175,11 @@ class Scheduler:
             waits = [m.sched.next_poll for m in active if m.sched.waiting]
             if waits:
                 # Delayed machines (no free slot) can only move after a poll frees one.
-                self.sleep(max(0.0, min(waits) - ctx.clock()))
+                self.sleep(min(max(0.0, min(waits) - ctx.clock()), meter.due_in()))
             elif active:
                 # Every machine left is delayed: another pool or run holds the profile's slots.
-                self.sleep(self.ctx.deadlines.poll_initial_s)
+                self.sleep(min(self.ctx.deadlines.poll_initial_s, meter.due_in()))
+        meter.tick(states(), force=True)
         return [self._result(m) for m in machines]
 
     def _advance_all(self, ready: list[_Machine]) -> None:

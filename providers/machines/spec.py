@@ -52,12 +52,16 @@ class MaasSiteRef(_Spec):
     maas_url: str
     api_key_path: str
     tls_verify: bool = True
+    ca_bundle: str | None = None
+    """PEM file of the CA that signs MAAS's certificate (`ca_bundles.maas`; relative: to the repo)."""
 
 
 class PlatformRef(_Spec):
     url: str
     token_path: str
     """Vault ref of the token allowed to mint enrollment tokens for this site."""
+    ca_bundle: str | None = None
+    """PEM file of the CA that signs the platform's certificate (`ca_bundles.platform`)."""
 
 
 class LifecyclePolicy(_Spec):
@@ -121,6 +125,8 @@ class Deadlines(_Spec):
     enroll_s: float = 30 * 60
     poll_initial_s: float = 5.0
     poll_max_s: float = 15.0
+    progress_s: float = 10.0
+    """A many-machine run prints a progress line at least this often (progress.py)."""
 
     def scaled(self, factor: float) -> Deadlines:
         return Deadlines(**{k: v * factor for k, v in self.model_dump().items()})

@@ -31,7 +31,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from clients.s3 import ArtifactStore, S3Location, StoredObject, s3_credentials
 from clients.vault import VaultCredentials
-from providers.common import VaultInputs, vault_reader
+from providers.common import VaultInputs, resolve_ca, vault_reader
 from providers.wire import FabricMode
 
 TEMPLATES_ROOT = Path(__file__).resolve().parents[1] / "bundle_templates"
@@ -49,6 +49,12 @@ class StoreInputs(BaseModel):
     region: str = "us-east-1"
     path_style: bool = True
     credentials_path: str
+    ca_bundle: str | None = None
+    """PEM file of the CA that signs the store's certificate (`ca_bundles.s3`; relative: to the repo)."""
+
+    def location(self) -> S3Location:
+        return S3Location(endpoint_url=self.endpoint_url, bucket=self.bucket, region=self.region,
+                          path_style=self.path_style, ca_bundle=resolve_ca(self.ca_bundle))
 
 
 class Packages(BaseModel):
@@ -243,8 +249,7 @@ class BundlePublisher:
     def store(self) -> ArtifactStore:
         vault = vault_reader(self.spec.vault, self._credentials)
         s = self.spec.store
-        loc = S3Location(endpoint_url=s.endpoint_url, bucket=s.bucket, region=s.region, path_style=s.path_style)
-        return ArtifactStore(loc, s3_credentials(vault, s.credentials_path))
+        return ArtifactStore(s.location(), s3_credentials(vault, s.credentials_path))
 
     def build(self) -> tuple[bytes, str]:
         data = pack(render_bundle(self.spec, self.root))

@@ -27,11 +27,11 @@ from pydantic import BaseModel, ConfigDict, Field
 from clients.maas import MaasError, MaasSiteClient
 from clients.platform import PlatformClient
 from clients.platform import models as pm
-from clients.s3 import ArtifactStore, S3Location, s3_credentials
+from clients.s3 import ArtifactStore, s3_credentials
 from clients.vault import VaultCredentials, VaultReader, parse_ref
 from environments import rules
 from environments.findings import Level
-from providers.common import VaultInputs, plain, vault_reader
+from providers.common import VaultInputs, plain, resolve_ca, vault_reader
 from providers.sites.bundle import Script, StoreInputs, bundle_scripts
 from providers.wire import EraseMode, FabricMode, Name, Tier, VaultRef, Wire
 
@@ -52,6 +52,8 @@ class SiteInputs(Wire):
     maas_url: str
     maas_api_key_path: VaultRef
     tls_verify: bool = True
+    maas_ca_bundle: str | None = None
+    """PEM file of the CA that signs MAAS's certificate (`ca_bundles.maas`)."""
     customer_handoff: bool = False
     bmc_network: ipaddress.IPv4Network | None = None
 
@@ -85,6 +87,8 @@ class ProfileInputs(Wire):
 class PlatformInputs(Wire):
     url: str
     admin_token_path: str
+    ca_bundle: str | None = None
+    """PEM file of the CA that signs the platform's certificate (`ca_bundles.platform`)."""
 
 
 class SiteProfileArgs(BaseModel):
@@ -167,7 +171,8 @@ class SiteProfileReconciler:
     def _maas(self, vault: VaultReader) -> MaasSiteClient:
         s = self.spec.site
         key = vault.read(s.maas_api_key_path)
-        maas = MaasSiteClient(s.maas_url, key.get_secret_value(), tls_verify=s.tls_verify)
+        maas = MaasSiteClient(s.maas_url, key.get_secret_value(), tls_verify=s.tls_verify,
+                              ca_bundle=resolve_ca(s.maas_ca_bundle))
         try:
             maas.whoami()
         except MaasError as e:
@@ -185,8 +190,7 @@ class SiteProfileReconciler:
                   (p.post_deploy_validation_bundle_ref, "validation", "testing")]
         if not any(name for name, _f, _t in wanted):
             return []
-        loc = S3Location(endpoint_url=s.endpoint_url, bucket=s.bucket, region=s.region, path_style=s.path_style)
-        store = ArtifactStore(loc, s3_credentials(vault, s.credentials_path))
+        store = ArtifactStore(s.location(), s3_credentials(vault, s.credentials_path))
         out: list[Script] = []
         for name, folder, default_type in wanted:
             if not name:
@@ -200,7 +204,8 @@ class SiteProfileReconciler:
         return out
 
     def _platform(self, vault: VaultReader) -> PlatformClient:
-        return PlatformClient(self.spec.platform.url, vault.read(self.spec.platform.admin_token_path))
+        p = self.spec.platform
+        return PlatformClient(p.url, vault.read(p.admin_token_path), ca_bundle=resolve_ca(p.ca_bundle))
 
     def _ensure_profile(self, api: PlatformClient) -> tuple[str, pm.SiteProfile]:
         """Adopt-or-create the site, then the profile; update only what differs."""

@@ -28,7 +28,7 @@ from clients.maas import MaasSiteClient, MaasStatus
 from clients.maas import MachineNics as MaasMachineNics
 from clients.vault import VaultCredentials
 from environments.findings import Code
-from providers.common import VaultInputs, plain, vault_reader
+from providers.common import VaultInputs, plain, resolve_ca, vault_reader
 from providers.wire import FabricMode
 
 SOURCE = "roce_pools"
@@ -155,6 +155,8 @@ class MaasInputs(_M):
     url: str
     api_key_path: str
     tls_verify: bool = True
+    ca_bundle: str | None = None
+    """PEM file of the CA that signs MAAS's certificate (`ca_bundles.maas`)."""
 
 
 class RoceSpec(BaseModel):
@@ -211,7 +213,8 @@ class RoceReconciler:
 
     def maas(self) -> MaasSiteClient:
         key = vault_reader(self.spec.vault, self._credentials).read(self.spec.maas.api_key_path)
-        return MaasSiteClient(self.spec.maas.url, key.get_secret_value(), tls_verify=self.spec.maas.tls_verify)
+        m = self.spec.maas
+        return MaasSiteClient(m.url, key.get_secret_value(), tls_verify=m.tls_verify, ca_bundle=resolve_ca(m.ca_bundle))
 
     def converge(self, old_table: Mapping[str, Any] | None) -> tuple[dict[str, Any], dict[str, str]]:
         """Allocate against state + MAAS, then link what MAAS lets us link. Returns (table, link status)."""

@@ -48,10 +48,12 @@ def test_inventory_groups_are_logical_roles_plus_one_per_ansible_role() -> None:
     assert groups["app_control"]["hosts"] == {"dev-lab-1": {}}
     assert groups["worker_compute"]["hosts"] == {"dev-gpu-1": {}}
     assert set(groups["role_observability_agent"]["hosts"]) == set(DEV)
-    assert set(groups["role_runner"]["hosts"]) == {"dev-control-1", "dev-lab-1"}
+    # dev-gpu-1 runs the GPU lane's runner (worker-compute only, seed 003's exception), no other CI role
+    assert set(groups["role_runner"]["hosts"]) == {"dev-control-1", "dev-lab-1", "dev-gpu-1"}
     assert "dev-gpu-1" not in json.dumps({k: v for k, v in groups.items()
-                                          if k in ("role_gitlab", "role_runner", "role_control_plane_k3s")})
-    assert hosts["dev-lab-1"]["gpuaas_runner_tags"] == ["app-control", "worker-compute"]
+                                          if k in ("role_gitlab", "role_control_plane_k3s")})
+    assert hosts["dev-lab-1"]["gpuaas_runner_tags"] == ["app-control"]
+    assert hosts["dev-gpu-1"]["gpuaas_runner_tags"] == ["worker-compute"]  # the GPU lane's runner
 
 
 def test_lab_override_replaces_every_real_address() -> None:

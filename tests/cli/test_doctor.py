@@ -293,7 +293,7 @@ def test_an_untrusted_certificate_is_a_tls_failure(
     failed = fails(out)
     assert code == 1 and len(failed) == 1, out
     assert failed[0][0].startswith("tls") and "certificate not trusted" in failed[0][0]
-    assert "install the CA" in failed[0][1]
+    assert "ca_bundles.platform" in failed[0][1]  # the fix names where the CA goes
 
 
 def test_config_comes_from_the_stack_file_and_flags(tmp_path: Path) -> None:

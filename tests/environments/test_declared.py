@@ -34,7 +34,10 @@ def test_dev_is_the_seed_003_lab() -> None:
     assert [m.hostname for m in env.machines] == ["dev-gpu-1"]
     gpu = env.host("dev-gpu-1")
     assert gpu.machine == "dev-gpu-1"
-    assert HostRole.WORKER_COMPUTE in gpu.roles and HostRole.RUNNER not in gpu.roles
+    assert HostRole.WORKER_COMPUTE in gpu.roles
+    # Seed 003's one exception: the GPU lane's runner, serving worker-compute and nothing else.
+    assert HostRole.RUNNER in gpu.roles and [t.value for t in gpu.runner_tags] == ["worker-compute"]
+    assert all("worker-compute" not in [t.value for t in h.runner_tags] for h in env.hosts if h is not gpu)
     assert HostRole.CONTROL_PLANE_K3S in env.host("dev-control-1").roles
 
 

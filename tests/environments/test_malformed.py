@@ -250,18 +250,25 @@ CASES: list[tuple[str, str, Callable[[Doc], None], Code, str]] = [
         "hosts[2].extra_roles[0]",
     ),
     (
-        "runner-on-worker",
+        "runner-on-worker",  # the GPU lane's runner serving another tag too
         "dev",
-        _set("hosts.2.extra_roles", ["observability_agent", "runner"]),
+        _set("hosts.2.runner_tags", ["sim", "worker-compute"]),
         Code.ROLE_ON_WORKER,
-        "hosts[2].extra_roles[1]",
+        "hosts[2].extra_roles[0]",
     ),
     (
         "runner-tags-without-runner",
         "dev",
-        _set("hosts.2.runner_tags", ["worker-compute"]),
+        _set("hosts.2.extra_roles", []),
         Code.RUNNER_TAGS_WITHOUT_RUNNER,
         "hosts[2].runner_tags",
+    ),
+    (
+        "gpu-tag-off-worker",
+        "dev",
+        _set("hosts.1.runner_tags", ["app-control", "worker-compute"]),
+        Code.GPU_TAG_OFF_WORKER,
+        "hosts[1].runner_tags",
     ),
     (
         "controller-on-worker",

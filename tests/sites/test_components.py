@@ -60,7 +60,7 @@ def test_the_pipeline_declares_each_kind_with_one_vault_shape(recorder: Recorder
         for r in recorder.resources:
             by_kind.setdefault(_kind(r), []).append(r.inputs)
         assert {"SiteProfile", "BootstrapBundle", "RoceAssignment"} <= set(by_kind), sorted(by_kind)
-        vault = vault_inputs(env, settings).model_dump(mode="json")
+        vault = vault_inputs(env, settings).model_dump(mode="json", exclude_none=True)  # Pulumi drops None
         for kind in ("SiteProfile", "BootstrapBundle", "RoceAssignment", "AppInstance", "HostConvergence"):
             for inputs in by_kind.get(kind, []):
                 assert inputs["vault"] == vault, kind

@@ -73,6 +73,7 @@ class ErrorCode(StrEnum):
     INJECTED_FAULT = "injected_fault"
     # raised by the client itself (no HTTP response, or an operation that failed)
     TRANSPORT_ERROR = "transport_error"
+    TLS_UNTRUSTED = "tls_untrusted"
     WAIT_TIMEOUT = "wait_timeout"
     OPERATION_FAILED = "operation_failed"
     INVALID_RESPONSE = "invalid_response"

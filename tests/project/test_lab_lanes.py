@@ -1,0 +1,76 @@
+"""Seed 003's lab lanes: the pipeline runs images by digest (ci-lint CI080) and its GPU smoke job
+checks the real enrollment result on the GPU host, manual and serialized; the CI image can be built
+and published by digest; every host ships its journal to the platform_control host by role label."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import yaml
+
+from ci_lint.lint import lint
+from environments import LogicalRole, load_environment
+
+REPO = Path(__file__).resolve().parents[2]
+CI_FILE = REPO / ".gitlab-ci.yml"
+
+
+def _lint_with(tmp_path: Path, old: str, new: str) -> list[str]:
+    text = CI_FILE.read_text()
+    assert old in text
+    path = tmp_path / ".gitlab-ci.yml"
+    path.write_text(text.replace(old, new, 1))
+    return lint(path)
+
+
+def test_images_are_used_by_digest_and_a_tag_is_refused(tmp_path: Path) -> None:
+    assert lint(CI_FILE) == []
+    doc = yaml.safe_load(CI_FILE.read_text())
+    assert "@sha256:" in doc["variables"]["GPUAAS_CI_IMAGE"] and doc["default"]["image"] == "$GPUAAS_CI_IMAGE"
+    tagged = _lint_with(tmp_path, "ci-image@sha256:" + "0" * 64, "ci-image:py3.11")
+    assert tagged and all(" CI080 " in p for p in tagged) and "unit-tests.image" in "\n".join(tagged)
+    job_tag = _lint_with(tmp_path, "unit-tests:\n  stage: test\n", "unit-tests:\n  image: python:3.11\n  stage: test\n")
+    assert [p for p in job_tag if "CI080" in p] and "python:3.11" in "\n".join(job_tag)
+
+
+def test_the_gpu_smoke_job_checks_the_enrollment_result_manually_and_serialized() -> None:
+    job = yaml.safe_load(CI_FILE.read_text())["gpu-smoke-dev"]
+    script = "\n".join(job["script"])
+    assert "/etc/gpuaas/enrollment.json" in script and "enroll.json" not in script.replace("enrollment.json", "")
+    assert job["tags"] == ["worker-compute"] and job["resource_group"] == "gpu-lane"
+    assert all(r.get("when") == "manual" for r in job["rules"])
+
+
+def test_the_worker_compute_runner_is_on_the_gpu_host() -> None:
+    for name in ("dev", "local"):
+        env = load_environment(name)
+        serving = [h for h in env.hosts if "worker-compute" in [t.value for t in h.runner_tags]]
+        assert [h.logical_role for h in serving] == [LogicalRole.WORKER_COMPUTE], name
+
+
+def test_the_ci_image_build_publishes_by_digest() -> None:
+    build = REPO / "build" / "ci-image" / "build.sh"
+    assert (REPO / "build" / "ci-image" / "Dockerfile").is_file() and build.stat().st_mode & 0o111
+    subprocess.run(["bash", "-n", str(build)], check=True)
+    text = build.read_text()
+    assert "RepoDigests" in text and "@sha256:" in text and "--pin" in text
+    proc = subprocess.run([str(build)], capture_output=True, text=True, env={"PATH": "/usr/bin:/bin"})
+    assert proc.returncode != 0 and "CI_REGISTRY_IMAGE" in proc.stderr  # says what it needs, builds nothing
+
+
+def test_every_host_ships_its_journal_to_platform_control_by_role() -> None:
+    site = yaml.safe_load((REPO / "ansible" / "playbooks" / "site.yml").read_text())
+    roles = [r["role"] for r in site[0]["roles"]]
+    assert "journal_shipping" in roles
+    assert not [r for r in site[0]["roles"] if r["role"] == "journal_shipping" and "when" in r], "every host"
+    role = REPO / "ansible" / "roles" / "journal_shipping"
+    defaults = yaml.safe_load((role / "defaults" / "main.yml").read_text())
+    labels = defaults["journal_shipping_labels"]
+    assert set(labels) == {r.value for r in LogicalRole}
+    assert {v["label"] for v in labels.values()} == {"control", "lab", "gpu"}  # seed 003's labels
+    assert len({v["port"] for v in labels.values()}) == 3
+    assert "platform_control" in defaults["journal_shipping_collector"]
+    tasks = (role / "tasks" / "main.yml").read_text()
+    assert "systemd-journal-remote" in tasks and "systemd-journal-upload" in tasks
+    assert "--split-mode=host" in (role / "templates" / "journal-remote.service.j2").read_text()
