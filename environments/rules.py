@@ -21,8 +21,9 @@ from .model import (
     LogicalRole,
     Tier,
 )
-from .rules_apps import RUNTIME_FIELDS, ComponentBounds, app_instance, app_instances  # noqa: F401 - re-exported: providers call rules.app_instance
+from .rules_apps import RUNTIME_FIELDS, ComponentBounds, Runtime, app_instance, app_instances, runtime_of  # noqa: F401,E501 - re-exported for providers
 from .rules_fabric import fabric_and_bindings
+from .rules_runtime import endpoint_refs, storage_mounts
 from .rules_values import typed_values
 
 Rule = Callable[[EnvironmentDocument, Blueprint, str], Iterator[Finding]]
@@ -73,6 +74,7 @@ def unique_names(doc: EnvironmentDocument, bp: Blueprint, file: str) -> Iterator
         ("machine_pools", [p.name for p in doc.machine_pools]),
         ("bootstrap_bundles", [b.name for b in doc.bootstrap_bundles]),
         ("app_instances", [a.name for a in doc.app_instances]),
+        ("filesystems", [f.name for f in doc.filesystems]),
     ]
     for si, s in enumerate(doc.sites):
         kinds.append((f"sites[{si}].profiles", [p.name for p in s.profiles]))
@@ -403,6 +405,8 @@ RULES: tuple[Rule, ...] = (
     app_instances,
     typed_values,
     fabric_and_bindings,
+    endpoint_refs,
+    storage_mounts,
 )
 
 

@@ -122,6 +122,8 @@ class InstanceOut(BaseModel):
     status: pm.InstanceStatus
     app_version: str
     members: list[MemberOut]
+    endpoints: dict[str, str] = {}
+    """What the app publishes (name -> URL): other instances consume these as inputs."""
 
 
 class AppInstanceReconciler:
@@ -186,7 +188,8 @@ class AppInstanceReconciler:
         s = self.spec
         components = [
             pm.ComponentSpec(component_key=k, count=s.instance.members[k].count,
-                             node_ids=[x.node_id for x in s.slots() if x.component_key == k and x.node_id])
+                             node_ids=[x.node_id for x in s.slots() if x.component_key == k and x.node_id],
+                             allocation=_allocation(s, k))
             for k in sorted(s.instance.members)
         ]
         body = pm.AppInstanceCreate(name=s.name, app_type=pm.AppType(s.instance.app.slug),
@@ -237,9 +240,13 @@ class AppInstanceReconciler:
         return self._create(api, generation=len(api.list_instances(pid, name=self.spec.name)))
 
     def _upgrade(self, api: PlatformClient, inst: pm.AppInstance) -> None:
-        to = self.spec.instance.app.version
-        key = idempotency_key(inst.instance_id, "upgrade", inst.app_version, to, inst.last_operation_id or "-")
-        self._instance_op(api, f"upgrade {inst.app_version} -> {to}", lambda: api.upgrade_instance(
+        """A new version, or new config (an input changed, e.g. the vLLM endpoint OpenClaw consumes): the
+        platform's upgrade carries both; with the same version it is a reconfiguration in place."""
+        to, config = self.spec.instance.app.version, self.spec.config()
+        key = idempotency_key(inst.instance_id, "upgrade", inst.app_version, to, inst.last_operation_id or "-",
+                              idempotency_key(*(f"{k}={v}" for k, v in sorted(config.items()))))
+        what = f"upgrade {inst.app_version} -> {to}" if to != inst.app_version else "reconfigure"
+        self._instance_op(api, what, lambda: api.upgrade_instance(
             self.spec.project_id, inst.instance_id, pm.AppInstanceUpgrade(app_version=to, config=self.spec.config()),
             idempotency_key=key))
 
@@ -274,7 +281,8 @@ class AppInstanceReconciler:
     def _converge(self, api: PlatformClient, iid: str, hosts: dict[str, str | None]) -> dict[str, str | None]:
         reported = api.list_members(self.spec.project_id, iid)
         members = [_observed(m) for m in reported]
-        plan = plan_members(self.spec.slots(), members, hosts, self.spec.control_plane_keys())
+        plan = plan_members(self.spec.slots(), members, hosts, self.spec.control_plane_keys(),
+                            self.spec.drainable_keys())
         hosts = dict(plan.assigned)
         generation = observed_generation(api.get_instance(self.spec.project_id, iid), reported)
         for phase in Phase:
@@ -315,14 +323,27 @@ class AppInstanceReconciler:
                 host=hosts.get(m.member_id), last_operation_id=m.last_operation_id,
                 last_operation_status=last.status if last else None, last_correlation_id=m.last_correlation_id))
         members.sort(key=lambda x: (x.component_key, x.host or "~", x.member_id))
-        return InstanceOut(instance_id=iid, status=inst.status, app_version=inst.app_version, members=members)
+        return InstanceOut(instance_id=iid, status=inst.status, app_version=inst.app_version, members=members,
+                           endpoints={e.name: e.url for e in inst.endpoints})
+
+    def _drain_all(self, api: PlatformClient, instance_id: str, keys: frozenset[str]) -> None:
+        drains = [Action(kind=ActionKind.DRAIN, phase=Phase.DRAIN, component_key=m.component_key, member_id=m.member_id)
+                  for m in api.list_members(self.spec.project_id, instance_id)
+                  if m.status is pm.MemberStatus.ACTIVE and m.component_key in keys]
+        if not drains:
+            return
+        with ThreadPoolExecutor(max_workers=min(self.spec.max_parallel, len(drains))) as pool:
+            results = list(pool.map(lambda a: self._member_op(api, instance_id, a, "-"), drains))
+        failures = [f for _, _, f in results if f]
+        if failures:
+            raise AppInstanceFailed(self.where, failures, "run destroy again")
 
     # --- the lifecycle -----------------------------------------------------------------------------
     def converge(self, instance_id: str | None = None, hosts: dict[str, str | None] | None = None) -> InstanceOut:
         with self.client() as api:
             inst = self._ensure(api, instance_id)
             self._settle(api, inst.instance_id)  # member operations a killed run left in flight
-            if inst.app_version != self.spec.instance.app.version:
+            if inst.app_version != self.spec.instance.app.version or inst.config != self.spec.config():
                 self._upgrade(api, inst)
             kept = self._converge(api, inst.instance_id, dict(hosts or {}))
             out = self._observe(api, inst.instance_id, kept)
@@ -351,18 +372,16 @@ class AppInstanceReconciler:
                 return
             self._settle(api, instance_id)
             if inst.status in (S.READY, S.DEGRADED):
-                drains = [Action(kind=ActionKind.DRAIN, phase=Phase.DRAIN, component_key=m.component_key,
-                                 member_id=m.member_id)
-                          for m in api.list_members(pid, instance_id)
-                          if m.status is pm.MemberStatus.ACTIVE
-                          and m.component_key not in self.spec.control_plane_keys()]
-                if drains:
-                    with ThreadPoolExecutor(max_workers=min(self.spec.max_parallel, len(drains))) as pool:
-                        results = list(pool.map(lambda a: self._member_op(api, instance_id, a, "-"), drains))
-                    failures = [f for _, _, f in results if f]
-                    if failures:
-                        raise AppInstanceFailed(self.where, failures, "run destroy again")
+                # Workers first; control-plane members the app can drain (RKE2 servers) last.
+                cp, drainable = self.spec.control_plane_keys(), self.spec.drainable_keys()
+                for wave in (drainable - cp, drainable & cp):
+                    self._drain_all(api, instance_id, wave)
             self._decommission(api, api.get_instance(pid, instance_id))
+
+
+def _allocation(spec: AppInstanceSpec, key: str) -> pm.Allocation | None:
+    alloc = spec.instance.members[key].allocation
+    return pm.Allocation.model_validate(alloc.model_dump(mode="json")) if alloc else None
 
 
 def observed_generation(inst: pm.AppInstance, members: list[pm.Member]) -> str:

@@ -2,12 +2,14 @@
 
 from .apps import (
     AddMember,
+    Allocation,
     AppInstance,
     AppInstanceCreate,
     AppInstanceDecommission,
     AppInstanceList,
     AppInstanceUpgrade,
     AppType,
+    CapacityShape,
     ComponentSpec,
     DrainMember,
     InstanceStatus,
@@ -21,6 +23,7 @@ from .apps import (
     OperationKind,
     OperationList,
     OperationStatus,
+    PublishedEndpoint,
     RemoveMember,
     ReplaceMember,
 )
@@ -63,6 +66,9 @@ from .sites import (
 )
 
 __all__ = [
+    "Allocation",
+    "CapacityShape",
+    "PublishedEndpoint",
     "CORRELATION_HEADER",
     "IDEMPOTENCY_HEADER",
     "REPLAY_HEADER",
