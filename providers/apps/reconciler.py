@@ -339,7 +339,15 @@ class AppInstanceReconciler:
             raise AppInstanceFailed(self.where, failures, "run destroy again")
 
     # --- the lifecycle -----------------------------------------------------------------------------
+    def _require_endpoints(self) -> None:
+        """An input naming another instance's endpoint needs its URL: the consumer never runs without it."""
+        for key, ref in self.spec.endpoint_inputs().items():
+            if not self.spec.input_endpoints.get(key):
+                raise RuntimeError(f"{self.where}: input {key!r} needs endpoint {ref.endpoint!r} of instance "
+                                   f"{ref.instance!r}, which publishes none yet; run up again once {ref.instance} runs")
+
     def converge(self, instance_id: str | None = None, hosts: dict[str, str | None] | None = None) -> InstanceOut:
+        self._require_endpoints()
         with self.client() as api:
             inst = self._ensure(api, instance_id)
             self._settle(api, inst.instance_id)  # member operations a killed run left in flight

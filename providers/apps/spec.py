@@ -189,6 +189,9 @@ class AppInstanceSpec(AppInstanceArgs):
     def control_plane_keys(self) -> frozenset[str]:
         return frozenset(k for k, c in self.blueprint.app.component_keys.items() if c.control_plane)
 
+    def endpoint_inputs(self) -> dict[str, EndpointRef]:
+        return {k: v for k, v in self.instance.inputs.items() if isinstance(v, EndpointRef)}
+
     def drainable_keys(self) -> frozenset[str]:
         return frozenset(k for k, c in self.blueprint.app.component_keys.items() if c.drainable)
 

@@ -79,6 +79,18 @@ def _refuse_node_credentials(config: dict[str, str | int | bool] | None) -> None
             )
 
 
+def _check_allocations(store: Store, req: AppInstanceCreate) -> None:
+    """Seed 000 §6: CPU-only allocations exist only where the platform offers them (an open product question)."""
+    for index, comp in enumerate(req.components):
+        if comp.allocation is not None and comp.allocation.cpu_only and not store.cpu_only_allocations:
+            raise ApiError(
+                422,
+                E.ALLOCATION_SHAPE_UNSUPPORTED,
+                f"{comp.component_key}: this platform offers no CPU-only allocations; use a 1-GPU slice",
+                {"path": f"components[{index}].allocation", "component_key": comp.component_key},
+            )
+
+
 def _instance(ctx: Ctx) -> AppInstance:
     inst = ctx.store.instances.get(ctx.params["instance_id"])
     if inst is None or inst.project_id != ctx.params["project_id"]:
@@ -199,6 +211,7 @@ def create_instance(ctx: Ctx) -> Result:
     store, pid = ctx.store, ctx.params["project_id"]
     adapters.validate_components(req.app_type, req.components)
     _refuse_node_credentials(req.config)
+    _check_allocations(store, req)
     clash = next(
         (
             i

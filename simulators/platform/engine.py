@@ -144,7 +144,7 @@ def _finish_upgrade(store: Store, op: Operation) -> None:
 
 def _finish_decommission(store: Store, op: Operation) -> None:
     _all(M.REMOVED)(store, op)
-    set_instance(store, op.instance_id, InstanceStatus.DECOMMISSIONED)
+    set_instance(store, op.instance_id, InstanceStatus.DECOMMISSIONED, endpoints=[])
 
 
 PLANS: dict[OperationKind, tuple[tuple[Step, ...], Effect]] = {

@@ -124,6 +124,7 @@ class Store:
         self.idempotency: dict[tuple[str, str], IdempotencyRecord] = {}
         self.timers: list[Timer] = []
         self.op_args: dict[str, dict[str, Any]] = {}  # what an operation will apply when it finishes
+        self.cpu_only_allocations = False  # seed 000 §6: whether this platform offers CPU-only allocations
         self._seq = 0
         self.hits: dict[str, int] = {}  # operationId -> successful calls (coverage for tests)
         self.calls: dict[str, int] = {}  # operationId -> every request that reached a handler
@@ -134,6 +135,7 @@ class Store:
             d: BearerTokenRecord(new_id("token"), r) if isinstance(r, str) else r
             for d, r in state.get("bearer", {}).items()
         }
+        state.setdefault("cpu_only_allocations", False)
         self.__dict__.update(state)
 
     # --- identities ------------------------------------------------------------------------
