@@ -13,7 +13,8 @@ A thin adapter: Pulumi's dicts -> `AppInstanceSpec` (providers/apps/spec.py) -> 
 The resource id is `<project_id>/<name>`; the platform's instance id is the `instance_id` output.
 Outputs: instance_id, status, app_version, members[{member_id, component_key, status, node_id,
 hostname, host, last_operation_id, last_operation_status, last_correlation_id}], endpoints (what the app
-publishes: name -> URL; another instance's `input_endpoints` reads them) — nothing secret.
+publishes: name -> URL; another instance's `input_endpoints` reads them), ui_routes (name -> the route's
+URL on the platform gateway) — nothing secret.
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ from providers.common import has_unknown, is_unknown, plain, spec_failures
 from providers.kind import KindDescriptor, register
 
 INPUT_KEYS = tuple(AppInstanceSpec.model_fields)
-OUTPUT_KEYS = ("instance_id", "status", "app_version", "members", "endpoints")
+OUTPUT_KEYS = ("instance_id", "status", "app_version", "members", "endpoints", "ui_routes")
 DESCRIPTOR = register(KindDescriptor(
     name="AppInstance",
     identity=("instance.name", "instance.project_id"),
@@ -152,6 +153,7 @@ class AppInstance(Resource, module="gpuaas", name="AppInstance"):
     app_version: pulumi.Output[str]
     members: pulumi.Output[list[dict[str, Any]]]
     endpoints: pulumi.Output[dict[str, str]]
+    ui_routes: pulumi.Output[dict[str, str]]
 
     def __init__(self, name: str, args: AppInstanceArgs, placements: pulumi.Input[dict[str, Any]],
                  opts: pulumi.ResourceOptions | None = None,

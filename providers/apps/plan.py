@@ -201,6 +201,8 @@ def outstanding(spec: AppInstanceSpec, last: Mapping[str, Any]) -> list[str]:
         found.append("status")
     if last.get("app_version") not in (spec.instance.app.version, None):
         found.append("app_version")
+    if last.get("ui_routes") is not None and set(last["ui_routes"]) != {r.name for r in spec.instance.ui_routes}:
+        found.append("ui_routes")
     members = last.get("members") or []
     observed = [Observed(member_id=m["member_id"], component_key=m["component_key"], status=m["status"],
                          node_id=m.get("node_id"), hostname=m.get("hostname")) for m in members]

@@ -20,14 +20,12 @@ after commit) replays the original operation instead of starting a second one.
 
 from __future__ import annotations
 
-import hashlib
-import sys
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from enum import StrEnum
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel
 
 from clients.platform import PlatformApiError, PlatformClient
 from clients.platform import models as pm
@@ -35,7 +33,9 @@ from clients.platform.models.codes import ErrorCode
 from clients.vault import VaultCredentials
 from providers.common import vault_reader
 
+from .failures import MESSAGE_CHARS, REFUSED, SHOWN_FAILURES, AppInstanceFailed, OpFailure, idempotency_key  # noqa: F401
 from .plan import Action, ActionKind, Observed, Phase, plan_members
+from .routes import converge_routes
 from .spec import AppInstanceSpec
 
 S = pm.InstanceStatus
@@ -59,49 +59,6 @@ ENTRY: dict[pm.InstanceStatus, Entry] = {
     S.FAILED: Entry.REBUILD,
 }
 Result = tuple[Action, "pm.Operation | None", "OpFailure | None"]
-_REFUSED = {401, 403}
-
-
-def idempotency_key(*parts: str) -> str:
-    """A stable key for one intended change: the same change retried (or resumed) gets the same key."""
-    return "gpuaas-infra." + hashlib.sha256("\x1f".join(parts).encode()).hexdigest()[:48]
-
-
-class OpFailure(BaseModel):
-    model_config = ConfigDict(frozen=True)
-
-    action: str
-    code: str
-    message: str
-    correlation_id: str | None
-    operation_id: str | None = None
-
-    def __str__(self) -> str:
-        op = f", operation_id={self.operation_id}" if self.operation_id else ""
-        return f"{self.action}: {self.code}: {self.message} (correlation_id={self.correlation_id}{op})"
-
-
-SHOWN_FAILURES = 3  # failures listed in the exception; the rest go to stderr only
-MESSAGE_CHARS = 240  # per failure message in the exception
-
-
-class AppInstanceFailed(Exception):
-    """Operations failed. The exception (what Pulumi shows, and keeps in its logs) is bounded: the count,
-    the first few failures, each cut short; every failure in full goes to stderr (the CLI shows it)."""
-
-    def __init__(self, where: str, failures: list[OpFailure], hint: str) -> None:
-        self.failures = failures
-        shown = "; ".join(_short(str(f)) for f in failures[:SHOWN_FAILURES])
-        more = len(failures) - SHOWN_FAILURES
-        rest = f"; and {more} more (listed in full above)" if more > 0 else ""
-        super().__init__(f"{where}: {len(failures)} operation(s) failed: {shown}{rest}; {hint}")
-        if more > 0 or any(len(str(f)) > MESSAGE_CHARS for f in failures):
-            for f in failures:
-                print(f"[app-instance] {where}: {f}", file=sys.stderr, flush=True)
-
-
-def _short(text: str) -> str:
-    return text if len(text) <= MESSAGE_CHARS else text[:MESSAGE_CHARS - 1] + "…"
 
 
 class MemberOut(BaseModel):
@@ -124,6 +81,8 @@ class InstanceOut(BaseModel):
     members: list[MemberOut]
     endpoints: dict[str, str] = {}
     """What the app publishes (name -> URL): other instances consume these as inputs."""
+    ui_routes: dict[str, str] = {}
+    """UI routes on the platform gateway (name -> URL of the route's own subdomain)."""
 
 
 class AppInstanceReconciler:
@@ -143,7 +102,7 @@ class AppInstanceReconciler:
             try:
                 yield api
             except PlatformApiError as e:
-                if e.status in _REFUSED:
+                if e.status in REFUSED:
                     raise RuntimeError(
                         f"{self.where}: the platform refused the service-account token read from Vault path "
                         f"{path!r} ({e.status} {e.code}: {e.message}; correlation_id={e.correlation_id}); fix: "
@@ -168,7 +127,7 @@ class AppInstanceReconciler:
         try:
             op = start()
         except PlatformApiError as e:
-            if e.status in _REFUSED:
+            if e.status in REFUSED:
                 raise
             raise AppInstanceFailed(self.where, [OpFailure(action=action, code=e.code, message=e.message,
                                                            correlation_id=e.correlation_id)],
@@ -269,7 +228,7 @@ class AppInstanceReconciler:
                 key = idempotency_key(iid, "remove", a.member_id or "")
                 op = api.remove_member(pid, iid, a.member_id or "", idempotency_key=key)
         except PlatformApiError as e:
-            if e.status in _REFUSED:
+            if e.status in REFUSED:
                 raise
             if a.kind is ActionKind.DRAIN and e.code == ErrorCode.OPERATION_NOT_SUPPORTED:
                 return a, None, None  # the app cannot drain this component: the remove that follows suffices
@@ -323,8 +282,9 @@ class AppInstanceReconciler:
                 host=hosts.get(m.member_id), last_operation_id=m.last_operation_id,
                 last_operation_status=last.status if last else None, last_correlation_id=m.last_correlation_id))
         members.sort(key=lambda x: (x.component_key, x.host or "~", x.member_id))
+        routes = {r.name: r.url for r in api.list_ui_routes(pid, iid)}
         return InstanceOut(instance_id=iid, status=inst.status, app_version=inst.app_version, members=members,
-                           endpoints={e.name: e.url for e in inst.endpoints})
+                           endpoints={e.name: e.url for e in inst.endpoints}, ui_routes=routes)
 
     def _drain_all(self, api: PlatformClient, instance_id: str, keys: frozenset[str]) -> None:
         drains = [Action(kind=ActionKind.DRAIN, phase=Phase.DRAIN, component_key=m.component_key, member_id=m.member_id)
@@ -354,6 +314,7 @@ class AppInstanceReconciler:
             if inst.app_version != self.spec.instance.app.version or inst.config != self.spec.config():
                 self._upgrade(api, inst)
             kept = self._converge(api, inst.instance_id, dict(hosts or {}))
+            converge_routes(api, self.spec, inst.instance_id, self.where)
             out = self._observe(api, inst.instance_id, kept)
         if out is None:
             raise RuntimeError(f"{self.where}: instance {inst.instance_id} vanished while it was converged; "

@@ -22,7 +22,7 @@ from clients.platform.models import (
     PublishedEndpoint,
 )
 
-from . import adapters
+from . import adapters, gateway
 from .nodes import fire_node_timer
 from .state import Store, new_id
 
@@ -145,6 +145,7 @@ def _finish_upgrade(store: Store, op: Operation) -> None:
 def _finish_decommission(store: Store, op: Operation) -> None:
     _all(M.REMOVED)(store, op)
     set_instance(store, op.instance_id, InstanceStatus.DECOMMISSIONED, endpoints=[])
+    gateway.withdraw(store, op.instance_id)
 
 
 PLANS: dict[OperationKind, tuple[tuple[Step, ...], Effect]] = {

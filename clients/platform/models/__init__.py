@@ -40,6 +40,7 @@ from .common import (
     Page,
     Role,
 )
+from .gateway import FramePolicy, UiRoute, UiRouteCreate, UiRouteList
 from .nodes import (
     EnrollmentRequest,
     EnrollmentResult,
@@ -66,6 +67,10 @@ from .sites import (
 )
 
 __all__ = [
+    "FramePolicy",
+    "UiRoute",
+    "UiRouteCreate",
+    "UiRouteList",
     "Allocation",
     "CapacityShape",
     "PublishedEndpoint",
