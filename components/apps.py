@@ -1,5 +1,9 @@
 """App instances: one AppInstance per `app_instances` entry of the environment (seed 004).
 
+An input naming another instance's endpoint (`inputs: {llm_endpoint: {instance: vllm-chat, endpoint:
+openai}}`, seed 000 §6) is wired from that instance's `endpoints` output: the consumer is declared after
+it, depends on it, and is created only once the endpoint exists (and updated in place when it changes).
+
 Members name declared hosts or machines. A node that is a MAAS machine managed in this stack binds
 by the platform node id the machine enrolled as (`MachinesResult.node_ids`), so the
 instance waits for the machine; a host that is not (the app_control host) has no node id the
@@ -16,6 +20,7 @@ import pulumi
 
 from environments import Environment
 from environments.model import AppInstance as AppDoc
+from environments.model_runtime import EndpointRef
 from providers.app_instance import AppInstance
 from providers.apps.spec import AppInstanceArgs, AppSpec, BlueprintInputs, InstanceInputs, NodeRole, RuntimeMetadata
 
@@ -61,7 +66,42 @@ def instance_args(env: Environment, settings: StackSettings, a: AppDoc) -> AppIn
         vault=vault_inputs(env, settings),
         max_parallel=settings.app_member_parallelism,
         operation_timeout_s=settings.app_operation_timeout_s,
+        cpu_only_offered=env.platform.cpu_only_allocations,
     )
+
+
+def in_dependency_order(instances: tuple[AppDoc, ...]) -> list[AppDoc]:
+    """Instances whose endpoints others consume first (validation refused unknown references)."""
+    done: dict[str, AppDoc] = {}
+
+    def visit(a: AppDoc, seen: frozenset[str]) -> None:
+        if a.name in done or a.name in seen:
+            return
+        for ref in (v for v in a.inputs.values() if isinstance(v, EndpointRef)):
+            target = next((x for x in instances if x.name == ref.instance), None)
+            if target is not None:
+                visit(target, seen | {a.name})
+        done[a.name] = a
+
+    for a in instances:
+        visit(a, frozenset())
+    return list(done.values())
+
+
+def _pick(name: str) -> Any:
+    def pick(published: dict[str, str] | None) -> str | None:
+        return (published or {}).get(name)
+
+    return pick
+
+
+def _input_endpoints(a: AppDoc, declared: dict[str, AppInstance]) -> dict[str, Any]:
+    """input key -> the URL the referenced instance publishes (an Output of its `endpoints`)."""
+    out: dict[str, Any] = {}
+    for key, ref in a.inputs.items():
+        if isinstance(ref, EndpointRef) and ref.instance in declared:
+            out[key] = declared[ref.instance].endpoints.apply(_pick(ref.endpoint))
+    return out
 
 
 class ProjectApps(pulumi.ComponentResource):
@@ -74,15 +114,18 @@ class ProjectApps(pulumi.ComponentResource):
 def declare_apps(env: Environment, settings: StackSettings, node_ids: dict[str, Any]) -> dict[str, Any]:
     outputs: dict[str, Any] = {}
     parents: dict[str, ProjectApps] = {}
-    for a in env.app_instances:
+    declared: dict[str, AppInstance] = {}
+    for a in in_dependency_order(env.app_instances):
         if a.project_id not in parents:
             parents[a.project_id] = ProjectApps(a.project_id)
         # Instances had no parent before ProjectApps: the alias keeps their identity in older state.
         opts = pulumi.ResourceOptions(parent=parents[a.project_id], protect=env.tier.value == "prod",
                                       aliases=[pulumi.Alias(parent=None)])
-        res = AppInstance(f"app-{a.name}", instance_args(env, settings, a), _placements(env, a, node_ids), opts)
+        res = AppInstance(f"app-{a.name}", instance_args(env, settings, a), _placements(env, a, node_ids), opts,
+                          input_endpoints=_input_endpoints(a, declared))
+        declared[a.name] = res
         outputs[a.name] = {"instance_id": res.instance_id, "status": res.status, "app_version": res.app_version,
-                           "members": res.members}
+                           "members": res.members, "endpoints": res.endpoints}
     return outputs
 
 

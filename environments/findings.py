@@ -80,6 +80,25 @@ class Code(StrEnum):
     RUNTIME_PAIR_INVALID = "APP003"
     MEMBER_COUNT_OUT_OF_BOUNDS = "APP004"
     NODE_BOUND_TWICE = "APP005"
+    MEMBER_COUNT_NOT_ALLOWED = "APP006"
+    COMPONENT_WITHOUT_REQUIRED = "APP007"
+    SSH_MATERIAL_IN_APP_INPUT = "APP008"
+    UNKNOWN_ENDPOINT = "APP009"
+    SECRET_IN_APP_INPUT = "APP010"
+    # Allocation shapes (seed 000 §6)
+    ALLOCATION_SHAPE_INVALID = "ALLOC001"
+    CPU_ONLY_NOT_OFFERED = "ALLOC002"
+    # UI routes through the platform-owned gateway (seed 000 §4)
+    ROUTE_SHARED_COOKIES = "ROUTE001"
+    ROUTE_PURE_IFRAME = "ROUTE002"
+    LINK_OUT_WITHOUT_REASON = "ROUTE003"
+    ROUTE_UNKNOWN_COMPONENT = "ROUTE004"
+    # WEKA mounts (seed 000 §2)
+    MOUNT_ON_S3 = "MOUNT001"
+    UNKNOWN_FILESYSTEM = "MOUNT002"
+    MOUNT_WITHOUT_TARGET = "MOUNT003"
+    DUPLICATE_MOUNT_POINT = "MOUNT004"
+    PATH_NOT_OFFERED = "MOUNT005"
 
 
 # code -> (title, default fix hint)
@@ -186,6 +205,57 @@ CATALOGUE: dict[Code, tuple[str, str]] = {
         "a node serves one member of one instance: bind another node",
     ),
     Code.MEMBER_COUNT_OUT_OF_BOUNDS: ("member count out of bounds", "use a count within the component's bounds"),
+    Code.MEMBER_COUNT_NOT_ALLOWED: ("member count not one the app allows", "use one of the counts listed"),
+    Code.COMPONENT_WITHOUT_REQUIRED: (
+        "component declared without the component it joins after",
+        "declare the required component with at least one member (an RKE2 agent needs a server)",
+    ),
+    Code.SSH_MATERIAL_IN_APP_INPUT: (
+        "node SSH material in an app input",
+        "remove it: apps never receive node SSH credentials; node changes go through the platform's typed "
+        "tasks (seed 000 §1)",
+    ),
+    Code.UNKNOWN_ENDPOINT: (
+        "input names an endpoint no instance publishes",
+        "name an instance of the same project and an endpoint its app publishes (blueprint apps.<slug>.publishes)",
+    ),
+    Code.SECRET_IN_APP_INPUT: (
+        "secret-looking app input",
+        "app inputs are plain config recorded in state: keep secrets in Vault and let the app fetch them",
+    ),
+    Code.ALLOCATION_SHAPE_INVALID: (
+        "allocation shape invalid",
+        "a GPU slice has 1, 2 or 4 GPUs, a whole node 8; a CPU-only allocation has gpu_count: 0",
+    ),
+    Code.CPU_ONLY_NOT_OFFERED: (
+        "CPU-only allocation where the platform offers none",
+        "use a 1-GPU slice (allocation: {capacity_shape: gpu_slice, gpu_count: 1}) until the platform offers "
+        "CPU-only allocations (seed 000 §6)",
+    ),
+    Code.ROUTE_SHARED_COOKIES: (
+        "UI route asks for shared cookies",
+        "drop cookies: shared; the platform owns auth, session and cookies (cookies: platform)",
+    ),
+    Code.ROUTE_PURE_IFRAME: (
+        "UI route asks for a pure iframe",
+        "use frame_policy: embed (platform reverse proxy, own subdomain) or link_out with a reason",
+    ),
+    Code.LINK_OUT_WITHOUT_REASON: (
+        "link-out route without a reason",
+        "add link_out_fallback: {reason: <why the app cannot be safely embedded>}",
+    ),
+    Code.ROUTE_UNKNOWN_COMPONENT: ("UI route names a component the instance has not", "name a member component"),
+    Code.MOUNT_ON_S3: (
+        "training/data mount on the S3 path",
+        "mount it via: posix (WEKAFS); S3 is the object path for bundles and SDK clients, not a substitute",
+    ),
+    Code.UNKNOWN_FILESYSTEM: ("mount of an undeclared filesystem", "declare it under filesystems or fix the name"),
+    Code.MOUNT_WITHOUT_TARGET: (
+        "mount without roles, pools or machines",
+        "say who mounts it: roles, pools or machines",
+    ),
+    Code.DUPLICATE_MOUNT_POINT: ("two mounts at one mount point", "give each mount its own mount_point"),
+    Code.PATH_NOT_OFFERED: ("filesystem does not offer that path", "add the path to the filesystem's paths"),
 }
 
 

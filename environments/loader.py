@@ -17,7 +17,8 @@ from pydantic import BaseModel, ValidationError
 from . import rules
 from .documents import read_document
 from .findings import Code, EnvironmentInvalid, Finding, Level, finding, format_path
-from .model import _NAME, Blueprint, Environment, EnvironmentDocument
+from .model import Blueprint, Environment, EnvironmentDocument
+from .model_base import _NAME
 
 ENVIRONMENTS_DIR = Path(__file__).resolve().parent
 _BLUEPRINT_NAME = re.compile(_NAME)

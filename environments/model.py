@@ -12,27 +12,21 @@ from __future__ import annotations
 import ipaddress
 import re
 from enum import StrEnum
-from typing import Annotated, Any
+from typing import Annotated
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationInfo, field_validator
+from pydantic import AfterValidator, Field, field_validator
 
-# pydantic's lax mode reads `true` as 1 (and as the address 0.0.0.1): never what a person meant.
-_NOT_BOOL = (int, int | None, ipaddress.IPv4Address, ipaddress.IPv4Network, ipaddress.IPv4Address | None,
-             ipaddress.IPv4Network | None)
-
-
-class _Model(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    @field_validator("*", mode="before")
-    @classmethod
-    def _no_bool_for_int(cls, value: Any, info: ValidationInfo) -> Any:
-        # pydantic reads `true` as 1 for an int field; in a hand-written document that is a mistake.
-        field = cls.model_fields.get(info.field_name or "")
-        if isinstance(value, bool) and field is not None and field.annotation in _NOT_BOOL:
-            raise ValueError(f"{str(value).lower()} is a boolean; this field takes a number or an address")
-        return value
-
+from .model_base import Name, _Model
+from .model_runtime import (  # noqa: F401 - CapacityShape, CookiePolicy, FramePolicy: mirrored by providers.wire
+    Allocation,
+    AppInputValue,
+    CapacityShape,
+    CookiePolicy,
+    Filesystem,
+    FramePolicy,
+    StorageMount,
+    UiRoute,
+)
 
 # ---------------------------------------------------------------------------------------------
 # Enums (values are the seeds' own words)
@@ -128,6 +122,7 @@ class RuntimeBackend(StrEnum):
     SLURM = "slurm"
     RAY = "ray"
     KUBERNETES = "kubernetes"
+    ALLOCATION = "allocation"  # a single-allocation app (vLLM, OpenClaw: seed 000 §6) runs on its allocation
 
 
 class TenantBoundaryMode(StrEnum):
@@ -139,7 +134,6 @@ class TenantBoundaryMode(StrEnum):
 # Scalar types
 
 _VAULT_REF = re.compile(r"^[A-Za-z0-9_.-]+(/[A-Za-z0-9_.-]+)*#[A-Za-z0-9_.-]+$")
-_NAME = r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$"
 _MAC = r"^([0-9a-f]{2}:){5}[0-9a-f]{2}$"
 
 
@@ -167,7 +161,6 @@ VaultRef = Annotated[str, AfterValidator(_vault_ref)]
 Endpoint = Annotated[str, AfterValidator(_endpoint)]
 """An http(s) URL, or `embedded` (the local stack: the demo's simulators supply the URL)."""
 
-Name = Annotated[str, Field(pattern=_NAME)]
 MacAddress = Annotated[str, Field(pattern=_MAC)]
 
 
@@ -203,10 +196,18 @@ class ComponentKeySpec(_Model):
     control_plane: bool
     min: int = Field(0, ge=0)
     max: int = Field(1024, ge=1)
+    counts: tuple[int, ...] | None = None
+    """Exact counts allowed (RKE2 servers: 1 or 3); none: any count in min..max."""
+    requires: tuple[str, ...] = ()
+    """Component keys this one joins after (an RKE2 agent needs a server)."""
+    drainable: bool = True
+    """False: the app replaces or removes such members, never drains them (Slurm's controller)."""
 
 
 class AppSpec(_Model):
     component_keys: dict[str, ComponentKeySpec]
+    publishes: tuple[str, ...] = ()
+    """Endpoints the app publishes once it runs (vLLM: `openai`), which other instances consume as inputs."""
 
 
 class RuntimeMetadata(_Model):
@@ -341,6 +342,8 @@ class BootstrapBundle(_Model):
 class MemberSpec(_Model):
     count: int = Field(ge=0, le=1024)
     nodes: tuple[str, ...] = ()
+    allocation: Allocation | None = None
+    """Each member's allocation shape (capacity shape, GPU count, CPU-only); none: a whole node."""
 
 
 class AppRef(_Model):
@@ -355,6 +358,10 @@ class AppInstance(_Model):
     runtime: RuntimeMetadata
     service_account_token_path: VaultRef
     members: dict[str, MemberSpec]
+    inputs: dict[str, AppInputValue] = {}
+    """Handed to the app as config; a value may name another instance's published endpoint."""
+    ui_routes: tuple[UiRoute, ...] = ()
+    """UI routes registered with the platform-owned gateway (seed 000 §4)."""
 
 
 class VaultAuthMethod(StrEnum):
@@ -404,6 +411,8 @@ class VaultSettings(_Model):
 class PlatformSettings(_Model):
     url: Endpoint
     admin_token_path: VaultRef
+    cpu_only_allocations: bool = False
+    """Whether this platform offers CPU-only allocations (seed 000 §6: an open product question)."""
 
 
 class ArtifactStore(_Model):
@@ -436,6 +445,8 @@ class EnvironmentDocument(_Model):
     roce_pools: tuple[RocePool, ...] = ()
     bootstrap_bundles: tuple[BootstrapBundle, ...] = ()
     app_instances: tuple[AppInstance, ...] = ()
+    filesystems: tuple[Filesystem, ...] = ()
+    storage_mounts: tuple[StorageMount, ...] = ()
 
     @field_validator("hosts")
     @classmethod

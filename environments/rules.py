@@ -18,10 +18,11 @@ from .model import (
     FabricMode,
     Tier,
 )
-from .rules_apps import RUNTIME_FIELDS, ComponentBounds, app_instance, app_instances  # noqa: F401 - re-exported: providers call rules.app_instance
+from .rules_apps import RUNTIME_FIELDS, ComponentBounds, Runtime, app_instance, app_instances, runtime_of  # noqa: F401,E501 - re-exported for providers
 from .rules_fabric import fabric_and_bindings
 from .rules_hosts import GPU_LANE_RUNNER, host_role_mix, host_roles  # noqa: F401 - re-exported: providers call rules.host_role_mix
 from .rules_hosts import effective_roles as _roles
+from .rules_runtime import endpoint_refs, storage_mounts
 from .rules_tls import ca_bundles, resolve_ca  # noqa: F401 - re-exported: providers resolve CA bundles
 from .rules_values import typed_values
 
@@ -66,6 +67,7 @@ def unique_names(doc: EnvironmentDocument, bp: Blueprint, file: str) -> Iterator
         ("machine_pools", [p.name for p in doc.machine_pools]),
         ("bootstrap_bundles", [b.name for b in doc.bootstrap_bundles]),
         ("app_instances", [a.name for a in doc.app_instances]),
+        ("filesystems", [f.name for f in doc.filesystems]),
     ]
     for si, s in enumerate(doc.sites):
         kinds.append((f"sites[{si}].profiles", [p.name for p in s.profiles]))
@@ -359,6 +361,8 @@ RULES: tuple[Rule, ...] = (
     typed_values,
     fabric_and_bindings,
     ca_bundles,
+    endpoint_refs,
+    storage_mounts,
 )
 
 

@@ -5,10 +5,11 @@ document."""
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from .findings import Code, Finding, finding
-from .model import Blueprint, EnvironmentDocument, LogicalRole
+from .model import Blueprint, ComponentKeySpec, EnvironmentDocument, LogicalRole
+from .rules_runtime import app_inputs, member_allocation, ui_routes
 
 
 class ComponentBounds(NamedTuple):
@@ -17,6 +18,22 @@ class ComponentBounds(NamedTuple):
     control_plane: bool
     min: int
     max: int
+    counts: tuple[int, ...] | None = None
+    requires: tuple[str, ...] = ()
+
+    @classmethod
+    def of(cls, c: ComponentKeySpec | Any) -> ComponentBounds:
+        return cls(c.control_plane, c.min, c.max, tuple(c.counts) if c.counts else None, tuple(c.requires))
+
+
+class Runtime(NamedTuple):
+    """What an instance declares beyond its members' counts and nodes (seed 000), as plain values."""
+
+    inputs: Mapping[str, Any] = {}
+    allocations: Mapping[str, Mapping[str, Any] | None] = {}
+    """component key -> its members' allocation shape (None: a whole node)."""
+    routes: Sequence[Mapping[str, Any]] = ()
+    cpu_only_offered: bool = False
 
 
 def _runtime_text(r: Mapping[str, str]) -> str:
@@ -38,6 +55,7 @@ def app_instance(  # noqa: PLR0913 - the values the rule checks, named (provider
     node_roles: Mapping[str, str | None],
     file: str,
     base: str,
+    runtime_parts: Runtime | None = None,
 ) -> Iterator[Finding]:
     """One app instance. `members`: key -> (count, nodes); `components`: the blueprint app's keys (None:
     no such app); `node_roles`: declared node -> its host's logical role (None: a machine, not a host)."""
@@ -71,6 +89,24 @@ def app_instance(  # noqa: PLR0913 - the values the rule checks, named (provider
                 f"{slug} needs at least {ck.min} {key} member(s)",
                 hint=f"add members.{key}",
             )
+    yield from _runtime_findings(slug, members, components, runtime_parts or Runtime(), file, base)
+
+
+def _runtime_findings(slug: str, members: Mapping[str, tuple[int, Sequence[str]]],
+                      components: Mapping[str, ComponentBounds], parts: Runtime, file: str,
+                      base: str) -> Iterator[Finding]:
+    for key, (count, _) in members.items():
+        ck = components.get(key)
+        if ck is None or count == 0:
+            continue
+        for needed in ck.requires:
+            if members.get(needed, (0, ()))[0] == 0:
+                yield finding(Code.COMPONENT_WITHOUT_REQUIRED, file, f"{base}.members.{key}",
+                              f"{slug} {key} members join after a {needed}, and the instance declares none")
+        yield from member_allocation(key, parts.allocations.get(key), cpu_only_offered=parts.cpu_only_offered,
+                                     file=file, path=f"{base}.members.{key}.allocation")
+    yield from app_inputs(parts.inputs, file=file, base=f"{base}.inputs")
+    yield from ui_routes(parts.routes, components, file=file, base=f"{base}.ui_routes")
 
 
 def _member_findings(
@@ -99,6 +135,14 @@ def _member_findings(
             file,
             f"{mbase}.count",
             f"{key} count {count} is outside {ck.min}..{ck.max}",
+        )
+    elif ck.counts and count not in ck.counts:
+        yield finding(
+            Code.MEMBER_COUNT_NOT_ALLOWED,
+            file,
+            f"{mbase}.count",
+            f"{slug} runs {' or '.join(map(str, ck.counts))} {key} member(s), not {count}",
+            hint=f"use count: {' or '.join(map(str, ck.counts))}",
         )
     if len(nodes) > count:
         yield finding(
@@ -134,15 +178,21 @@ def app_instances(doc: EnvironmentDocument, bp: Blueprint, file: str) -> Iterato
             slug=a.app.slug,
             runtime=a.runtime.model_dump(mode="json"),
             members={k: (m.count, m.nodes) for k, m in a.members.items()},
-            components=None
-            if app is None
-            else {k: ComponentBounds(c.control_plane, c.min, c.max) for k, c in app.component_keys.items()},
+            components=None if app is None else {k: ComponentBounds.of(c) for k, c in app.component_keys.items()},
             known_apps=bp.apps,
             blueprint=bp.name,
             runtime_combinations=[c.model_dump(mode="json") for c in bp.runtime_combinations],
             node_roles=node_roles,
             file=file,
             base=f"app_instances[{ai}]",
+            runtime_parts=runtime_of(a.model_dump(mode="json"), doc.platform.cpu_only_allocations),
         )
+
+
+def runtime_of(instance: Mapping[str, Any], cpu_only_offered: bool) -> Runtime:
+    """The seed-000 parts of an `app_instances` entry as dumped to JSON (the provider's inputs have the same shape)."""
+    return Runtime(inputs=instance.get("inputs") or {},
+                   allocations={k: m.get("allocation") for k, m in instance["members"].items()},
+                   routes=instance.get("ui_routes") or (), cpu_only_offered=cpu_only_offered)
 
 

@@ -23,6 +23,19 @@ _SECRET_KEY = re.compile(r"(pass(word)?|secret|token|api[_-]?key|private[_-]?key
 _SECRET_VALUE = re.compile(r"(-----BEGIN [A-Z ]*PRIVATE KEY-----|^AKIA[0-9A-Z]{16}$|^gh[pousr]_[A-Za-z0-9]{20,})")
 
 
+# Node SSH material (seed 000 §1: no app, member or operation ever carries node SSH credentials): a key
+# naming SSH, a private key block, or an OpenSSH public key line (an authorized_keys entry grants access too).
+_SSH_KEY_NAME = re.compile(r"(ssh|authorized_keys|known_hosts|id_rsa|id_ed25519|id_ecdsa|host_key|private[_-]?key)",
+                           re.I)
+_SSH_VALUE = re.compile(r"(-----BEGIN [A-Z ]*PRIVATE KEY-----|^\s*(ssh-(rsa|ed25519|dss)|ecdsa-sha2-nistp\d+|"
+                        r"sk-ssh-ed25519@openssh\.com) AAAA)")
+
+
+def looks_like_ssh_material(key: str, value: object) -> bool:
+    """An app input (or platform config entry) that would hand node SSH credentials to an app."""
+    return bool(_SSH_KEY_NAME.search(key)) or (isinstance(value, str) and bool(_SSH_VALUE.search(value)))
+
+
 def _entropy(value: str) -> float:
     counts = Counter(value)
     return -sum(n / len(value) * math.log2(n / len(value)) for n in counts.values())

@@ -101,6 +101,11 @@ POLICIES = [
         "Profiles on customer-handoff sites must not erase on release (seed 002).",
         rules.handoff_erase,
     ),
+    _resource_policy(
+        "no-node-ssh-credentials-in-apps",
+        "No app instance receives node SSH credentials (seed 000 §1: the non-negotiable rule).",
+        rules.node_ssh_credentials_in_apps,
+    ),
     _stack_policy(
         "customer-handoff-machines-never-erase",
         "Machines on customer-handoff sites must not erase on release (seed 002).",

@@ -43,6 +43,12 @@ _SECRET_VALUE = re.compile(
     r"|\bglpat-[A-Za-z0-9_-]{20}"  # GitLab personal/project access tokens
     r"|\bAKIA[0-9A-Z]{16}\b"  # AWS access key ids
 )
+# Node SSH material in an app's inputs (seed 000 §1); the same patterns as environments/rules_values.py
+# (tests/policy/test_rules.py keeps them equal: this pack runs in its own environment).
+_SSH_KEY_NAME = re.compile(r"(ssh|authorized_keys|known_hosts|id_rsa|id_ed25519|id_ecdsa|host_key|private[_-]?key)",
+                           re.I)
+_SSH_VALUE = re.compile(r"(-----BEGIN [A-Z ]*PRIVATE KEY-----|^\s*(ssh-(rsa|ed25519|dss)|ecdsa-sha2-nistp\d+|"
+                        r"sk-ssh-ed25519@openssh\.com) AAAA)")
 _TLS_KEYS = frozenset({"tls_verify", "maas_tls_verify", "verify_tls"})
 _ERASE_KEYS = frozenset({"release_erase_mode", "erase_mode"})
 
@@ -329,5 +335,22 @@ def machines_erasing_on_handoff_sites(resources: Sequence[Res]) -> list[tuple[st
                     f"{r.kind} {r.name} is on customer-handoff site {site} but "
                     f"policy.release_erase_mode is {erase}; use none",
                 )
+            )
+    return out
+
+
+# -- 7. no app instance carries node SSH credentials (seed 000 §1) -----------------------------
+def node_ssh_credentials_in_apps(res: Res) -> list[str]:
+    """An AppInstance whose inputs (app config) name or hold SSH material: the non-negotiable rule says no
+    third party receives raw node SSH credentials; node mutations go through the platform's typed tasks."""
+    if res.kind != "AppInstance":
+        return []
+    inputs = _field(res.props, "instance", "inputs")
+    out = []
+    for path, value in walk(inputs if isinstance(inputs, Mapping) else {}, "instance.inputs"):
+        if _SSH_KEY_NAME.search(_leaf(path)) or (isinstance(value, str) and _SSH_VALUE.search(value)):
+            out.append(
+                f"{res.name}: input {path} looks like node SSH material; apps never receive node SSH "
+                "credentials: node changes go through the platform's typed tasks (seed 000 §1)"
             )
     return out

@@ -21,7 +21,7 @@ PROD_ENVIRONMENTS = frozenset({"prod", "production"})
 OWN_VIEW_FIELDS: dict[str, frozenset[str]] = {
     "MachinePool": frozenset({"machines"}),
     # topology and placements follow from the members (which node, which platform node id).
-    "AppInstance": frozenset({"members", "instance.members", "topology", "placements"}),
+    "AppInstance": frozenset({"members", "instance.members", "topology", "placements", "instance.ui_routes"}),
 }
 # Pool-level inputs whose change redeploys every machine that stays in the pool.
 _POOL_WIDE = ("site", "profile", "deploy")
@@ -170,6 +170,29 @@ def member_view(change: Change) -> MemberView:
     if change.action is Action.REPLACE:
         lines.append("instance replaced: members are recreated from the new inputs")
     return MemberView(lines=tuple(lines), removals_counted=tuple(removals))
+
+
+def _routes(inputs: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    instance = inputs.get("instance")
+    routes = instance.get("ui_routes") if isinstance(instance, dict) else None
+    return {str(r["name"]): r for r in routes if isinstance(r, dict) and "name" in r} if isinstance(
+        routes, list) else {}
+
+
+def route_lines(change: Change) -> list[str]:
+    """UI routes on the platform gateway added, removed or changed (seed 000 §4)."""
+    old = _routes(change.inputs("old")) if change.action is not Action.CREATE else {}
+    new = {} if change.action is Action.DELETE else _routes(change.inputs("new"))
+
+    def what(r: dict[str, Any]) -> str:
+        ws = ", WebSocket" if r.get("websocket") else ""
+        return f"`{r.get('component')}`:{normalize(r.get('port'))}, {r.get('frame_policy', 'embed')}{ws}"
+
+    lines = [f"UI route `{n}` added ({what(new[n])})" for n in sorted(new.keys() - old.keys())]
+    lines += [f"UI route `{n}` removed" for n in sorted(old.keys() - new.keys())]
+    lines += [f"UI route `{n}` changed ({what(old[n])} → {what(new[n])})"
+              for n in sorted(old.keys() & new.keys()) if normalize(old[n]) != normalize(new[n])]
+    return lines
 
 
 class Harm(StrEnum):

@@ -31,6 +31,7 @@ from preview_note.kinds import (
     member_view,
     members_of,
     pool_view,
+    route_lines,
 )
 from preview_note.model import Diagnostic, EnforcementLevel, PolicyViolation, PreviewDigest, Severity
 from preview_note.values import ABSENT, show
@@ -220,6 +221,8 @@ def _resource_lines(change: Change, steps: list, environment: str) -> list[str]:
     elif change.kind == "AppInstance":
         members = member_view(change)
         out += [f"  - members: {line}" for line in members.removals + members.lines]
+    if change.kind == "AppInstance":
+        out += [f"  - {line}" for line in route_lines(change)]
     rows = field_changes(change, steps, OWN_VIEW_FIELDS.get(change.kind, frozenset()))
     creating = change.action in (Action.CREATE, Action.IMPORT)
     shown = _create_rows(change.kind, rows) if creating else rows

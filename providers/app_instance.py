@@ -12,7 +12,9 @@ A thin adapter: Pulumi's dicts -> `AppInstanceSpec` (providers/apps/spec.py) -> 
   reports them (refresh shows a member removed out of band); `delete`: drain, then decommission.
 The resource id is `<project_id>/<name>`; the platform's instance id is the `instance_id` output.
 Outputs: instance_id, status, app_version, members[{member_id, component_key, status, node_id,
-hostname, host, last_operation_id, last_operation_status, last_correlation_id}] — nothing secret.
+hostname, host, last_operation_id, last_operation_status, last_correlation_id}], endpoints (what the app
+publishes: name -> URL; another instance's `input_endpoints` reads them), ui_routes (name -> the route's
+URL on the platform gateway) — nothing secret.
 """
 
 from __future__ import annotations
@@ -41,18 +43,20 @@ from providers.common import has_unknown, is_unknown, plain, spec_failures
 from providers.kind import KindDescriptor, register
 
 INPUT_KEYS = tuple(AppInstanceSpec.model_fields)
-OUTPUT_KEYS = ("instance_id", "status", "app_version", "members")
+OUTPUT_KEYS = ("instance_id", "status", "app_version", "members", "endpoints", "ui_routes")
 DESCRIPTOR = register(KindDescriptor(
     name="AppInstance",
     identity=("instance.name", "instance.project_id"),
     replaces=("instance.app.slug", "instance.runtime"),  # the platform cannot change an instance's app type
     in_place=("instance", "stack", "blueprint", "topology", "placements", "platform_url", "vault", "max_parallel",
-              "operation_timeout_s"),
+              "operation_timeout_s", "cpu_only_offered", "input_endpoints"),
     delete_before_replace=True,  # names are unique per project
     summary_outputs=("instance_id", "status", "app_version"),
     doc="a project-scoped app instance converged through idempotent member operations",
     notes={"instance.app.version": "an in-place upgrade", "instance.members": "member operations, in place",
-           "placements": "node ids of the machines members bind to (unknown until they enroll)"},
+           "placements": "node ids of the machines members bind to (unknown until they enroll)",
+           "input_endpoints": "URLs other instances publish, consumed as inputs: a reconfiguration in place",
+           "instance.inputs": "app config: a reconfiguration in place"},
 ))
 
 
@@ -96,7 +100,7 @@ class AppInstanceProvider(ResourceProvider):
     def check(self, olds: dict[str, Any], news: dict[str, Any]) -> CheckResult:
         inputs = _inputs(news)
         name = _get(inputs, "instance.name")
-        if has_unknown({k: v for k, v in inputs.items() if k != "placements"}):
+        if has_unknown({k: v for k, v in inputs.items() if k not in ("placements", "input_endpoints")}):
             return CheckResult(news, [])
         # Node ids of machines not created yet are unknown at preview: check everything else.
         members = _get(inputs, "instance.members") or {}
@@ -104,8 +108,11 @@ class AppInstanceProvider(ResourceProvider):
         placements = {k: [None] * len((members.get(k) or {}).get("nodes") or ()) if is_unknown(v)
                       else [None if is_unknown(i) else i for i in v] if isinstance(v, list) else v
                       for k, v in raw.items()}
+        raw_ep = inputs.get("input_endpoints")
+        endpoints = {} if is_unknown(raw_ep) or not isinstance(raw_ep, dict) else {
+            k: None if is_unknown(v) else v for k, v in raw_ep.items()}
         try:
-            spec = AppInstanceSpec.model_validate({**inputs, "placements": placements})
+            spec = AppInstanceSpec.model_validate({**inputs, "placements": placements, "input_endpoints": endpoints})
         except ValidationError as e:
             return CheckResult(news, spec_failures(e, f"{SOURCE}[{name}]"))
         return CheckResult(news, [CheckFailure(p, msg) for p, msg in rule_failures(spec)])
@@ -145,8 +152,12 @@ class AppInstance(Resource, module="gpuaas", name="AppInstance"):
     status: pulumi.Output[str]
     app_version: pulumi.Output[str]
     members: pulumi.Output[list[dict[str, Any]]]
+    endpoints: pulumi.Output[dict[str, str]]
+    ui_routes: pulumi.Output[dict[str, str]]
 
     def __init__(self, name: str, args: AppInstanceArgs, placements: pulumi.Input[dict[str, Any]],
-                 opts: pulumi.ResourceOptions | None = None) -> None:
-        props = {**dict.fromkeys(OUTPUT_KEYS), **args.model_dump(mode="json"), "placements": placements}
+                 opts: pulumi.ResourceOptions | None = None,
+                 input_endpoints: pulumi.Input[dict[str, Any]] | None = None) -> None:
+        props = {**dict.fromkeys(OUTPUT_KEYS), **args.model_dump(mode="json"), "placements": placements,
+                 "input_endpoints": input_endpoints or {}}
         super().__init__(AppInstanceProvider(), name, props, opts)

@@ -61,11 +61,28 @@ class RuntimeBackend(StrEnum):
     SLURM = "slurm"
     RAY = "ray"
     KUBERNETES = "kubernetes"
+    ALLOCATION = "allocation"
 
 
 class TenantBoundaryMode(StrEnum):
     DEDICATED_NODES = "dedicated_nodes"
     SHARED_NODES = "shared_nodes"
+
+
+class CapacityShape(StrEnum):
+    GPU_SLICE = "gpu_slice"
+    WHOLE_NODE = "whole_node"
+
+
+class FramePolicy(StrEnum):
+    EMBED = "embed"
+    LINK_OUT = "link_out"
+    IFRAME = "iframe"
+
+
+class CookiePolicy(StrEnum):
+    PLATFORM = "platform"
+    SHARED = "shared"
 
 
 _VAULT_REF = re.compile(r"^[A-Za-z0-9_.-]+(/[A-Za-z0-9_.-]+)*#[A-Za-z0-9_.-]+$")
@@ -82,4 +99,4 @@ Name = Annotated[str, Field(pattern=r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")]
 
 # Enum classes whose values must match the environment model's enum of the same name.
 MIRRORED = (Tier, FabricMode, EraseMode, LogicalRole, OperatingMode, ControlPlaneScope, RuntimeBackend,
-            TenantBoundaryMode)
+            TenantBoundaryMode, CapacityShape, FramePolicy, CookiePolicy)

@@ -265,6 +265,31 @@ class PlatformClient:
             idempotency_key=idempotency_key,
         )
 
+    @endpoint("listUiRoutes")
+    def list_ui_routes(self, project_id: str, instance_id: str) -> list[m.UiRoute]:
+        return self._all("listUiRoutes", path={"project_id": project_id, "instance_id": instance_id})
+
+    @endpoint("registerUiRoute")
+    def register_ui_route(
+        self, project_id: str, instance_id: str, route: m.UiRouteCreate, *, idempotency_key: str | None = None
+    ) -> m.UiRoute:
+        return self._call(
+            "registerUiRoute",
+            path={"project_id": project_id, "instance_id": instance_id},
+            body=route,
+            idempotency_key=idempotency_key,
+        )
+
+    @endpoint("removeUiRoute")
+    def remove_ui_route(
+        self, project_id: str, instance_id: str, route_id: str, *, idempotency_key: str | None = None
+    ) -> None:
+        self._call(
+            "removeUiRoute",
+            path={"project_id": project_id, "instance_id": instance_id, "route_id": route_id},
+            idempotency_key=idempotency_key,
+        )
+
     @endpoint("listMembers")
     def list_members(self, project_id: str, instance_id: str) -> list[m.Member]:
         return self._all("listMembers", path={"project_id": project_id, "instance_id": instance_id})

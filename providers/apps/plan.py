@@ -175,16 +175,17 @@ def _key_plan(slots: list[Slot], members: list[Observed], hosts: dict[str, str |
 
 
 def plan_members(slots: Iterable[Slot], members: Iterable[Observed], hosts: dict[str, str | None],
-                 control_plane: frozenset[str] = frozenset()) -> MemberPlan:
+                 control_plane: frozenset[str] = frozenset(), drainable: frozenset[str] | None = None) -> MemberPlan:
     """`hosts`: member_id -> the declared host this stack assigned it (from the previous outputs).
-    `control_plane`: component keys whose members are not drained (replaced or removed outright)."""
+    `control_plane`: component keys whose surplus members are not drained (replaced or removed outright);
+    `drainable`: the keys the app can drain at all (None: every key)."""
     slots, members = list(slots), list(members)
     actions: list[Action] = []
     assigned: dict[str, str | None] = {}
     for key in sorted({s.component_key for s in slots} | {m.component_key for m in members}):
         a, kept = _key_plan([s for s in slots if s.component_key == key],
                             sorted((m for m in members if m.component_key == key), key=lambda m: m.member_id), hosts,
-                            drainable=key not in control_plane)
+                            drainable=key not in control_plane and (drainable is None or key in drainable))
         actions += a
         assigned.update(kept)
     return MemberPlan(actions=tuple(sorted(actions, key=lambda a: a.phase)), assigned=assigned)
@@ -200,10 +201,12 @@ def outstanding(spec: AppInstanceSpec, last: Mapping[str, Any]) -> list[str]:
         found.append("status")
     if last.get("app_version") not in (spec.instance.app.version, None):
         found.append("app_version")
+    if last.get("ui_routes") is not None and set(last["ui_routes"]) != {r.name for r in spec.instance.ui_routes}:
+        found.append("ui_routes")
     members = last.get("members") or []
     observed = [Observed(member_id=m["member_id"], component_key=m["component_key"], status=m["status"],
                          node_id=m.get("node_id"), hostname=m.get("hostname")) for m in members]
     hosts = {m["member_id"]: m.get("host") for m in members}
-    if plan_members(spec.slots(), observed, hosts, spec.control_plane_keys()).actions:
+    if plan_members(spec.slots(), observed, hosts, spec.control_plane_keys(), spec.drainable_keys()).actions:
         found.append("members")
     return found

@@ -20,14 +20,12 @@ after commit) replays the original operation instead of starting a second one.
 
 from __future__ import annotations
 
-import hashlib
-import sys
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from enum import StrEnum
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel
 
 from clients.platform import PlatformApiError, PlatformClient
 from clients.platform import models as pm
@@ -35,7 +33,9 @@ from clients.platform.models.codes import ErrorCode
 from clients.vault import VaultCredentials
 from providers.common import vault_reader
 
+from .failures import MESSAGE_CHARS, REFUSED, SHOWN_FAILURES, AppInstanceFailed, OpFailure, idempotency_key  # noqa: F401
 from .plan import Action, ActionKind, Observed, Phase, plan_members
+from .routes import converge_routes
 from .spec import AppInstanceSpec
 
 S = pm.InstanceStatus
@@ -59,49 +59,6 @@ ENTRY: dict[pm.InstanceStatus, Entry] = {
     S.FAILED: Entry.REBUILD,
 }
 Result = tuple[Action, "pm.Operation | None", "OpFailure | None"]
-_REFUSED = {401, 403}
-
-
-def idempotency_key(*parts: str) -> str:
-    """A stable key for one intended change: the same change retried (or resumed) gets the same key."""
-    return "gpuaas-infra." + hashlib.sha256("\x1f".join(parts).encode()).hexdigest()[:48]
-
-
-class OpFailure(BaseModel):
-    model_config = ConfigDict(frozen=True)
-
-    action: str
-    code: str
-    message: str
-    correlation_id: str | None
-    operation_id: str | None = None
-
-    def __str__(self) -> str:
-        op = f", operation_id={self.operation_id}" if self.operation_id else ""
-        return f"{self.action}: {self.code}: {self.message} (correlation_id={self.correlation_id}{op})"
-
-
-SHOWN_FAILURES = 3  # failures listed in the exception; the rest go to stderr only
-MESSAGE_CHARS = 240  # per failure message in the exception
-
-
-class AppInstanceFailed(Exception):
-    """Operations failed. The exception (what Pulumi shows, and keeps in its logs) is bounded: the count,
-    the first few failures, each cut short; every failure in full goes to stderr (the CLI shows it)."""
-
-    def __init__(self, where: str, failures: list[OpFailure], hint: str) -> None:
-        self.failures = failures
-        shown = "; ".join(_short(str(f)) for f in failures[:SHOWN_FAILURES])
-        more = len(failures) - SHOWN_FAILURES
-        rest = f"; and {more} more (listed in full above)" if more > 0 else ""
-        super().__init__(f"{where}: {len(failures)} operation(s) failed: {shown}{rest}; {hint}")
-        if more > 0 or any(len(str(f)) > MESSAGE_CHARS for f in failures):
-            for f in failures:
-                print(f"[app-instance] {where}: {f}", file=sys.stderr, flush=True)
-
-
-def _short(text: str) -> str:
-    return text if len(text) <= MESSAGE_CHARS else text[:MESSAGE_CHARS - 1] + "…"
 
 
 class MemberOut(BaseModel):
@@ -122,6 +79,10 @@ class InstanceOut(BaseModel):
     status: pm.InstanceStatus
     app_version: str
     members: list[MemberOut]
+    endpoints: dict[str, str] = {}
+    """What the app publishes (name -> URL): other instances consume these as inputs."""
+    ui_routes: dict[str, str] = {}
+    """UI routes on the platform gateway (name -> URL of the route's own subdomain)."""
 
 
 class AppInstanceReconciler:
@@ -141,7 +102,7 @@ class AppInstanceReconciler:
             try:
                 yield api
             except PlatformApiError as e:
-                if e.status in _REFUSED:
+                if e.status in REFUSED:
                     raise RuntimeError(
                         f"{self.where}: the platform refused the service-account token read from Vault path "
                         f"{path!r} ({e.status} {e.code}: {e.message}; correlation_id={e.correlation_id}); fix: "
@@ -166,7 +127,7 @@ class AppInstanceReconciler:
         try:
             op = start()
         except PlatformApiError as e:
-            if e.status in _REFUSED:
+            if e.status in REFUSED:
                 raise
             raise AppInstanceFailed(self.where, [OpFailure(action=action, code=e.code, message=e.message,
                                                            correlation_id=e.correlation_id)],
@@ -186,7 +147,8 @@ class AppInstanceReconciler:
         s = self.spec
         components = [
             pm.ComponentSpec(component_key=k, count=s.instance.members[k].count,
-                             node_ids=[x.node_id for x in s.slots() if x.component_key == k and x.node_id])
+                             node_ids=[x.node_id for x in s.slots() if x.component_key == k and x.node_id],
+                             allocation=_allocation(s, k))
             for k in sorted(s.instance.members)
         ]
         body = pm.AppInstanceCreate(name=s.name, app_type=pm.AppType(s.instance.app.slug),
@@ -237,9 +199,13 @@ class AppInstanceReconciler:
         return self._create(api, generation=len(api.list_instances(pid, name=self.spec.name)))
 
     def _upgrade(self, api: PlatformClient, inst: pm.AppInstance) -> None:
-        to = self.spec.instance.app.version
-        key = idempotency_key(inst.instance_id, "upgrade", inst.app_version, to, inst.last_operation_id or "-")
-        self._instance_op(api, f"upgrade {inst.app_version} -> {to}", lambda: api.upgrade_instance(
+        """A new version, or new config (an input changed, e.g. the vLLM endpoint OpenClaw consumes): the
+        platform's upgrade carries both; with the same version it is a reconfiguration in place."""
+        to, config = self.spec.instance.app.version, self.spec.config()
+        key = idempotency_key(inst.instance_id, "upgrade", inst.app_version, to, inst.last_operation_id or "-",
+                              idempotency_key(*(f"{k}={v}" for k, v in sorted(config.items()))))
+        what = f"upgrade {inst.app_version} -> {to}" if to != inst.app_version else "reconfigure"
+        self._instance_op(api, what, lambda: api.upgrade_instance(
             self.spec.project_id, inst.instance_id, pm.AppInstanceUpgrade(app_version=to, config=self.spec.config()),
             idempotency_key=key))
 
@@ -262,7 +228,7 @@ class AppInstanceReconciler:
                 key = idempotency_key(iid, "remove", a.member_id or "")
                 op = api.remove_member(pid, iid, a.member_id or "", idempotency_key=key)
         except PlatformApiError as e:
-            if e.status in _REFUSED:
+            if e.status in REFUSED:
                 raise
             if a.kind is ActionKind.DRAIN and e.code == ErrorCode.OPERATION_NOT_SUPPORTED:
                 return a, None, None  # the app cannot drain this component: the remove that follows suffices
@@ -274,7 +240,8 @@ class AppInstanceReconciler:
     def _converge(self, api: PlatformClient, iid: str, hosts: dict[str, str | None]) -> dict[str, str | None]:
         reported = api.list_members(self.spec.project_id, iid)
         members = [_observed(m) for m in reported]
-        plan = plan_members(self.spec.slots(), members, hosts, self.spec.control_plane_keys())
+        plan = plan_members(self.spec.slots(), members, hosts, self.spec.control_plane_keys(),
+                            self.spec.drainable_keys())
         hosts = dict(plan.assigned)
         generation = observed_generation(api.get_instance(self.spec.project_id, iid), reported)
         for phase in Phase:
@@ -315,16 +282,39 @@ class AppInstanceReconciler:
                 host=hosts.get(m.member_id), last_operation_id=m.last_operation_id,
                 last_operation_status=last.status if last else None, last_correlation_id=m.last_correlation_id))
         members.sort(key=lambda x: (x.component_key, x.host or "~", x.member_id))
-        return InstanceOut(instance_id=iid, status=inst.status, app_version=inst.app_version, members=members)
+        routes = {r.name: r.url for r in api.list_ui_routes(pid, iid)}
+        return InstanceOut(instance_id=iid, status=inst.status, app_version=inst.app_version, members=members,
+                           endpoints={e.name: e.url for e in inst.endpoints}, ui_routes=routes)
+
+    def _drain_all(self, api: PlatformClient, instance_id: str, keys: frozenset[str]) -> None:
+        drains = [Action(kind=ActionKind.DRAIN, phase=Phase.DRAIN, component_key=m.component_key, member_id=m.member_id)
+                  for m in api.list_members(self.spec.project_id, instance_id)
+                  if m.status is pm.MemberStatus.ACTIVE and m.component_key in keys]
+        if not drains:
+            return
+        with ThreadPoolExecutor(max_workers=min(self.spec.max_parallel, len(drains))) as pool:
+            results = list(pool.map(lambda a: self._member_op(api, instance_id, a, "-"), drains))
+        failures = [f for _, _, f in results if f]
+        if failures:
+            raise AppInstanceFailed(self.where, failures, "run destroy again")
 
     # --- the lifecycle -----------------------------------------------------------------------------
+    def _require_endpoints(self) -> None:
+        """An input naming another instance's endpoint needs its URL: the consumer never runs without it."""
+        for key, ref in self.spec.endpoint_inputs().items():
+            if not self.spec.input_endpoints.get(key):
+                raise RuntimeError(f"{self.where}: input {key!r} needs endpoint {ref.endpoint!r} of instance "
+                                   f"{ref.instance!r}, which publishes none yet; run up again once {ref.instance} runs")
+
     def converge(self, instance_id: str | None = None, hosts: dict[str, str | None] | None = None) -> InstanceOut:
+        self._require_endpoints()
         with self.client() as api:
             inst = self._ensure(api, instance_id)
             self._settle(api, inst.instance_id)  # member operations a killed run left in flight
-            if inst.app_version != self.spec.instance.app.version:
+            if inst.app_version != self.spec.instance.app.version or inst.config != self.spec.config():
                 self._upgrade(api, inst)
             kept = self._converge(api, inst.instance_id, dict(hosts or {}))
+            converge_routes(api, self.spec, inst.instance_id, self.where)
             out = self._observe(api, inst.instance_id, kept)
         if out is None:
             raise RuntimeError(f"{self.where}: instance {inst.instance_id} vanished while it was converged; "
@@ -351,18 +341,16 @@ class AppInstanceReconciler:
                 return
             self._settle(api, instance_id)
             if inst.status in (S.READY, S.DEGRADED):
-                drains = [Action(kind=ActionKind.DRAIN, phase=Phase.DRAIN, component_key=m.component_key,
-                                 member_id=m.member_id)
-                          for m in api.list_members(pid, instance_id)
-                          if m.status is pm.MemberStatus.ACTIVE
-                          and m.component_key not in self.spec.control_plane_keys()]
-                if drains:
-                    with ThreadPoolExecutor(max_workers=min(self.spec.max_parallel, len(drains))) as pool:
-                        results = list(pool.map(lambda a: self._member_op(api, instance_id, a, "-"), drains))
-                    failures = [f for _, _, f in results if f]
-                    if failures:
-                        raise AppInstanceFailed(self.where, failures, "run destroy again")
+                # Workers first; control-plane members the app can drain (RKE2 servers) last.
+                cp, drainable = self.spec.control_plane_keys(), self.spec.drainable_keys()
+                for wave in (drainable - cp, drainable & cp):
+                    self._drain_all(api, instance_id, wave)
             self._decommission(api, api.get_instance(pid, instance_id))
+
+
+def _allocation(spec: AppInstanceSpec, key: str) -> pm.Allocation | None:
+    alloc = spec.instance.members[key].allocation
+    return pm.Allocation.model_validate(alloc.model_dump(mode="json")) if alloc else None
 
 
 def observed_generation(inst: pm.AppInstance, members: list[pm.Member]) -> str:

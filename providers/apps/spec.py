@@ -21,7 +21,10 @@ from environments import rules
 from environments.findings import Code, Level
 from providers.common import VaultInputs
 from providers.wire import (
+    CapacityShape,
     ControlPlaneScope,
+    CookiePolicy,
+    FramePolicy,
     LogicalRole,
     Name,
     OperatingMode,
@@ -58,15 +61,45 @@ class ComponentKeySpec(Wire):
     control_plane: bool
     min: int = Field(0, ge=0)
     max: int = Field(1024, ge=1)
+    counts: tuple[int, ...] | None = None
+    requires: tuple[str, ...] = ()
+    drainable: bool = True
 
 
 class AppSpec(Wire):
     component_keys: dict[str, ComponentKeySpec]
+    publishes: tuple[str, ...] = ()
+
+
+class AllocationSpec(Wire):
+    capacity_shape: CapacityShape = CapacityShape.GPU_SLICE
+    gpu_count: int = Field(1, ge=0, le=8)
+    cpu_only: bool = False
 
 
 class MemberSpec(Wire):
     count: int = Field(ge=0, le=1024)
     nodes: tuple[str, ...] = ()
+    allocation: AllocationSpec | None = None
+
+
+class EndpointRef(Wire):
+    instance: Name
+    endpoint: Name
+
+
+class LinkOutFallback(Wire):
+    reason: str = Field(min_length=1, max_length=512)
+
+
+class UiRouteSpec(Wire):
+    name: Name
+    component: str
+    port: int = Field(ge=1, le=65535)
+    websocket: bool = False
+    frame_policy: FramePolicy = FramePolicy.EMBED
+    cookies: CookiePolicy = CookiePolicy.PLATFORM
+    link_out_fallback: LinkOutFallback | None = None
 
 
 class AppRef(Wire):
@@ -83,6 +116,8 @@ class InstanceInputs(Wire):
     runtime: RuntimeMetadata
     service_account_token_path: VaultRef
     members: dict[str, MemberSpec]
+    inputs: dict[str, EndpointRef | bool | int | str] = {}
+    ui_routes: tuple[UiRouteSpec, ...] = ()
 
 
 class BlueprintInputs(Wire):
@@ -122,11 +157,16 @@ class AppInstanceArgs(_M):
     vault: VaultInputs
     max_parallel: int = Field(4, ge=1, le=32)
     operation_timeout_s: float = Field(900.0, gt=0, le=7200)
+    cpu_only_offered: bool = False
+    """Whether the platform offers CPU-only allocations (the environment's `platform.cpu_only_allocations`)."""
 
 
 class AppInstanceSpec(AppInstanceArgs):
     placements: dict[str, list[str | None]] = {}
     """component key -> platform node id per entry of members[key].nodes (None: not a managed machine)."""
+    input_endpoints: dict[str, str | None] = {}
+    """input key -> the URL another instance publishes (`inputs[key]` is an EndpointRef), from that
+    instance's outputs: unknown until it runs, so this instance is created after it."""
 
     @property
     def name(self) -> str:
@@ -149,9 +189,24 @@ class AppInstanceSpec(AppInstanceArgs):
     def control_plane_keys(self) -> frozenset[str]:
         return frozenset(k for k, c in self.blueprint.app.component_keys.items() if c.control_plane)
 
+    def endpoint_inputs(self) -> dict[str, EndpointRef]:
+        return {k: v for k, v in self.instance.inputs.items() if isinstance(v, EndpointRef)}
+
+    def drainable_keys(self) -> frozenset[str]:
+        return frozenset(k for k, c in self.blueprint.app.component_keys.items() if c.drainable)
+
     def config(self) -> dict[str, str | int | bool]:
-        """Runtime metadata handed to the platform as instance config (the app reads it; we never interpret it)."""
-        return {k: str(v) for k, v in self.instance.runtime.model_dump(mode="json").items()}
+        """Runtime metadata and the inputs (endpoint references resolved), handed to the platform as instance
+        config: the app reads it; we never interpret it."""
+        out: dict[str, str | int | bool] = {k: str(v) for k, v in self.instance.runtime.model_dump(mode="json").items()}
+        for key, value in sorted(self.instance.inputs.items()):
+            if isinstance(value, EndpointRef):
+                url = self.input_endpoints.get(key)
+                if url:
+                    out[key] = url
+            else:
+                out[key] = value
+        return out
 
 
 def rule_failures(spec: AppInstanceSpec) -> list[tuple[str, str]]:
@@ -173,11 +228,12 @@ def rule_failures(spec: AppInstanceSpec) -> list[tuple[str, str]]:
     found = rules.app_instance(
         slug=inst.app.slug, runtime=inst.runtime.model_dump(mode="json"),
         members={k: (m.count, m.nodes) for k, m in inst.members.items()},
-        components={k: rules.ComponentBounds(c.control_plane, c.min, c.max) for k, c in app.component_keys.items()},
+        components={k: rules.ComponentBounds.of(c) for k, c in app.component_keys.items()},
         known_apps=(inst.app.slug,), blueprint=spec.blueprint.name,
         runtime_combinations=[c.model_dump(mode="json") for c in spec.blueprint.runtime_combinations],
         node_roles={n: None if r is NodeRole.GPU_NODE else r.value for n, r in spec.topology.items()},
-        file=source, base="instance")
+        file=source, base="instance",
+        runtime_parts=rules.runtime_of(inst.model_dump(mode="json"), spec.cpu_only_offered))
     for f in found:
         if f.level is Level.ERROR:
             path = f.path.removeprefix("instance").lstrip(".") or "instance"

@@ -24,8 +24,9 @@ from clients.platform.models import (
     ReplaceMember,
 )
 from clients.platform.models.codes import ErrorCode as E
+from environments.rules_values import looks_like_ssh_material
 
-from . import engine, slurm
+from . import adapters, engine
 from .context import Ctx, Handler, Result
 from .errors import ApiError, not_found
 from .state import Store, new_id
@@ -56,6 +57,38 @@ INSTANCE_ACCEPTS: dict[OperationKind, frozenset[InstanceStatus]] = {
     OperationKind.MEMBER_REMOVE: _OPEN,
     OperationKind.MEMBER_REPLACE: _OPEN,
 }
+
+
+def _statuses(live: list[Member]) -> dict[str, list[MemberStatus]]:
+    out: dict[str, list[MemberStatus]] = {}
+    for m in live:
+        out.setdefault(m.component_key, []).append(m.status)
+    return out
+
+
+def _refuse_node_credentials(config: dict[str, str | int | bool] | None) -> None:
+    """Seed 000 §1: no app receives node SSH credentials; node mutations go through typed tasks."""
+    for key, value in (config or {}).items():
+        if looks_like_ssh_material(key, value):
+            raise ApiError(
+                422,
+                E.NODE_CREDENTIALS_REFUSED,
+                f"config key '{key}' looks like node SSH material; apps never receive node credentials: "
+                "node mutations go through the platform's typed tasks",
+                {"key": key},
+            )
+
+
+def _check_allocations(store: Store, req: AppInstanceCreate) -> None:
+    """Seed 000 §6: CPU-only allocations exist only where the platform offers them (an open product question)."""
+    for index, comp in enumerate(req.components):
+        if comp.allocation is not None and comp.allocation.cpu_only and not store.cpu_only_allocations:
+            raise ApiError(
+                422,
+                E.ALLOCATION_SHAPE_UNSUPPORTED,
+                f"{comp.component_key}: this platform offers no CPU-only allocations; use a 1-GPU slice",
+                {"path": f"components[{index}].allocation", "component_key": comp.component_key},
+            )
 
 
 def _instance(ctx: Ctx) -> AppInstance:
@@ -127,7 +160,7 @@ def _new_member(store: Store, inst: AppInstance, key: str, node: NodeBinding) ->
         node=node,
         last_operation_id=None,
         last_correlation_id=None,
-        adapter_detail=slurm.adapter_detail(key, M.PENDING, inst.app_version),
+        adapter_detail=adapters.adapter_detail(inst.app_type, key, M.PENDING, inst.app_version),
         created_at=now,
         updated_at=now,
     )
@@ -176,7 +209,9 @@ def list_instances(ctx: Ctx) -> Result:
 def create_instance(ctx: Ctx) -> Result:
     req: AppInstanceCreate = ctx.body
     store, pid = ctx.store, ctx.params["project_id"]
-    slurm.validate_components(req.app_type, req.components)
+    adapters.validate_components(req.app_type, req.components)
+    _refuse_node_credentials(req.config)
+    _check_allocations(store, req)
     clash = next(
         (
             i
@@ -236,6 +271,7 @@ def get_instance(ctx: Ctx) -> Result:
 def upgrade_instance(ctx: Ctx) -> Result:
     req: AppInstanceUpgrade = ctx.body
     inst = _instance(ctx)
+    _refuse_node_credentials(req.config)
     _require_open(inst, ctx.store, OperationKind.INSTANCE_UPGRADE)
     op = _operation(ctx, OperationKind.INSTANCE_UPGRADE, inst)
     ctx.store.op_args[op.operation_id] = {"app_version": req.app_version, "config": req.config}
@@ -279,8 +315,7 @@ def member_operation(ctx: Ctx) -> Result:
     live = engine.live_members(store, inst.instance_id)
     if isinstance(req, AddMember):
         _require_open(inst, store, OperationKind.MEMBER_ADD)
-        count = sum(1 for m in live if m.component_key == req.component_key)
-        slurm.check_member_operation(inst.app_type, req, req.component_key, count)
+        adapters.check_member_operation(inst.app_type, req, req.component_key, _statuses(live))
         node = _binding(store, inst.name, req.component_key, req.node_id, len(store.members))
         op = _operation(
             ctx, OperationKind.MEMBER_ADD, inst, _new_member(store, inst, req.component_key, node).member_id
@@ -292,8 +327,7 @@ def member_operation(ctx: Ctx) -> Result:
             raise not_found("member", req.member_id)
         _require_open(inst, store, MEMBER_OP_KIND[type(req)], member.member_id)
         key = member.component_key
-        count = sum(1 for m in live if m.component_key == key)
-        slurm.check_member_operation(inst.app_type, req, key, count)
+        adapters.check_member_operation(inst.app_type, req, key, _statuses(live))
         if member.status not in MEMBER_OP_FROM[type(req)]:
             raise ApiError(
                 409,

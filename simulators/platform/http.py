@@ -30,7 +30,7 @@ from clients.platform.models.codes import ErrorCode
 from clients.platform.models.codes import ErrorCode as E
 from clients.platform.models.common import IDEMPOTENCY_KEY_PATTERN
 
-from . import apps, engine, nodes, sites
+from . import apps, engine, gateway, nodes, sites
 from .authz import TokenRejected, authenticate, authorize
 from .context import Ctx, Handler, Result
 from .errors import ApiError
@@ -38,7 +38,7 @@ from .faults import ErrorBurst, FaultPhase
 from .state import IdempotencyRecord, Principal, Store, new_id
 from .validation import check_body, check_nesting
 
-HANDLERS: dict[str, Handler] = {**sites.HANDLERS, **nodes.HANDLERS, **apps.HANDLERS}
+HANDLERS: dict[str, Handler] = {**sites.HANDLERS, **nodes.HANDLERS, **apps.HANDLERS, **gateway.HANDLERS}
 REQUEST_ID_RE = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
 IDEMPOTENCY_KEY_RE = re.compile(IDEMPOTENCY_KEY_PATTERN)
 _ADAPTERS: dict[str, TypeAdapter[Any]] = {

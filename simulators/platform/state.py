@@ -25,6 +25,7 @@ from clients.platform.models import (
     Operation,
     Role,
     SiteProfile,
+    UiRoute,
 )
 from clients.platform.models.common import ID_PATTERN
 
@@ -124,6 +125,8 @@ class Store:
         self.idempotency: dict[tuple[str, str], IdempotencyRecord] = {}
         self.timers: list[Timer] = []
         self.op_args: dict[str, dict[str, Any]] = {}  # what an operation will apply when it finishes
+        self.routes: dict[str, UiRoute] = {}  # the UI gateway's routes (seed 000 §4)
+        self.cpu_only_allocations = False  # seed 000 §6: whether this platform offers CPU-only allocations
         self._seq = 0
         self.hits: dict[str, int] = {}  # operationId -> successful calls (coverage for tests)
         self.calls: dict[str, int] = {}  # operationId -> every request that reached a handler
@@ -134,6 +137,8 @@ class Store:
             d: BearerTokenRecord(new_id("token"), r) if isinstance(r, str) else r
             for d, r in state.get("bearer", {}).items()
         }
+        state.setdefault("cpu_only_allocations", False)
+        state.setdefault("routes", {})
         self.__dict__.update(state)
 
     # --- identities ------------------------------------------------------------------------

@@ -89,6 +89,27 @@ class Lab:
             **extra,
         })
 
+    def app_spec(self, slug: str, members: dict[str, dict[str, Any]], *, name: str | None = None,
+                 version: str = "1.0.0", backend: str = "kubernetes", **extra: Any) -> AppInstanceSpec:
+        """Any blueprint app (rke2, vllm, openclaw ...): members {key: {count, nodes, allocation}}; nodes name
+        the lab's hosts (lab-1, lab-2: app_control) or GPU nodes (gpu-1..gpu-4, pinned by node id)."""
+        env = load_environment("local")
+        topology = {"lab-1": "app_control", "lab-2": "app_control", **{g: "gpu_node" for g in GPUS}}
+        instance = {"name": name or f"{slug}-t", "project_id": self.pid, "app": {"slug": slug, "version": version},
+                    "runtime": {"operating_mode": "tenant_dedicated", "control_plane_scope": "project",
+                                "runtime_backend": backend, "tenant_boundary_mode": "dedicated_nodes"},
+                    "service_account_token_path": TOKEN_REF, "members": members,
+                    **{k: extra.pop(k) for k in ("inputs", "ui_routes") if k in extra}}
+        placements = {k: [self.nodes.get(n) for n in m.get("nodes", [])] for k, m in members.items()}
+        return AppInstanceSpec.model_validate({
+            "stack": "t", "instance": instance,
+            "blueprint": {"name": env.blueprint_model.name,
+                          "app": env.blueprint_model.apps[slug].model_dump(mode="json"),
+                          "runtime_combinations": [c.model_dump(mode="json")
+                                                   for c in env.blueprint_model.runtime_combinations]},
+            "topology": topology, "placements": placements, "platform_url": self.sim.url,
+            "vault": {"address": self.vault.address, "kv_mount": KV}, "operation_timeout_s": 30, **extra})
+
     def rec(self, spec: AppInstanceSpec) -> AppInstanceReconciler:
         return AppInstanceReconciler(spec, VaultCredentials(token=self.vault.root_token))
 

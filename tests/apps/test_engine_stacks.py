@@ -12,19 +12,24 @@ from providers.common import UNKNOWN
 from .conftest import REPO, edit
 
 
-def test_dev_previews_its_slurm_instance_bound_to_its_machine(engine_factory: Any, tmp_path: Path) -> None:
+def test_dev_previews_its_rke2_instance_bound_to_its_machine(engine_factory: Any, tmp_path: Path) -> None:
+    """Seed 000 §1: dev's RKE2 server on the app_control host, its agent on the GPU worker (Slurm's members
+    are placed by the platform: a node serves one member of one instance)."""
     engine = engine_factory(REPO, "dev", config={"gpuaas-infra:environment": "dev"}, state_path=tmp_path / "s.json")
     preview = engine.preview(timeout=300)
     assert preview.ok, preview.errors()
-    step = next(s for s in preview.steps if s.urn.endswith("gpuaas:AppInstance::app-slurm-lab"))
+    step = next(s for s in preview.steps if s.urn.endswith("gpuaas:AppInstance::app-rke2-lab"))
     assert step.op.value == "create"
     state = step.newState or {}
     inputs = state["inputs"]
     assert inputs["topology"] == {"dev-gpu-1": "worker_compute", "dev-lab-1": "app_control"}
-    assert inputs["instance"]["members"]["controller"]["nodes"] == ["dev-lab-1"]
-    # the app_control host is not a MAAS machine: the platform places it; the worker waits for the machine
-    assert inputs["placements"]["controller"] == [None] and inputs["placements"]["worker"] == UNKNOWN
+    assert inputs["instance"]["members"]["server"]["nodes"] == ["dev-lab-1"]
+    # the app_control host is not a MAAS machine: the platform places it; the agent waits for the machine
+    assert inputs["placements"]["server"] == [None] and inputs["placements"]["agent"] == UNKNOWN
     assert any(d.endswith("gpuaas:MaasMachine::machine-dev-gpu-1") for d in state["dependencies"])
+    slurm = next(s for s in preview.steps if s.urn.endswith("gpuaas:AppInstance::app-slurm-lab"))
+    assert slurm.op.value == "create" and (slurm.newState or {})["inputs"]["placements"] == {
+        "controller": [], "worker": []}
 
 def test_a_controller_on_a_worker_compute_host_is_refused(engine_factory: Any, tmp_path: Path,
                                                           env_file: Path) -> None:

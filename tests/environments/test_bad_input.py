@@ -100,9 +100,9 @@ CASES: dict[str, tuple[Callable[[Path], list[tuple[str, str]]], tuple[str, str]]
         _case(lambda d: d["bootstrap_bundles"][0].setdefault("values", {}).update(db_password="hunter2-hunter2")),
         (Code.SECRET_IN_VALUES.value, "bootstrap_bundles[0].values.db_password")),
     "same node bound twice": (
-        _case(lambda d: d["app_instances"][0]["members"]["controller"].update(
-            nodes=list(d["app_instances"][0]["members"]["worker"]["nodes"][:1]))),
-        (Code.NODE_BOUND_TWICE.value, "app_instances[0].members.worker.nodes[0]")),
+        _case(lambda d: d["app_instances"][0]["members"]["worker"].update(
+            nodes=list(d["app_instances"][1]["members"]["agent"]["nodes"][:1]))),
+        (Code.NODE_BOUND_TWICE.value, "app_instances[1].members.agent.nodes[0]")),
     "two RoCE pools for one rail": (
         _case(lambda d: d["roce_pools"].append({**d["roce_pools"][0], "subnet": "10.250.9.0/24",
                                                "range": {"start": "10.250.9.10", "end": "10.250.9.20"}}), "local"),

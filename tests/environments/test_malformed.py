@@ -305,9 +305,9 @@ CASES: list[tuple[str, str, Callable[[Doc], None], Code, str]] = [
     (
         "member-nodes-exceed-count",
         "dev",
-        _set("app_instances.0.members.worker.count", 0),
+        _set("app_instances.1.members.agent.count", 0),
         Code.MEMBER_NODES_EXCEED_COUNT,
-        "app_instances[0].members.worker.nodes",
+        "app_instances[1].members.agent.nodes",
     ),
     (
         "unknown-component-key",

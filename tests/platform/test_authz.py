@@ -32,7 +32,11 @@ def world(sim: RunningSim, client_for: ClientFor) -> dict[str, str]:
     api, pid = client_for("service_account"), sim.creds.project_id
     op = api.wait_for_operation(pid, api.create_instance(pid, SLURM).operation_id, timeout_s=10)
     member = api.list_members(pid, op.instance_id)[0]
+    route = api.register_ui_route(pid, op.instance_id, m.UiRouteCreate(
+        name="ui-a", component_key="controller", port=6820, frame_policy=m.FramePolicy.LINK_OUT,
+        link_out_reason="sets its own frame-ancestors"))
     return {
+        "route_id": route.route_id,
         "site_id": site.site_id,
         "profile_id": profile.profile_id,
         "node_id": grant.node_id,
@@ -54,6 +58,7 @@ BODIES: dict[str, Any] = {
     "upgradeAppInstance": {"app_version": "25.1"},
     "decommissionAppInstance": {},
     "requestMemberOperation": {"operation": "add", "component_key": "worker"},
+    "registerUiRoute": {"name": "ui-b", "component_key": "controller", "port": 6820},
 }
 
 

@@ -135,6 +135,12 @@ def test_app_instance_lifecycle_round_trip(platform_sim: RunningSim, client_for:
     assert api.get_member(pid, inst.instance_id, controller.member_id).status is m.MemberStatus.REMOVED
     assert api.get_instance(pid, inst.instance_id).member_counts == {"controller": 1, "worker": 2}
 
+    route = api.register_ui_route(pid, inst.instance_id, m.UiRouteCreate(
+        name="slurmrestd", component_key="controller", port=6820, frame_policy=m.FramePolicy.LINK_OUT,
+        link_out_reason="the REST explorer sets its own frame-ancestors"))
+    assert route.url.startswith("https://slurmrestd--") and api.list_ui_routes(pid, inst.instance_id) == [route]
+    api.remove_ui_route(pid, inst.instance_id, route.route_id)
+    assert api.list_ui_routes(pid, inst.instance_id) == []
     up = api.wait_for_operation(
         pid,
         api.upgrade_instance(pid, inst.instance_id, m.AppInstanceUpgrade(app_version="24.11.0")).operation_id,
@@ -155,6 +161,8 @@ def test_app_instance_lifecycle_round_trip(platform_sim: RunningSim, client_for:
         "member.operation",
         "member.operation",
         "member.operation",
+        "ui_route.register",
+        "ui_route.remove",
         "app_instance.upgrade",
         "app_instance.decommission",
     ]

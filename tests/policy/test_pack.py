@@ -25,6 +25,7 @@ POLICIES = {
     "maas-tls-verify-outside-prod-only",
     "customer-handoff-never-erases",
     "customer-handoff-machines-never-erase",
+    "no-node-ssh-credentials-in-apps",
 }
 Mutation = Callable[[list[Resource]], list[Resource]]
 
@@ -130,6 +131,13 @@ MUTATIONS: dict[str, tuple[Callable[[list[Resource], Path], Mutation], set[str]]
             "AppInstance", None, lambda i: _members(i)["controller"].update(nodes=[_first_pool_host(rs)])
         ),
         {"app-control-plane-not-on-workers"},
+    ),
+    "node SSH key handed to an app": (
+        lambda rs, tmp: _edit(
+            "AppInstance", None, lambda i: i["instance"].setdefault("inputs", {}).update(
+                node_access="ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIG9dLab operator@prod-app-1")
+        ),
+        {"no-node-ssh-credentials-in-apps"},
     ),
     "customer-handoff site that erases": (
         lambda rs, tmp: _edit(

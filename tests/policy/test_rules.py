@@ -129,3 +129,19 @@ def test_handoff_erase_modes() -> None:
     pool = _res("MachinePool", {"connection": {"maas": {"site": "h1"}}, "policy": {"release_erase_mode": "quick"}})
     assert len(rules.machines_erasing_on_handoff_sites([wipe, pool])) == 1
     assert rules.machines_erasing_on_handoff_sites([pool]) == []
+
+
+def test_node_ssh_credentials_in_an_app_fail_the_stack() -> None:
+    """Seed 000 §1: a stack whose AppInstance hands node SSH material to an app is refused by the pack."""
+    from environments import rules_values
+
+    assert rules._SSH_KEY_NAME.pattern == rules_values._SSH_KEY_NAME.pattern
+    assert rules._SSH_VALUE.pattern == rules_values._SSH_VALUE.pattern
+    clean = {"instance": {"name": "rke2-lab", "inputs": {"cluster_cidr": "10.42.0.0/16"}}}
+    assert rules.node_ssh_credentials_in_apps(_res("AppInstance", clean)) == []
+    for inputs in ({"node_ssh_key": "dev/ssh/lab#k"}, {"join": "ssh-rsa AAAAB3NzaC1yc2E operator"},
+                   {"x": "-----BEGIN OPENSSH PRIVATE KEY-----\nabc"}):
+        found = rules.node_ssh_credentials_in_apps(_res("AppInstance", {"instance": {"inputs": inputs}}))
+        assert len(found) == 1 and "node SSH material" in found[0] and "typed tasks" in found[0]
+    hosts = {"hosts": {"dev-lab-1": {"ssh_key_path": "dev/ssh/lab#k"}}}
+    assert rules.node_ssh_credentials_in_apps(_res("HostConvergence", hosts)) == [], "hosts are not apps"

@@ -2,12 +2,14 @@
 
 from .apps import (
     AddMember,
+    Allocation,
     AppInstance,
     AppInstanceCreate,
     AppInstanceDecommission,
     AppInstanceList,
     AppInstanceUpgrade,
     AppType,
+    CapacityShape,
     ComponentSpec,
     DrainMember,
     InstanceStatus,
@@ -21,6 +23,7 @@ from .apps import (
     OperationKind,
     OperationList,
     OperationStatus,
+    PublishedEndpoint,
     RemoveMember,
     ReplaceMember,
 )
@@ -37,6 +40,7 @@ from .common import (
     Page,
     Role,
 )
+from .gateway import FramePolicy, UiRoute, UiRouteCreate, UiRouteList
 from .nodes import (
     EnrollmentRequest,
     EnrollmentResult,
@@ -63,6 +67,13 @@ from .sites import (
 )
 
 __all__ = [
+    "FramePolicy",
+    "UiRoute",
+    "UiRouteCreate",
+    "UiRouteList",
+    "Allocation",
+    "CapacityShape",
+    "PublishedEndpoint",
     "CORRELATION_HEADER",
     "IDEMPOTENCY_HEADER",
     "REPLAY_HEADER",

@@ -21,6 +21,9 @@ ConfigValue = str | int | bool
 
 class AppType(StrEnum):
     SLURM = "slurm"
+    RKE2 = "rke2"  # self-managed Kubernetes (seed 000 §1): server x1|3, agent xN
+    VLLM = "vllm"  # an inference server on its own allocation (seed 000 §6)
+    OPENCLAW = "openclaw"  # an assistant app consuming a vLLM endpoint (seed 000 §6)
 
 
 class InstanceStatus(StrEnum):
@@ -66,6 +69,21 @@ class OperationStatus(StrEnum):
         return self in (OperationStatus.SUCCEEDED, OperationStatus.FAILED)
 
 
+class CapacityShape(StrEnum):
+    """What a member's allocation is carved from: a GPU slice of a node, or a whole node."""
+
+    GPU_SLICE = "gpu_slice"
+    WHOLE_NODE = "whole_node"
+
+
+class Allocation(RequestModel):
+    """A member's allocation shape. `cpu_only` allocations exist only where the platform offers them."""
+
+    capacity_shape: CapacityShape = CapacityShape.GPU_SLICE
+    gpu_count: int = Field(default=1, ge=0, le=8)
+    cpu_only: bool = False
+
+
 class ComponentSpec(RequestModel):
     component_key: str = Field(pattern=COMPONENT_KEY_PATTERN)
     count: int = Field(ge=0, le=512)
@@ -73,6 +91,9 @@ class ComponentSpec(RequestModel):
         default_factory=list,
         max_length=512,
         description="Optional placements: members bind to these nodes in order; the rest are allocated.",
+    )
+    allocation: Allocation | None = Field(
+        default=None, description="Each member's allocation shape; none: the member takes a whole node."
     )
 
 
@@ -93,6 +114,15 @@ class AppInstanceDecommission(RequestModel):
     reason: str | None = Field(default=None, max_length=512)
 
 
+class PublishedEndpoint(ResponseModel):
+    """An endpoint the app publishes once it runs (e.g. vLLM's OpenAI-compatible API); other instances
+    of the project consume it as an input."""
+
+    name: str
+    component_key: str
+    url: str
+
+
 class AppInstance(ResponseModel):
     instance_id: str = Field(pattern=ID_PATTERN)
     project_id: str = Field(pattern=ID_PATTERN)
@@ -104,6 +134,9 @@ class AppInstance(ResponseModel):
     components: list[ComponentSpec]
     config: dict[str, ConfigValue]
     member_counts: dict[str, int] = Field(description="Live (not removed) members per component_key.")
+    endpoints: list[PublishedEndpoint] = Field(
+        default_factory=list, description="What the app publishes once ready (empty while provisioning)."
+    )
     last_operation_id: str | None
     last_correlation_id: str | None
     created_at: datetime

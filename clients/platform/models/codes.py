@@ -68,6 +68,13 @@ class ErrorCode(StrEnum):
     COMPONENT_MISSING = "component_missing"
     TOO_MANY_PLACEMENTS = "too_many_placements"
     OPERATION_NOT_SUPPORTED = "operation_not_supported"
+    DRAIN_ORDER = "drain_order"  # RKE2: servers are drained last
+    ALLOCATION_SHAPE_UNSUPPORTED = "allocation_shape_unsupported"
+    NODE_CREDENTIALS_REFUSED = "node_credentials_refused"  # seed 000 §1: no SSH material in app config
+    # the UI gateway's route contract (seed 000 §4)
+    ROUTE_REJECTED = "route_rejected"
+    ROUTE_NAME_CONFLICT = "route_name_conflict"
+    UI_ROUTE_NOT_FOUND = "ui_route_not_found"
     # platform side (5xx)
     INTERNAL_ERROR = "internal_error"
     INJECTED_FAULT = "injected_fault"

@@ -1,0 +1,55 @@
+"""What a failed platform call or operation looks like to the operator: code, message, correlation id and
+operation id; bounded in the exception, in full on stderr. Also the idempotency keys every mutation carries."""
+
+from __future__ import annotations
+
+import hashlib
+import sys
+
+from pydantic import BaseModel, ConfigDict
+
+REFUSED = {401, 403}
+
+
+def idempotency_key(*parts: str) -> str:
+    """A stable key for one intended change: the same change retried (or resumed) gets the same key."""
+    return "gpuaas-infra." + hashlib.sha256("\x1f".join(parts).encode()).hexdigest()[:48]
+
+
+class OpFailure(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    action: str
+    code: str
+    message: str
+    correlation_id: str | None
+    operation_id: str | None = None
+
+    def __str__(self) -> str:
+        op = f", operation_id={self.operation_id}" if self.operation_id else ""
+        return f"{self.action}: {self.code}: {self.message} (correlation_id={self.correlation_id}{op})"
+
+
+SHOWN_FAILURES = 3  # failures listed in the exception; the rest go to stderr only
+MESSAGE_CHARS = 240  # per failure message in the exception
+
+
+class AppInstanceFailed(Exception):
+    """Operations failed. The exception (what Pulumi shows, and keeps in its logs) is bounded: the count,
+    the first few failures, each cut short; every failure in full goes to stderr (the CLI shows it)."""
+
+    def __init__(self, where: str, failures: list[OpFailure], hint: str) -> None:
+        self.failures = failures
+        shown = "; ".join(_short(str(f)) for f in failures[:SHOWN_FAILURES])
+        more = len(failures) - SHOWN_FAILURES
+        rest = f"; and {more} more (listed in full above)" if more > 0 else ""
+        super().__init__(f"{where}: {len(failures)} operation(s) failed: {shown}{rest}; {hint}")
+        if more > 0 or any(len(str(f)) > MESSAGE_CHARS for f in failures):
+            for f in failures:
+                print(f"[app-instance] {where}: {f}", file=sys.stderr, flush=True)
+
+
+def _short(text: str) -> str:
+    return text if len(text) <= MESSAGE_CHARS else text[:MESSAGE_CHARS - 1] + "…"
+
+
