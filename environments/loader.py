@@ -19,6 +19,7 @@ from .documents import read_document
 from .findings import Code, EnvironmentInvalid, Finding, Level, finding, format_path
 from .model import Blueprint, Environment, EnvironmentDocument
 from .model_base import _NAME
+from .partial import rules_on_the_rest
 
 ENVIRONMENTS_DIR = Path(__file__).resolve().parent
 _BLUEPRINT_NAME = re.compile(_NAME)
@@ -107,8 +108,16 @@ def validate_environment(name_or_path: str | Path) -> tuple[Environment | None, 
         found += list(bp_found)
         if bp is None and not bp_found:
             found.append(finding(Code.NO_SUCH_DOCUMENT, file, "blueprint", f"blueprint {bp_name!r} not found"))
-    doc, schema_found = _validate(EnvironmentDocument, data, file)
-    found += schema_found
+    doc: EnvironmentDocument | None = None
+    try:
+        doc = EnvironmentDocument.model_validate(data)
+    except ValidationError as schema_error:
+        found += schema_findings(schema_error, file)
+        if bp is not None:  # the rules still check what the schema accepted (environments/partial.py)
+            blueprint = bp
+            found += rules_on_the_rest(
+                EnvironmentDocument, data, schema_error, lambda d: rules.check_all(d, blueprint, file)
+            )
     if doc is not None and bp is not None:
         found += rules.check_all(doc, bp, file)
     if any(f.level is Level.ERROR for f in found) or doc is None or bp is None:

@@ -185,3 +185,22 @@ def test_every_hint_points_at_something_that_exists() -> None:
             assert (REPO_ROOT / ref).exists(), f"{code.value}'s hint names {ref}, which does not exist"
     readme = (ENVIRONMENTS_DIR / "README.md").read_text()
     assert all(code.value in readme for code in CATALOGUE), "environments/README.md lists every code"
+
+
+def test_schema_and_rule_findings_come_out_together(tmp_path: Path) -> None:
+    """One run reports a schema error (a RoCE pool with a bad rail) and a rule error elsewhere (two pools
+    for one site and rail), at the author's own paths, without findings about the refused item."""
+    doc = _doc()
+    doc["roce_pools"][1]["rail"] = "one"  # schema: not an integer
+    doc["roce_pools"][4]["rail"] = 3  # rule: rail 3 of site lab twice (pools 3 and 4)
+    found = _codes(_write(tmp_path, yaml.safe_dump(doc, sort_keys=False)))
+    assert (Code.INVALID_VALUE.value, "roce_pools[1].rail") in found
+    rule_paths = [p for c, p in found if c == Code.ROCE_POOL_DUPLICATE.value]
+    assert rule_paths and all(p.startswith(("roce_pools[3]", "roce_pools[4]")) for p in rule_paths), found
+
+
+def test_a_top_level_schema_error_reports_schema_findings_only(tmp_path: Path) -> None:
+    doc = _doc()
+    doc["tier"] = "galactic"
+    found = _codes(_write(tmp_path, yaml.safe_dump(doc, sort_keys=False)))
+    assert found and all(c in (Code.INVALID_VALUE.value, Code.UNKNOWN_FIELD.value) for c, _ in found), found
