@@ -319,6 +319,16 @@ class Registrar:
         dep.record(step)
         return Registered(id=old.id, outputs=new.outputs)
 
+    def _replace_step(self, p: Planned) -> Step:
+        """The `replace` step carries the old state and the new goal (step.go ReplaceStep: Old and New),
+        so a reader of `preview --json` sees what the replacement will be."""
+        step = p.step(self.dep.provider_ref)
+        new = self.dep.live.get(p.goal.urn) if not self.dep.dry_run else None
+        if new is None or new.pendingReplacement or new is p.old:
+            new = new_state(p.goal, "", p.checked, p.checked if self.dep.dry_run else {}, p.old)
+        step.newState = display_state(new)
+        return step
+
     def _replace(self, p: Planned) -> Registered:
         dep, old = self.dep, p.old
         assert old is not None
@@ -342,10 +352,10 @@ class Registrar:
                 # (step.go DeleteStep with pendingReplace) until its replacement is created.
                 for res in [*reversed(dependents), old]:
                     dep.delete_one(res, StepOp.DELETE_REPLACED, pending_replace=True)
-            dep.record(p.step(dep.provider_ref))
+            dep.record(self._replace_step(p))
             return self._create(p, StepOp.CREATE_REPLACEMENT)
         result = self._create(p, StepOp.CREATE_REPLACEMENT)
-        dep.record(p.step(dep.provider_ref))
+        dep.record(self._replace_step(p))
         if dep.dry_run:  # in a real run the old one is deleted at the end (teardown.finish_up)
             dep.record(
                 Step(op=StepOp.DELETE_REPLACED, urn=p.goal.urn, provider=dep.provider_ref, oldState=display_state(old))

@@ -175,8 +175,12 @@ def field_changes(change: Change, steps: list[Step], skip: frozenset[str] = froz
             rows.append((key, SECRET_TEXT if b is not ABSENT else b, SECRET_TEXT if a is not ABSENT else a))
             seen_tops.add(key)
     reasons = set(change.replace_reasons)
-    out = [
-        FieldChange(path=p, before=b, after=a, forces_replace=p.split(".")[0].split("[")[0] in reasons)
-        for p, b, a in rows
-    ]
+    out = [FieldChange(path=p, before=b, after=a, forces_replace=_under_any(p, reasons)) for p, b, a in rows]
     return sorted(out, key=lambda f: (not f.forces_replace, f.path))
+
+
+def _under_any(path: str, reasons: set[str]) -> bool:
+    """A replace reason names a top-level key or a nested path (`machine.deploy.hwe_kernel`); a changed
+    field forces the replacement when it is that path or lies under it."""
+    top = path.split(".")[0].split("[")[0]
+    return top in reasons or any(path == r or path.startswith((r + ".", r + "[")) for r in reasons)

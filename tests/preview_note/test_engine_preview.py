@@ -17,7 +17,7 @@ def test_prod_machines_preview_renders(tmp_path: Path) -> None:
     assert result.ok, result.log[-2000:]
     text = json.dumps(result.preview_digest())
     note = render_note([StackPreview(stack="prod", digest=parse_preview(text, "engine preview"))])
-    assert "- **`prod`**: 4 to create (MachinePool 3, AppInstance 1)" in note
+    assert "- **`prod`**: 6 to create (MachinePool 3, AppInstance 3)" in note
     assert "  - joins (32): `dal1-h200-001`–`dal1-h200-032`" in note
     assert "  - joins (24): `sjc1-h200-001`–`sjc1-h200-024`" in note
     assert "  - `connection.maas.site` = `dal1`" in note
