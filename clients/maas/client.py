@@ -90,9 +90,10 @@ class MaasClient:
             _ensure_loop()
 
             def connect() -> SessionAPI:
-                if self.tls_verify and self.ca_bundle and self.url.startswith("https://"):
-                    return connect_verified(self.url, self._api_key, trust(self.ca_bundle))
-                return SessionAPI.connect(self.url, apikey=self._api_key, insecure=not self.tls_verify)[1]
+                # Always our own dispatch: the CA (or the system store, or no verification when
+                # tls_verify is off) and a per-request timeout (clients/maas/verified.py).
+                context = trust(self.ca_bundle) if self.tls_verify else False
+                return connect_verified(self.url, self._api_key, context, self.retry.request_timeout_s)
 
             try:  # the anonymous describe request: a read, retried like any other
                 session = call_with_retry(

@@ -39,6 +39,8 @@ class RetryBudget(BaseModel):
     total_s: float = Field(default=120.0, ge=0)
     initial_s: float = Field(default=0.5, ge=0)
     max_wait_s: float = Field(default=15.0, ge=0)
+    # One attempt, connect to last byte: a region that accepts and never answers is an outage, retried.
+    request_timeout_s: float = Field(default=60.0, gt=0)
 
     def scaled(self, factor: float) -> RetryBudget:
         """Times scaled (tests shrink MAAS-scale waits); the attempt count is kept."""
@@ -47,6 +49,7 @@ class RetryBudget(BaseModel):
                 "total_s": self.total_s * factor,
                 "initial_s": self.initial_s * factor,
                 "max_wait_s": self.max_wait_s * factor,
+                "request_timeout_s": max(self.request_timeout_s * factor, 1.0),
             }
         )
 

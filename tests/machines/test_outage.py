@@ -78,3 +78,43 @@ def test_a_long_outage_mid_deploy_is_reported_as_an_outage_not_a_deadline(
     # MAAS is back: the next run finishes the same machine.
     again = Scheduler(w.context(maas=_client(w))).onboard([w.specs["local-gpu-1"]], {r.hostname: r.system_id})[0]
     assert again.outcome is MachineOutcome.READY and again.system_id == r.system_id
+
+
+def test_a_region_that_accepts_and_never_answers_is_an_outage_not_a_hang() -> None:
+    """python-libmaas leaves aiohttp's 5-minute default timeout; every request here has the budget's
+    per-request timeout, and a timeout is retried and reported like any outage."""
+    import socket
+    import threading
+    import time
+
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(16)
+    held: list[socket.socket] = []
+    stop = threading.Event()
+
+    def accept() -> None:
+        listener.settimeout(0.2)
+        while not stop.is_set():
+            try:
+                held.append(listener.accept()[0])  # accepted, never answered
+            except OSError:
+                continue
+
+    thread = threading.Thread(target=accept, daemon=True)
+    thread.start()
+    budget = RetryBudget(attempts=2, total_s=5.0, initial_s=0.01, max_wait_s=0.05, request_timeout_s=0.5)
+    url = f"http://127.0.0.1:{listener.getsockname()[1]}/MAAS/"
+    started = time.monotonic()
+    try:
+        with pytest.raises(MaasUnavailable) as err:
+            MaasClient(url, "a:b:c", site="local", retry=budget).read_many(["abc123"])
+    finally:
+        stop.set()
+        thread.join(timeout=2)
+        for conn in held:
+            conn.close()
+        listener.close()
+    assert time.monotonic() - started < 10, "bounded by the per-request timeout, not aiohttp's 5 minutes"
+    text = str(err.value)
+    assert "site local" in text and "2 time(s)" in text, text
