@@ -12,3 +12,7 @@ test-maas-sim: setup  ## the simulator's own tests
 
 bench-maas-sim: setup  ## request count per machine lifecycle: the machine providers' baseline
 	@$(PY) benchmarks/bench_maas_sim.py
+
+.PHONY: bench-scale
+bench-scale: setup  ## fleet scale: one pool of 64, 256, 1024 machines (first up, efficiency, state, no-op, preview, refresh)
+	@$(PY) benchmarks/bench_scale.py $(if $(SIZES),--sizes $(SIZES),)
