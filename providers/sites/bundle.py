@@ -32,6 +32,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from clients.s3 import ArtifactStore, S3Location, StoredObject, s3_credentials
 from clients.vault import VaultCredentials
 from providers.common import VaultInputs, resolve_ca, vault_reader
+from providers.sites.bundle_checks import problems
 from providers.wire import FabricMode
 
 TEMPLATES_ROOT = Path(__file__).resolve().parents[1] / "bundle_templates"
@@ -167,6 +168,10 @@ def render_bundle(spec: BundleSpec, root: Path = TEMPLATES_ROOT) -> dict[str, by
         except jinja2.TemplateSyntaxError as e:
             raise TemplateError(shown, f"syntax error (line {e.lineno}): {e.message}") from None
         files[rel.removesuffix(".j2")] = text.encode()
+    bad = problems(spec.template_set, files)
+    if bad:
+        raise TemplateError(bad[0][0], "; ".join(m for _, m in bad[:1]) + (
+            f" (and {len(bad) - 1} more problem(s): " + ", ".join(t for t, _ in bad[1:]) + ")" if bad[1:] else ""))
     manifest = {
         "bundle": spec.name, "site": spec.site, "template_set": spec.template_set,
         "files": {p: hashlib.sha256(b).hexdigest() for p, b in sorted(files.items())},

@@ -108,3 +108,30 @@ def test_every_declared_environment_bundle_renders() -> None:
             s = spec(name=b.name, site=b.site, template_set=b.template_set,
                      packages=b.vendor_packages.model_dump(), values=dict(b.values))
             assert render_bundle(s)
+
+
+@pytest.mark.parametrize(
+    ("path", "body", "expected"),
+    [
+        ("cloud-init/40-bad.yaml.j2", "#cloud-config\nruncmd: [a, b\n", "renders invalid YAML at rendered line"),
+        ("cloud-init/41-plain.yaml.j2", "packages: [jq]\n", "does not start with `#cloud-config`"),
+        ("cloud-init/42-list.yaml.j2", "#cloud-config\n- a\n- b\n", "not a mapping of modules"),
+        ("validation/30-nointerp.sh.j2", "# name: nointerp\nnvidia-smi\n", "without an interpreter line"),
+        ("commissioning/70-nointerp.sh.j2", "echo hi\n", "without an interpreter line"),
+    ],
+)
+def test_a_rendered_part_a_node_could_not_run_is_refused_naming_the_template(
+    tmp_path: Path, path: str, body: str, expected: str
+) -> None:
+    """Refused at render (so at the bundle's check, i.e. preview), naming the bundle's template file."""
+    root = tmp_path / "templates"
+    shutil.copytree(TEMPLATES_ROOT, root)
+    (root / "h200" / path).write_text(body)
+    with pytest.raises(TemplateError) as err:
+        render_bundle(spec(), root)
+    assert f"h200/{path}" in str(err.value) and expected in str(err.value), str(err.value)
+
+
+def test_the_shipped_template_sets_pass_the_checks() -> None:
+    for name in ("h200", "default"):
+        render_bundle(spec(template_set=name))
