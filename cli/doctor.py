@@ -401,7 +401,7 @@ def doctor_main(argv: list[str]) -> int:
         description="Read-only pre-flight checks of an environment's endpoints, Vault entries and credentials.",
         epilog="Vault credentials: VAULT_TOKEN, or VAULT_ROLE_ID + VAULT_SECRET_ID (never flags); docs/operations.md",
     )
-    parser.add_argument("env", help="environment name (environments/<env>.yaml)")
+    parser.add_argument("env", help="environment name (environments/<env>.yaml) or a .yaml path")
     parser.add_argument("--stack", help="stack whose plain config to read (default: the environment name)")
     parser.add_argument("--config", action="append", default=[], metavar="KEY=VALUE", help="stack config value")
     args = parser.parse_args(argv)
