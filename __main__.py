@@ -6,6 +6,7 @@ validates and compiles it once, and hands the compiled model to the components.
 
 import pulumi
 
+from components.host_roles import host_roles_findings
 from components.settings import CONFIG_KEYS, NAMESPACE, StackConfigInvalid, StackSettings
 from components.stack import declare_environment
 from environments import EnvironmentInvalid, load_environment
@@ -21,6 +22,10 @@ try:
 except EnvironmentInvalid as invalid:
     # All findings at once, as a plain error (no Python traceback for bad input).
     raise pulumi.RunError(str(invalid)) from None
+
+stack_findings = host_roles_findings(environment, settings)
+if stack_findings:
+    raise pulumi.RunError(str(StackConfigInvalid(stack_findings)))
 
 missing = settings.unresolved_endpoints(environment)
 if missing:

@@ -44,6 +44,7 @@ from .table import render_table
 
 STACKS_DIR = Path(__file__).resolve().parent.parent / "stacks"
 TIMEOUT_S = 5.0
+CONTRACT_BROKEN, OUTSIDE = "invalid_response", "answer outside the contract"  # the platform client's code
 
 
 class Status(StrEnum):
@@ -277,12 +278,8 @@ class Doctor:
             body: Any = resp.json()
             version = f"{body['version']} ({body.get('subversion', '')})"
         except (ValueError, KeyError, TypeError):
-            self.fail(
-                "maas version",
-                target,
-                f"HTTP {resp.status_code}, not a MAAS version document",
-                "check the site's maas_url points at the region API (…/MAAS)",
-            )
+            self.fail("maas version", target, f"HTTP {resp.status_code}, not a MAAS version document",
+                      "check the site's maas_url points at the region API (…/MAAS)")
             return
         self.ok("maas version", target, version)
 
@@ -305,12 +302,8 @@ class Doctor:
                     f"write a valid key for {site} (MAAS UI > API keys) at {self.env.site(site).maas_api_key_path}",
                 )
             else:
-                self.fail(
-                    "maas api key",
-                    target,
-                    f"authenticated read failed (HTTP {e.status})",
-                    "check the MAAS region's health; nothing was changed",
-                )
+                self.fail("maas api key", target, f"authenticated read failed (HTTP {e.status})",
+                          "check the MAAS region's health; nothing was changed")
             return
         self.ok("maas api key", target, f"authenticated as {user!r}")
 
@@ -327,7 +320,8 @@ class Doctor:
         if err is None:
             self.ok("platform token", url or "", "accepted, role platform_admin")
             self.ok("platform contract", url or "", f"client contract {API_VERSION}; answers match it")
-        elif err.code == "invalid_response":
+        elif err.code == CONTRACT_BROKEN:  # one fault, one FAIL row: the contract, not the token
+            self.rows[-1] = self.rows[-1].model_copy(update={"status": Status.SKIP, "detail": OUTSIDE, "hint": ""})
             hint = "the platform answers outside the contract: align client and platform versions"
             self.fail("platform contract", url or "", f"client contract {API_VERSION}", hint)
         else:
@@ -343,8 +337,11 @@ class Doctor:
                 continue
             role = f"access to project {app.project_id}"
             read = lambda api, p=app.project_id, n=app.name: api.list_instances(p, name=n)  # noqa: E731
-            if self.platform_read("app token", target, token, ref, role, read) is None:
+            err = self.platform_read("app token", target, token, ref, role, read)
+            if err is None:
                 self.ok("app token", target, "accepted in its project")
+            elif err.code == CONTRACT_BROKEN:
+                self.rows[-1] = self.rows[-1].model_copy(update={"status": Status.SKIP, "detail": OUTSIDE, "hint": ""})
 
     def platform_read(
         self, check: str, target: str, token: SecretStr, ref: str, role: str, read: Callable[[PlatformClient], object]
@@ -401,7 +398,7 @@ def doctor_main(argv: list[str]) -> int:
         description="Read-only pre-flight checks of an environment's endpoints, Vault entries and credentials.",
         epilog="Vault credentials: VAULT_TOKEN, or VAULT_ROLE_ID + VAULT_SECRET_ID (never flags); docs/operations.md",
     )
-    parser.add_argument("env", help="environment name (environments/<env>.yaml)")
+    parser.add_argument("env", help="environment name (environments/<env>.yaml) or a .yaml path")
     parser.add_argument("--stack", help="stack whose plain config to read (default: the environment name)")
     parser.add_argument("--config", action="append", default=[], metavar="KEY=VALUE", help="stack config value")
     args = parser.parse_args(argv)

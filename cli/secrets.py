@@ -235,7 +235,7 @@ def secrets_main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(
         prog="gpuaas-infra secrets", description="List the Vault entries an environment needs (never their values)."
     )
-    parser.add_argument("env", help="environment name (environments/<env>.yaml)")
+    parser.add_argument("env", help="environment name (environments/<env>.yaml) or a .yaml path")
     parser.add_argument("--template", action="store_true", help="print a YAML fill-in template (values empty)")
     args = parser.parse_args(argv)
     env = load(args.env)

@@ -31,10 +31,20 @@ from typing import Any
 import pulumi
 
 from environments import Environment
+from environments.findings import Code, Finding, finding
 from providers.host_convergence import ArtifactSource, HostConvergence, HostConvergenceSpec, InventoryHost
 from providers.wire import LogicalRole
 
-from .settings import HostRolesSettings, StackSettings, vault_inputs
+from .settings import HOST_ROLES, NAMESPACE, HostRolesSettings, StackSettings, stack_file, vault_inputs
+
+# Ansible role -> (artifacts it downloads, secret vars it renders): what its `assert` tasks require.
+ROLE_NEEDS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
+    "control_plane_k3s": (("k3s",), ()),
+    "gitlab": (("gitlab",), ("gpuaas_gitlab_root_password",)),
+    "runner": (("gitlab_runner",), ("gpuaas_runner_token",)),
+    "worker_compute": (("node_agent",), ("gpuaas_munge_key",)),
+    "app_control": ((), ("gpuaas_munge_key",)),
+}
 
 
 class HostRolesInvalid(ValueError):
@@ -79,6 +89,34 @@ def spec_for(env: Environment, settings: StackSettings, host_roles: HostRolesSet
         apt_source=host_roles.apt_source,
         extra_vars=host_roles.extra_vars,
     )
+
+
+def host_roles_findings(env: Environment, settings: StackSettings) -> list[Finding]:
+    """Before anything runs: every artifact pin and secret reference the hosts' roles need is in the
+    stack's hostRoles (a role would otherwise fail on the host, mid-run)."""
+    roles = settings.host_roles
+    if roles is None or not env.hosts:
+        return []
+    needs: dict[tuple[Code, str], dict[str, list[str]]] = {}
+    for host in env.hosts:
+        for role in (r.value for r in host.roles):
+            artifacts, secrets = ROLE_NEEDS.get(role, ((), ()))
+            for code, names in ((Code.PIN_MISSING, artifacts), (Code.HOST_SECRET_MISSING, secrets)):
+                for name in names:
+                    needs.setdefault((code, name), {}).setdefault(role, []).append(host.hostname)
+    out = []
+    for (code, name), by_role in sorted(needs.items()):
+        have = roles.artifacts if code is Code.PIN_MISSING else roles.secret_refs
+        if name in have:
+            continue
+        section = "artifacts" if code is Code.PIN_MISSING else "secret_refs"
+        users = "; ".join(f"role {r} on {', '.join(hosts)}" for r, hosts in sorted(by_role.items()))
+        what = ("{url: <where the hosts fetch it>, sha256: <sha256sum of that file>}" if code is Code.PIN_MISSING
+                else "<path>#<key> (then fill that Vault entry)")
+        out.append(finding(code, stack_file(settings.stack), f"{NAMESPACE}:{HOST_ROLES}.{section}.{name}",
+                           f"{name} is needed by {users}",
+                           hint=f"under {NAMESPACE}:{HOST_ROLES}.{section} add {name}: {what}"))
+    return out
 
 
 @dataclass(frozen=True)

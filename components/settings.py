@@ -12,9 +12,10 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from environments import Environment
+from environments.findings import Code, Finding, finding
 from providers.bootstrap_bundle import StoreInputs
 from providers.common import VaultAuthMethod, VaultInputs
 
@@ -42,7 +43,38 @@ class EmbeddedEndpointMissing(Exception):
 
 
 class StackConfigInvalid(Exception):
-    pass
+    """Every finding of a stack's config at once (code, stack file, `gpuaas-infra:` path, hint)."""
+
+    def __init__(self, findings: list[Finding]) -> None:
+        self.findings = findings
+        super().__init__(f"{len(findings)} error(s) in the stack config:\n" + "\n".join(f.render() for f in findings))
+
+
+def stack_file(stack: str) -> str:
+    return f"stacks/Pulumi.{stack}.yaml"
+
+
+def _config_path(loc: tuple[int | str, ...]) -> str:
+    """('host_roles', 'artifacts', 'k3s', 'sha256') -> 'gpuaas-infra:hostRoles.artifacts.k3s.sha256'."""
+    head, *rest = [HOST_ROLES if p == "host_roles" else str(p) for p in loc] or [""]
+    return ".".join([f"{NAMESPACE}:{head}", *rest])
+
+
+def _settings_findings(err: ValidationError, stack: str) -> list[Finding]:
+    out = []
+    for e in err.errors(include_url=False):
+        loc = tuple(e["loc"])
+        path = _config_path(loc)
+        if loc[:2] == ("host_roles", "artifacts") and (len(loc) == 3 or loc[3:] == ("sha256",)):
+            message = "the pin names no sha256" if e["type"] == "missing" else f"sha256: {e['msg']}"
+            if len(loc) == 3:  # the pin is not an object at all
+                message = f"a pin is an object {{url, sha256}}: {e['msg']}"
+            out.append(finding(Code.PIN_WITHOUT_SHA256, stack_file(stack), path, message))
+        else:
+            out.append(finding(Code.STACK_CONFIG_INVALID, stack_file(stack), path, e["msg"],
+                               hint=f"fix the value (keys: {', '.join(CONFIG_KEYS)}; hostRoles: "
+                                    "components/host_roles.py)"))
+    return out
 
 
 class ArtifactPin(BaseModel):
@@ -63,6 +95,16 @@ class HostRolesSettings(BaseModel):
     apt_source: str = ""
     address_overrides: dict[str, str] = {}
     extra_vars: dict[str, Any] = {}
+
+    @field_validator("secret_refs")
+    @classmethod
+    def _refs_only(cls, v: dict[str, str]) -> dict[str, str]:
+        """Secrets stay in Vault: a value here is a reference, never the secret (which is not echoed)."""
+        bad = sorted(name for name, ref in v.items() if "#" not in ref or any(c.isspace() for c in ref))
+        if bad:
+            names = ", ".join(f"secret_refs.{n}" for n in bad)
+            raise ValueError(f"{names}: expected a Vault reference '<path>#<key>' (the value is not shown)")
+        return v
 
 
 class StackSettings(BaseModel):
@@ -92,12 +134,11 @@ class StackSettings(BaseModel):
                 fields["host_roles"] = json.loads(roles) if isinstance(roles, str) else roles
             return cls.model_validate(fields)
         except json.JSONDecodeError as e:
-            bad = f"{HOST_ROLES}: not a JSON object ({e.msg})"
+            bad = finding(Code.STACK_CONFIG_INVALID, stack_file(stack), _config_path((HOST_ROLES,)),
+                          f"not a JSON object ({e.msg})", hint="write hostRoles as a YAML mapping")
+            raise StackConfigInvalid([bad]) from None
         except ValidationError as e:
-            bad = "; ".join(f"{'.'.join(HOST_ROLES if p == 'host_roles' else str(p) for p in err['loc'])}: "
-                            f"{err['msg']}" for err in e.errors())
-        raise StackConfigInvalid(f"stack {stack}: invalid {NAMESPACE} config: {bad}; fix: pulumi config set "
-                                 f"{NAMESPACE}:<key> <value> (keys: {', '.join(CONFIG_KEYS)})")
+            raise StackConfigInvalid(_settings_findings(e, stack)) from None
 
     def endpoint(self, value: str, kind: str) -> str:
         """The URL to use for an environment endpoint (`embedded` resolved from stack config)."""

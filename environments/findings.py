@@ -99,6 +99,11 @@ class Code(StrEnum):
     MOUNT_WITHOUT_TARGET = "MOUNT003"
     DUPLICATE_MOUNT_POINT = "MOUNT004"
     PATH_NOT_OFFERED = "MOUNT005"
+    # Stack config (stacks/Pulumi.<stack>.yaml, `gpuaas-infra:*`)
+    STACK_CONFIG_INVALID = "STK001"
+    PIN_WITHOUT_SHA256 = "STK002"
+    PIN_MISSING = "STK003"
+    HOST_SECRET_MISSING = "STK004"
 
 
 # code -> (title, default fix hint)
@@ -256,6 +261,23 @@ CATALOGUE: dict[Code, tuple[str, str]] = {
     ),
     Code.DUPLICATE_MOUNT_POINT: ("two mounts at one mount point", "give each mount its own mount_point"),
     Code.PATH_NOT_OFFERED: ("filesystem does not offer that path", "add the path to the filesystem's paths"),
+    Code.STACK_CONFIG_INVALID: (
+        "invalid stack config value",
+        "fix the value in stacks/Pulumi.<stack>.yaml (keys: components/settings.py CONFIG_KEYS)",
+    ),
+    Code.PIN_WITHOUT_SHA256: (
+        "artifact pin without a sha256",
+        "add sha256: <64 lowercase hex digits> (sha256sum of the file the URL serves); a URL alone is never "
+        "trusted",
+    ),
+    Code.PIN_MISSING: (
+        "artifact a host role downloads has no pin",
+        "add gpuaas-infra:hostRoles.artifacts.<name>: {url: ..., sha256: ...} to the stack file",
+    ),
+    Code.HOST_SECRET_MISSING: (
+        "secret a host role needs has no Vault reference",
+        "add gpuaas-infra:hostRoles.secret_refs.<var>: <path>#<key> and fill it in Vault",
+    ),
 }
 
 

@@ -9,11 +9,14 @@ from __future__ import annotations
 import argparse
 import signal
 import sys
+import tempfile
 import threading
 import time
+from pathlib import Path
 
 from .image import ensure_image
 from .lab import LAB_DIR, Lab, clean_stale, describe, preflight
+from .standins import build_standins
 
 DEV_HOSTS = ["dev-control-1", "dev-lab-1", "dev-gpu-1"]
 
@@ -26,6 +29,7 @@ def main(argv: list[str] | None = None) -> int:
     up = sub.add_parser("up", help="boot the hosts and hold until interrupted")
     up.add_argument("hosts", nargs="*", default=DEV_HOSTS)
     sub.add_parser("clean", help="undo runs left behind by dead processes")
+    sub.add_parser("pins", help="build the stand-ins in a temporary directory and print their sha256 pins")
     args = ap.parse_args(argv)
     if args.cmd in ("preflight", "build", "up"):
         reason = preflight()
@@ -45,6 +49,10 @@ def main(argv: list[str] | None = None) -> int:
         with Lab(args.hosts) as info:
             print(describe(info), flush=True)
             stop.wait()
+    elif args.cmd == "pins":
+        with tempfile.TemporaryDirectory() as d:
+            for key, art in sorted(build_standins(Path(d)).items()):
+                print(f"{key}: {art.name} sha256 {art.sha256}")
     elif args.cmd == "clean":
         print("lab: cleaned", clean_stale() or "nothing")
     return 0

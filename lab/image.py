@@ -53,6 +53,7 @@ REPO_PACKAGES = (
     "slurmctld",
     "slurm-client",
     "slurmd",
+    "systemd-journal-remote",  # journal_shipping: systemd-journal-upload and -remote
 )
 # Bump when the build steps change (part of the cache key).
 BUILD_REVISION = 3

@@ -48,8 +48,8 @@ DESCRIPTOR = register(KindDescriptor(
     name="AppInstance",
     identity=("instance.name", "instance.project_id"),
     replaces=("instance.app.slug", "instance.runtime"),  # the platform cannot change an instance's app type
-    in_place=("instance", "stack", "blueprint", "topology", "placements", "platform_url", "vault", "max_parallel",
-              "operation_timeout_s", "cpu_only_offered", "input_endpoints"),
+    in_place=("instance", "stack", "blueprint", "topology", "placements", "platform_url", "platform_ca_bundle", "vault",
+              "max_parallel", "operation_timeout_s", "cpu_only_offered", "input_endpoints"),
     delete_before_replace=True,  # names are unique per project
     summary_outputs=("instance_id", "status", "app_version"),
     doc="a project-scoped app instance converged through idempotent member operations",
@@ -158,6 +158,9 @@ class AppInstance(Resource, module="gpuaas", name="AppInstance"):
     def __init__(self, name: str, args: AppInstanceArgs, placements: pulumi.Input[dict[str, Any]],
                  opts: pulumi.ResourceOptions | None = None,
                  input_endpoints: pulumi.Input[dict[str, Any]] | None = None) -> None:
-        props = {**dict.fromkeys(OUTPUT_KEYS), **args.model_dump(mode="json"), "placements": placements,
+        declared = args.model_dump(mode="json")
+        if declared["platform_ca_bundle"] is None:  # absent, as in state written before the field existed
+            del declared["platform_ca_bundle"]
+        props = {**dict.fromkeys(OUTPUT_KEYS), **declared, "placements": placements,
                  "input_endpoints": input_endpoints or {}}
         super().__init__(AppInstanceProvider(), name, props, opts)

@@ -16,22 +16,26 @@ import os
 import secrets
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from pydantic import SecretStr
 
 from clients.vault import VaultAuthMethod, VaultCredentials, VaultReader, VaultSettings
 from components.host_roles import spec_for
-from components.settings import ArtifactPin, HostRolesSettings, StackSettings
+from components.settings import NAMESPACE, ArtifactPin, StackSettings
+from engine.config import load_stack_config
 from environments import load_environment
 from lab import Lab, LabInfo, preflight
 from providers.common import VaultInputs
 from providers.host_convergence import HostConvergenceSpec, SecretReader
 from simulators.openbao import OpenBaoDevServer
 
+REPO = Path(__file__).resolve().parents[2]
+
 DEV_HOSTS = ["dev-control-1", "dev-lab-1", "dev-gpu-1"]
 SSH_KEY_REF = "dev/ssh/lab-admin#private_key"  # the dev environment's ssh_key_path
-SECRET_REFS = {
+SECRET_REFS = {  # the committed stacks/Pulumi.dev.yaml's hostRoles.secret_refs (lab_spec checks they agree)
     "gpuaas_munge_key": "dev/slurm/munge#key",
     "gpuaas_runner_token": "dev/ci/runner#token",
     "gpuaas_gitlab_root_password": "dev/gitlab/root#password",
@@ -109,15 +113,29 @@ def lab_reader(lab_vault: OpenBaoDevServer) -> SecretReader:
     return reader.read
 
 
+def committed_stack_config(stack: str) -> dict[str, str]:
+    """stacks/Pulumi.<stack>.yaml's config as the program reads it (un-namespaced keys, strings),
+    read the way the engine (and the Pulumi CLI) hands it to the program."""
+    values = load_stack_config(REPO, stack).values
+    return {k.removeprefix(f"{NAMESPACE}:"): v for k, v in values.items()}
+
+
 @pytest.fixture(scope="session")
 def lab_spec(lab: LabInfo, lab_vault: OpenBaoDevServer) -> HostConvergenceSpec:
-    """The spec the host-roles component compiles for dev, on the lab's addresses, artifacts and Vault."""
-    settings = HostRolesSettings(
-        address_overrides={h: str(a) for h, a in lab.hosts.items()},
-        artifacts={k: ArtifactPin(url=a.url, sha256=a.sha256) for k, a in lab.artifacts.items()},
-        apt_source=lab.apt_source,
-        secret_refs=SECRET_REFS,
-    )
-    spec = spec_for(load_environment("dev"), StackSettings(stack="dev", environment="dev"), settings)
+    """The spec the dev program compiles from its committed stack config (pins, secret refs), on the lab:
+    only what the lab must change is changed (host addresses, the apt mirror, the artifacts' host — the
+    committed sha256 pins are kept, so every download is verified against them — and Vault)."""
+    committed = StackSettings.from_config("dev", committed_stack_config("dev"))
+    assert committed.host_roles is not None, "stacks/Pulumi.dev.yaml turns host convergence on"
+    pins = committed.host_roles.artifacts
+    assert committed.host_roles.secret_refs == SECRET_REFS, "the lab's Vault holds the committed secret refs"
+    built = {k: a.sha256 for k, a in lab.artifacts.items()}
+    assert {k: p.sha256 for k, p in pins.items()} == built, "committed pins differ: see `python -m lab pins`"
+    on_lab = committed.host_roles.model_copy(update={
+        "address_overrides": {h: str(a) for h, a in lab.hosts.items()},
+        "artifacts": {k: ArtifactPin(url=lab.artifacts[k].url, sha256=p.sha256) for k, p in pins.items()},
+        "apt_source": lab.apt_source,
+    })
+    spec = spec_for(load_environment("dev"), committed, on_lab)
     vault = VaultInputs(address=lab_vault.address, kv_mount="gpuaas", auth_method=VaultAuthMethod.TOKEN)
     return spec.model_copy(update={"vault": vault})
