@@ -34,6 +34,7 @@ from environments import Environment
 from providers.host_convergence import ArtifactSource, HostConvergence, HostConvergenceSpec, InventoryHost
 from providers.wire import LogicalRole
 
+from .mounts import role_mounts
 from .settings import HostRolesSettings, StackSettings, vault_inputs
 
 
@@ -59,7 +60,8 @@ def inventory_hosts(env: Environment, overrides: dict[str, str]) -> tuple[Invent
     return tuple(InventoryHost(
         hostname=h.hostname, address=ipaddress.IPv4Address(overrides.get(h.hostname, str(h.address))),
         ssh_user=h.ssh_user, logical_role=LogicalRole(h.logical_role.value), roles=tuple(r.value for r in h.roles),
-        runner_tags=tuple(t.value for t in h.runner_tags)) for h in env.hosts)
+        runner_tags=tuple(t.value for t in h.runner_tags), mounts=role_mounts(env, h.logical_role.value))
+        for h in env.hosts)
 
 
 def spec_for(env: Environment, settings: StackSettings, host_roles: HostRolesSettings) -> HostConvergenceSpec:
