@@ -127,7 +127,17 @@ for s in "${sets[@]}"; do
 done
 [ "${#units[@]}" -eq 0 ] && exit 0
 systemctl daemon-reload
-systemctl enable --now "${units[@]}"
+systemctl enable "${units[@]}"
+failed=0
+for u in "${units[@]}"; do
+  systemctl start "$u" && continue
+  failed=1
+  what="$(systemctl show -p What --value "$u" 2>/dev/null || true)"
+  echo "install-mounts: $u did not mount $what (a WEKA filesystem that does not exist on its backends," \\
+    "or backends the client cannot reach); fix: check filesystems[].fs_name and backends in the environment;" \\
+    "journal: $(journalctl -u "$u" -n 5 --no-pager 2>/dev/null | tr '\\n' ' ' || true)" >&2
+done
+exit "$failed"
 """
 
 

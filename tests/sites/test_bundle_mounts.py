@@ -132,8 +132,37 @@ def test_the_installer_installs_and_starts_exactly_the_machines_sets(tmp_path: P
     assert proc.returncode == 0, proc.stderr
     assert sorted(p.relative_to(units).as_posix() for p in units.rglob("*") if p.is_file()) == [
         "mnt-weka-training.mount", "scratch.mount", "scratch.mount.d/lab-stand-in.conf"]
-    assert calls.read_text().splitlines() == ["daemon-reload", "enable --now mnt-weka-training.mount scratch.mount"]
+    assert calls.read_text().splitlines() == ["daemon-reload", "enable mnt-weka-training.mount scratch.mount",
+                                              "start mnt-weka-training.mount", "start scratch.mount"]
     # a set the bundle does not carry is an error, not a silent no-op
     bundle_json.write_text(json.dumps({"mount_sets": ["pool-elsewhere"]}))
     proc = subprocess.run([str(installer), str(bundle_json)], capture_output=True, text=True, env=env_vars, timeout=30)
     assert proc.returncode == 1 and "mount set pool-elsewhere is not in this bundle" in proc.stderr
+
+
+def test_a_filesystem_missing_on_the_cluster_fails_the_first_boot_naming_the_unit_and_the_fix(tmp_path: Path) -> None:
+    """A declared filesystem the WEKA cluster does not have: only the node can find out (mount fails). The
+    installer starts every unit, then fails naming each unit that did not mount, its source and the fix."""
+    env = prod_with_mounts(tmp_path)
+    bundle = tmp_path / "bundle"
+    for path, data in render_bundle(spec_of(env, "dal1-h200")).items():
+        (bundle / path).parent.mkdir(parents=True, exist_ok=True)
+        (bundle / path).write_bytes(data)
+    (bundle / INSTALLER).chmod(0o755)
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    what = "weka-dal1-1.prod.gpuaas.internal,weka-dal1-2.prod.gpuaas.internal/training"
+    fake = {"systemctl": f'#!/bin/sh\ncase "$1" in start) exit 1;; show) echo "{what}";; esac\nexit 0\n',
+            "journalctl": "#!/bin/sh\necho 'mount error: filesystem training not found'\n"}
+    for name, text in fake.items():
+        (bin_dir / name).write_text(text)
+        (bin_dir / name).chmod(0o755)
+    bundle_json = tmp_path / "bundle.json"
+    bundle_json.write_text(json.dumps({"mount_sets": ["pool-dal1-h200-a"]}))
+    proc = subprocess.run([str(bundle / INSTALLER), str(bundle_json)], capture_output=True, text=True, timeout=30,
+                          env={**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}",
+                               "GPUAAS_UNIT_DIR": str(tmp_path / "units")})
+    assert proc.returncode == 1
+    assert f"install-mounts: mnt-weka-training.mount did not mount {what}" in proc.stderr
+    assert "fix: check filesystems[].fs_name and backends" in proc.stderr
+    assert "filesystem training not found" in proc.stderr
