@@ -369,7 +369,8 @@ _LINKS: dict[str, dict[str, tuple[str, dict[str, str]]]] = {
         "ListUiRoutes": ("listUiRoutes", {"project_id": _PROJECT, "instance_id": "$request.path.instance_id"}),
         "RemoveUiRoute": (
             "removeUiRoute",
-            {"project_id": _PROJECT, "instance_id": "$request.path.instance_id", "route_id": "$response.body#/route_id"},
+            {"project_id": _PROJECT, "instance_id": "$request.path.instance_id",
+             "route_id": "$response.body#/route_id"},
         ),
     },
     "requestMemberOperation": {
