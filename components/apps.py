@@ -63,6 +63,7 @@ def instance_args(env: Environment, settings: StackSettings, a: AppDoc) -> AppIn
                                        for c in bp.runtime_combinations)),
         topology=_topology(env, a),
         platform_url=platform_url(env, settings),
+        platform_ca_bundle=env.ca_bundles.platform,
         vault=vault_inputs(env, settings),
         max_parallel=settings.app_member_parallelism,
         operation_timeout_s=settings.app_operation_timeout_s,

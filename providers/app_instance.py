@@ -48,8 +48,8 @@ DESCRIPTOR = register(KindDescriptor(
     name="AppInstance",
     identity=("instance.name", "instance.project_id"),
     replaces=("instance.app.slug", "instance.runtime"),  # the platform cannot change an instance's app type
-    in_place=("instance", "stack", "blueprint", "topology", "placements", "platform_url", "vault", "max_parallel",
-              "operation_timeout_s", "cpu_only_offered", "input_endpoints"),
+    in_place=("instance", "stack", "blueprint", "topology", "placements", "platform_url", "platform_ca_bundle", "vault",
+              "max_parallel", "operation_timeout_s", "cpu_only_offered", "input_endpoints"),
     delete_before_replace=True,  # names are unique per project
     summary_outputs=("instance_id", "status", "app_version"),
     doc="a project-scoped app instance converged through idempotent member operations",

@@ -31,7 +31,7 @@ from clients.platform import PlatformApiError, PlatformClient
 from clients.platform import models as pm
 from clients.platform.models.codes import ErrorCode
 from clients.vault import VaultCredentials
-from providers.common import vault_reader
+from providers.common import resolve_ca, vault_reader
 
 from .failures import MESSAGE_CHARS, REFUSED, SHOWN_FAILURES, AppInstanceFailed, OpFailure, idempotency_key  # noqa: F401
 from .plan import Action, ActionKind, Observed, Phase, plan_members
@@ -98,7 +98,7 @@ class AppInstanceReconciler:
     def client(self) -> Iterator[PlatformClient]:
         path = self.spec.instance.service_account_token_path
         token = vault_reader(self.spec.vault, self._credentials).read(path)
-        with PlatformClient(self.spec.platform_url, token) as api:
+        with PlatformClient(self.spec.platform_url, token, ca_bundle=resolve_ca(self.spec.platform_ca_bundle)) as api:
             try:
                 yield api
             except PlatformApiError as e:
