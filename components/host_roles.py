@@ -35,6 +35,7 @@ from environments.findings import Code, Finding, finding
 from providers.host_convergence import ArtifactSource, HostConvergence, HostConvergenceSpec, InventoryHost
 from providers.wire import LogicalRole
 
+from .mounts import role_mounts
 from .settings import HOST_ROLES, NAMESPACE, HostRolesSettings, StackSettings, stack_file, vault_inputs
 
 # Ansible role -> (artifacts it downloads, secret vars it renders): what its `assert` tasks require.
@@ -69,7 +70,8 @@ def inventory_hosts(env: Environment, overrides: dict[str, str]) -> tuple[Invent
     return tuple(InventoryHost(
         hostname=h.hostname, address=ipaddress.IPv4Address(overrides.get(h.hostname, str(h.address))),
         ssh_user=h.ssh_user, logical_role=LogicalRole(h.logical_role.value), roles=tuple(r.value for r in h.roles),
-        runner_tags=tuple(t.value for t in h.runner_tags)) for h in env.hosts)
+        runner_tags=tuple(t.value for t in h.runner_tags), mounts=role_mounts(env, h.logical_role.value))
+        for h in env.hosts)
 
 
 def spec_for(env: Environment, settings: StackSettings, host_roles: HostRolesSettings) -> HostConvergenceSpec:

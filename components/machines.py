@@ -35,6 +35,7 @@ from providers.machines.spec import (
     TeardownMode,
 )
 
+from .mounts import machine_mount_sets
 from .settings import StackSettings, platform_url, vault_inputs
 
 
@@ -89,6 +90,7 @@ def machine_spec(
             bundle_ref=bundle["ref"],
             bundle_digest=bundle["digest"],
             launcher_url=bundle.get("launcher_url", ""),
+            mount_sets=machine_mount_sets(env, doc),
         ),
     )
 

@@ -25,6 +25,7 @@ from providers.roce_assignment import MaasInputs, MachineNics, Pool, RoceAssignm
 from providers.site_profile import PlatformInputs, ProfileInputs, SiteInputs, SiteProfile, SiteProfileArgs
 from providers.wire import FabricMode, Tier
 
+from .mounts import bundle_mount_sets
 from .settings import StackSettings, platform_url, store_inputs, vault_inputs
 
 
@@ -46,6 +47,7 @@ def bundle_spec(env: Environment, settings: StackSettings, b: BundleDoc) -> Bund
         site_context=BundleSite(name=site.name, bmc_network=str(site.bmc_network),
                                 customer_handoff=site.customer_handoff),
         profile=_bundle_profile(env, b), store=store_inputs(env, settings), vault=vault_inputs(env, settings),
+        mounts=bundle_mount_sets(env, b.name),
     )
 
 

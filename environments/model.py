@@ -17,13 +17,15 @@ from typing import Annotated
 from pydantic import AfterValidator, Field, field_validator
 
 from .model_base import Name, _Model
-from .model_runtime import (  # noqa: F401 - CapacityShape, CookiePolicy, FramePolicy: mirrored by providers.wire
+from .model_runtime import (  # noqa: F401 - CapacityShape ... LabStandIn, MountPurpose: mirrored by providers.wire
     Allocation,
     AppInputValue,
     CapacityShape,
     CookiePolicy,
     Filesystem,
     FramePolicy,
+    LabStandIn,
+    MountPurpose,
     StorageMount,
     UiRoute,
 )

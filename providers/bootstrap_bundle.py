@@ -54,7 +54,7 @@ __all__ = ["BootstrapBundle", "BootstrapBundleProvider", "BundleProfile", "Bundl
 DESCRIPTOR = register(KindDescriptor(
     name="BootstrapBundle",
     identity=("name", "site"),  # they name the object key: a new object, not a new version
-    in_place=("template_set", "packages", "values", "site_context", "profile", "store", "vault", "digest"),
+    in_place=("template_set", "packages", "values", "site_context", "profile", "store", "vault", "mounts", "digest"),
     ignored=("files", "size"),  # derived by check from the rendered files; `digest` covers them
     summary_outputs=("digest", "url"),
     doc="a deterministic, content-addressed bundle published to S3 (same inputs, same digest, no diff)",
@@ -132,4 +132,6 @@ class BootstrapBundle(Resource, module="gpuaas", name="BootstrapBundle"):
 
     def __init__(self, name: str, spec: BundleSpec, opts: pulumi.ResourceOptions | None = None) -> None:
         outs = {"ref": None, "digest": None, "size": None, "url": None, "files": None}
-        super().__init__(BootstrapBundleProvider(), name, {**outs, **spec.model_dump(mode="json")}, opts)
+        # no `mounts` key when the bundle carries none: the inputs of a bundle without mounts stay as they were
+        props = spec.model_dump(mode="json", exclude=None if spec.mounts else {"mounts"})
+        super().__init__(BootstrapBundleProvider(), name, {**outs, **props}, opts)

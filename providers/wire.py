@@ -85,6 +85,17 @@ class CookiePolicy(StrEnum):
     SHARED = "shared"
 
 
+class MountPurpose(StrEnum):
+    TRAINING = "training"
+    DATA = "data"
+    NOTEBOOKS = "notebooks"
+    SCRATCH = "scratch"
+
+
+class LabStandIn(StrEnum):
+    TMPFS = "tmpfs"
+
+
 _VAULT_REF = re.compile(r"^[A-Za-z0-9_.-]+(/[A-Za-z0-9_.-]+)*#[A-Za-z0-9_.-]+$")
 
 
@@ -99,4 +110,4 @@ Name = Annotated[str, Field(pattern=r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")]
 
 # Enum classes whose values must match the environment model's enum of the same name.
 MIRRORED = (Tier, FabricMode, EraseMode, LogicalRole, OperatingMode, ControlPlaneScope, RuntimeBackend,
-            TenantBoundaryMode, CapacityShape, FramePolicy, CookiePolicy)
+            TenantBoundaryMode, CapacityShape, FramePolicy, CookiePolicy, MountPurpose, LabStandIn)

@@ -359,6 +359,19 @@ _LINKS: dict[str, dict[str, tuple[str, dict[str, str]]]] = {
             {"project_id": _PROJECT, "instance_id": "$response.body#/instance_id"},
         ),
         "Upgrade": ("upgradeAppInstance", {"project_id": _PROJECT, "instance_id": "$response.body#/instance_id"}),
+        "ListUiRoutes": ("listUiRoutes", {"project_id": _PROJECT, "instance_id": "$response.body#/instance_id"}),
+        "RegisterUiRoute": (
+            "registerUiRoute",
+            {"project_id": _PROJECT, "instance_id": "$response.body#/instance_id"},
+        ),
+    },
+    "registerUiRoute": {
+        "ListUiRoutes": ("listUiRoutes", {"project_id": _PROJECT, "instance_id": "$request.path.instance_id"}),
+        "RemoveUiRoute": (
+            "removeUiRoute",
+            {"project_id": _PROJECT, "instance_id": "$request.path.instance_id",
+             "route_id": "$response.body#/route_id"},
+        ),
     },
     "requestMemberOperation": {
         "GetOperation": ("getOperation", {"project_id": _PROJECT, "operation_id": "$response.body#/operation_id"}),

@@ -155,7 +155,7 @@ class AppInstanceArgs(_M):
     """node (host or machine hostname) -> logical role, or `gpu_node` for a machine that is not a host."""
     platform_url: str
     platform_ca_bundle: str | None = None
-    """PEM file of the CA that signs the platform's certificate (`ca_bundles.platform`); None: system trust."""
+    """PEM file of the CA that signs the platform's certificate (`ca_bundles.platform`; relative: to the repo)."""
     vault: VaultInputs
     max_parallel: int = Field(4, ge=1, le=32)
     operation_timeout_s: float = Field(900.0, gt=0, le=7200)

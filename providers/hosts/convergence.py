@@ -31,6 +31,7 @@ from clients.ansible import ANSIBLE_DIR, SITE_PLAYBOOK, PlaybookRun, RunResult, 
 from environments import rules
 from environments.findings import Finding, Level
 from providers.common import VaultInputs
+from providers.hosts.mounts import DROP_IN, MountDecl, unit_files
 from providers.wire import LogicalRole, VaultRef, Wire
 
 SecretReader = Callable[[str], SecretStr]
@@ -54,6 +55,8 @@ class InventoryHost(Wire):
     roles: tuple[str, ...]
     """Ansible role names (ansible/roles/<name>)."""
     runner_tags: tuple[str, ...] = ()
+    mounts: tuple[MountDecl, ...] = ()
+    """WEKA mounts of the host's logical role (seed 000 §2), rendered into `gpuaas_mounts` for the `common` role."""
 
 
 class HostConvergenceSpec(Wire):
@@ -156,10 +159,18 @@ def build_inventory(hosts: tuple[InventoryHost, ...]) -> dict[str, Any]:
             "gpuaas_logical_role": h.logical_role.value,
             "gpuaas_roles": list(h.roles),
             "gpuaas_runner_tags": list(h.runner_tags),
+            "gpuaas_mounts": _mount_vars(h.mounts),
         }
         for group in [h.logical_role.value, *(f"role_{r}" for r in h.roles)]:
             children.setdefault(group, {"hosts": {}})["hosts"][h.hostname] = {}
     return {"all": {"hosts": out, "children": dict(sorted(children.items()))}}
+
+
+def _mount_vars(mounts: tuple[MountDecl, ...]) -> list[dict[str, str]]:
+    """[{name, unit, drop_in}] per mount unit (drop_in "" when the filesystem is real)."""
+    files = unit_files(mounts)
+    return [{"name": name, "unit": text, "drop_in": files.get(f"{name}.d/{DROP_IN}", "")}
+            for name, text in files.items() if name.endswith(".mount")]
 
 
 def _tree_digest(root: Path) -> str:

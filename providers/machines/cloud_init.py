@@ -25,6 +25,8 @@ def _document(spec: MachineSpec, platform_url: str, node_id: str, token: str) ->
         "ref": spec.deploy.bundle_ref,
         "sha256": spec.deploy.bundle_digest,
         "launcher_url": spec.deploy.launcher_url,
+        # the bundle's mount sets this machine installs (its pool's, its own); absent when none
+        **({"mount_sets": list(spec.deploy.mount_sets)} if spec.deploy.mount_sets else {}),
     }
     enrollment = {"platform_url": platform_url, "node_id": node_id, "enrollment_token": token}
     doc = {

@@ -114,6 +114,9 @@ class DeploySpec(_Spec):
     bundle_ref: str
     bundle_digest: str
     launcher_url: str = ""
+    mount_sets: tuple[str, ...] | None = None
+    """The bundle's WEKA mount sets this machine installs (`pool-<pool>`, `machine-<hostname>`), or None:
+    None, not empty, so a machine without mounts keeps the inputs and fingerprint it had before mounts."""
 
 
 class Deadlines(_Spec):
@@ -159,7 +162,7 @@ class MachineSpec(_Spec):
     def deploy_fingerprint(self) -> str:
         """Digest of every input whose change redeploys the machine (stored in MAAS owner data)."""
         material = {
-            "deploy": self.deploy.model_dump(mode="json"),
+            "deploy": self.deploy.model_dump(mode="json", exclude=None if self.deploy.mount_sets else {"mount_sets"}),
             "storage": self.storage.model_dump(mode="json"),
             "roce": [link.model_dump(mode="json") for link in self.roce_links],
         }

@@ -12,7 +12,10 @@ exactly the bundles it renders.
 
 Templates: `providers/bundle_templates/<template_set>/**/*.j2` (or `gpuaas-infra:bundle_templates_dir`).
 Context: `bundle` (name, site, template_set), `site`, `profile` (policy fields), `packages`
-(driver/runtime/fabric lists, seed 001), `values` (free-form per-bundle values).
+(driver/runtime/fabric lists, seed 001), `values` (free-form per-bundle values), `mounts` (the names of
+the bundle's WEKA mount sets, seed 000 §2). The mount units themselves are not templates: they are
+rendered by providers/hosts/mounts.py under `mounts/<set>/` with their installer (none when no pool
+or machine using the bundle mounts anything, so such a bundle's bytes do not change).
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from clients.s3 import ArtifactStore, S3Location, StoredObject, s3_credentials
 from clients.vault import VaultCredentials
 from providers.common import VaultInputs, resolve_ca, vault_reader
+from providers.hosts.mounts import MountSet, bundle_files
 from providers.sites.bundle_checks import problems
 from providers.wire import FabricMode
 
@@ -101,6 +105,8 @@ class BundleSpec(BaseModel):
     profile: BundleProfile = BundleProfile()
     store: StoreInputs
     vault: VaultInputs
+    mounts: tuple[MountSet, ...] = ()
+    """WEKA mount units per pool / standalone machine that uses this bundle and mounts a filesystem."""
 
     def context(self) -> dict[str, Any]:
         return {
@@ -109,6 +115,7 @@ class BundleSpec(BaseModel):
             "profile": self.profile.model_dump(mode="json"),
             "packages": self.packages.model_dump(),
             "values": dict(self.values),
+            "mounts": sorted(m.name for m in self.mounts),
         }
 
     def key(self, digest: str) -> str:
@@ -172,6 +179,7 @@ def render_bundle(spec: BundleSpec, root: Path = TEMPLATES_ROOT) -> dict[str, by
     if bad:
         raise TemplateError(bad[0][0], "; ".join(m for _, m in bad[:1]) + (
             f" (and {len(bad) - 1} more problem(s): " + ", ".join(t for t, _ in bad[1:]) + ")" if bad[1:] else ""))
+    files.update(bundle_files(spec.mounts))
     manifest = {
         "bundle": spec.name, "site": spec.site, "template_set": spec.template_set,
         "files": {p: hashlib.sha256(b).hexdigest() for p, b in sorted(files.items())},

@@ -212,3 +212,18 @@ def test_stack_settings_read_hostroles_once() -> None:
     assert StackSettings.from_config("dev", {}).host_roles is None
     with pytest.raises(StackConfigInvalid, match="hostRoles.*bogus"):
         StackSettings.from_config("dev", {"hostRoles": '{"bogus": 1}'})
+
+
+def test_the_inventory_carries_each_hosts_weka_mount_units() -> None:
+    """dev mounts its training filesystem on worker_compute hosts (seed 000 §2): dev-gpu-1 carries the real
+    wekafs unit plus the lab's disclosed stand-in drop-in; the other hosts carry none."""
+    hosts = build_inventory(dev_spec().hosts)["all"]["hosts"]
+    assert hosts["dev-control-1"]["gpuaas_mounts"] == [] and hosts["dev-lab-1"]["gpuaas_mounts"] == []
+    (mount,) = hosts["dev-gpu-1"]["gpuaas_mounts"]
+    assert mount["name"] == "mnt-weka-training.mount"
+    assert "Type=wekafs" in mount["unit"] and "What=weka-lab-1.dev.gpuaas.internal/training" in mount["unit"]
+    assert "Type=tmpfs" in mount["drop_in"] and "lab stand-in" in mount["drop_in"]
+    # the inventory is part of the content hash: a changed mount reruns the playbook
+    spec = dev_spec()
+    hosts_no_mount = tuple(h.model_copy(update={"mounts": ()}) for h in spec.hosts)
+    assert plan(spec).content_hash != plan(spec.model_copy(update={"hosts": hosts_no_mount})).content_hash

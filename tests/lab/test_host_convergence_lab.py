@@ -149,6 +149,22 @@ def test_each_host_runs_exactly_its_roles_services(lab: LabInfo) -> None:
                     "dev-gpu-1": ["worker-compute"]}, tags
 
 
+def test_the_weka_mount_unit_is_installed_and_active_on_the_worker(lab: LabInfo) -> None:
+    """dev mounts its training filesystem on worker_compute hosts (seed 000 §2): the real wekafs unit, with the
+    lab's disclosed tmpfs stand-in as a drop-in, enabled and mounted on dev-gpu-1 only."""
+    if "first" not in _state:
+        pytest.fail("the converge test did not leave its result: it failed or did not run first")
+    unit = "mnt-weka-training.mount"
+    state = lab.ssh("dev-gpu-1", f"systemctl is-enabled {unit}; systemctl is-active {unit}; "
+                                 "findmnt -n -o FSTYPE /mnt/weka/training").stdout.split()
+    assert state == ["enabled", "active", "tmpfs"], state
+    shown = lab.ssh("dev-gpu-1", f"systemctl cat {unit}").stdout
+    assert "Type=wekafs" in shown and "What=weka-lab-1.dev.gpuaas.internal/training" in shown
+    assert "lab stand-in" in shown and "Type=tmpfs" in shown
+    for h in ("dev-control-1", "dev-lab-1"):
+        assert lab.ssh(h, f"test -e /etc/systemd/system/{unit}").returncode == 1, h
+
+
 def _poll(fn: Any, deadline_s: float = 60) -> Any:
     end = time.monotonic() + deadline_s
     while True:
