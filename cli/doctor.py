@@ -12,11 +12,9 @@ import argparse
 import sys
 from collections.abc import Callable
 from enum import StrEnum
-from pathlib import Path
 from typing import Any
 
 import httpx
-import yaml
 from pydantic import BaseModel, ConfigDict, SecretStr
 
 from clients.maas import MaasSiteClient
@@ -33,16 +31,15 @@ from clients.vault import (
     VaultSettings,
     credentials_from_config,
 )
-from components.settings import NAMESPACE, EmbeddedEndpointMissing, StackSettings
+from components.settings import EmbeddedEndpointMissing, StackSettings
 from environments import Environment
 from environments.model import EndpointKind
 from environments.rules_tls import resolve_ca
 from providers.machines.ports import MaasError
 
-from .secrets import SHAPE_TEXT, SecretEntry, load, secret_checklist, shape_problem
+from .secrets import SHAPE_TEXT, SecretEntry, load, secret_checklist, shape_problem, stack_config
 from .table import render_table
 
-STACKS_DIR = Path(__file__).resolve().parent.parent / "stacks"
 TIMEOUT_S = 5.0
 CONTRACT_BROKEN, OUTSIDE = "invalid_response", "answer outside the contract"  # the platform client's code
 
@@ -61,23 +58,6 @@ class Row(BaseModel):
     status: Status
     detail: str = ""
     hint: str = ""
-
-
-def stack_config(stack: str, overrides: list[str], stacks_dir: Path = STACKS_DIR) -> dict[str, str]:
-    """Plain values of stacks/Pulumi.<stack>.yaml (encrypted ones cannot be read without Pulumi),
-    then `--config key=value` overrides; keys without the `gpuaas-infra:` namespace."""
-    out: dict[str, str] = {}
-    path = stacks_dir / f"Pulumi.{stack}.yaml"
-    if path.exists():
-        for key, value in ((yaml.safe_load(path.read_text()) or {}).get("config") or {}).items():
-            if isinstance(value, str | int | float | bool):
-                out[str(key).removeprefix(f"{NAMESPACE}:")] = str(value)
-    for item in overrides:
-        key, sep, value = item.partition("=")
-        if not sep or not key:
-            raise ValueError(f"--config {item.split('=')[0]!r}: write key=value (e.g. embedded_maas_url=http://...)")
-        out[key.removeprefix(f"{NAMESPACE}:")] = value
-    return out
 
 
 class Doctor:
@@ -199,7 +179,8 @@ class Doctor:
 
     # --- Vault -----------------------------------------------------------------------------------
     def vault(self, url: str | None) -> dict[str, SecretStr]:
-        entries = secret_checklist(self.env)
+        roles = self.settings.host_roles
+        entries = secret_checklist(self.env, roles.secret_refs if roles else None)
         if not self.answered(url):
             self.skip("vault auth", url or "vault", "Vault not reachable")
             for e in entries:

@@ -1,7 +1,8 @@
 """`gpuaas-infra secrets <env>`: the Vault entries an environment needs, from the environment model.
 
-One function, `secret_checklist(env)`, builds the list (path, key, expected shape, which resource
-kinds read it and when); `--template` prints a YAML fill-in sheet with empty values; `doctor` checks
+One function, `secret_checklist(env, host_secret_refs)`, builds the list (path, key, expected shape,
+which resource kinds read it and when), the stack's host-role secrets (`hostRoles.secret_refs`)
+included; `--template` prints a YAML fill-in sheet with empty values; `doctor` checks
 the same list against Vault. Nothing here reads a secret value.
 """
 
@@ -11,10 +12,13 @@ import argparse
 import json
 import sys
 from enum import StrEnum
+from pathlib import Path
 from typing import NamedTuple
 
+import yaml
 from pydantic import BaseModel, ConfigDict, SecretStr
 
+from components.settings import NAMESPACE, StackConfigInvalid, StackSettings
 from environments import Environment, EnvironmentInvalid, load_environment
 
 
@@ -26,6 +30,7 @@ class Shape(StrEnum):
     S3_KEYS = "json_s3_keys"
     USER_PASSWORD = "json_user_password"
     PEM_PRIVATE_KEY = "pem_private_key"
+    STRING = "string"
 
 
 SHAPE_TEXT: dict[Shape, str] = {
@@ -34,6 +39,7 @@ SHAPE_TEXT: dict[Shape, str] = {
     Shape.S3_KEYS: 'JSON {"access_key_id", "secret_access_key"}',
     Shape.USER_PASSWORD: 'JSON {"user", "password"} (BMC/IPMI)',
     Shape.PEM_PRIVATE_KEY: "PEM private key (-----BEGIN ... PRIVATE KEY-----)",
+    Shape.STRING: "string (a host role's secret: munge key, runner token, password)",
 }
 
 JSON_KEYS: dict[Shape, tuple[str, ...]] = {
@@ -128,10 +134,21 @@ def _entries(env: Environment) -> list[_Use]:
     return out
 
 
-def secret_checklist(env: Environment) -> list[SecretEntry]:
-    """Every Vault entry `env` needs, one per reference, readers merged; sorted by path and key."""
+def _host_role_entries(env: Environment, refs: dict[str, str]) -> list[_Use]:
+    """The stack's `hostRoles.secret_refs` (stack config, not the environment): read by HostConvergence
+    when it converges the hosts whose roles render that variable."""
+    hosts = ", ".join(h.hostname for h in env.hosts) or "no hosts"
+    return [
+        _use(ref, Shape.STRING, f"{NAMESPACE}:hostRoles.secret_refs.{var}", "HostConvergence", hosts, _APPLY)
+        for var, ref in sorted(refs.items())
+    ]
+
+
+def secret_checklist(env: Environment, host_secret_refs: dict[str, str] | None = None) -> list[SecretEntry]:
+    """Every Vault entry `env` needs (and, given the stack's `hostRoles.secret_refs`, those of its host
+    roles), one per reference, readers merged; sorted by path and key."""
     merged: dict[str, SecretEntry] = {}
-    for ref, shape, reader, where in _entries(env):
+    for ref, shape, reader, where in _entries(env) + _host_role_entries(env, host_secret_refs or {}):
         path, _, key = ref.partition("#")
         old = merged.get(ref)
         if old is None:
@@ -219,6 +236,35 @@ def render_template(env: Environment, entries: list[SecretEntry]) -> str:
     return "\n".join(lines) + "\n"
 
 
+STACKS_DIR = Path(__file__).resolve().parent.parent / "stacks"
+
+
+def stack_config(stack: str, overrides: list[str], stacks_dir: Path = STACKS_DIR) -> dict[str, str]:
+    """Plain values of stacks/Pulumi.<stack>.yaml (encrypted ones cannot be read without Pulumi;
+    mappings such as hostRoles as JSON), then `--config key=value` overrides; keys without the
+    `gpuaas-infra:` namespace."""
+    out: dict[str, str] = {}
+    path = stacks_dir / f"Pulumi.{stack}.yaml"
+    if path.exists():
+        for key, value in ((yaml.safe_load(path.read_text()) or {}).get("config") or {}).items():
+            if isinstance(value, str | int | float | bool):
+                out[str(key).removeprefix(f"{NAMESPACE}:")] = str(value)
+            elif isinstance(value, dict) and "secure" not in value:
+                out[str(key).removeprefix(f"{NAMESPACE}:")] = json.dumps(value)
+    for item in overrides:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise ValueError(f"--config {item.split('=')[0]!r}: write key=value (e.g. embedded_maas_url=http://...)")
+        out[key.removeprefix(f"{NAMESPACE}:")] = value
+    return out
+
+
+def stack_secret_refs(stack: str, env: Environment) -> dict[str, str]:
+    """The stack's `hostRoles.secret_refs` (empty when the stack converges no hosts or has no file)."""
+    settings = StackSettings.from_config(stack, {**stack_config(stack, []), "environment": env.name})
+    return dict(settings.host_roles.secret_refs) if settings.host_roles else {}
+
+
 def load(name: str) -> Environment | None:
     """The compiled environment, or None after printing its findings (bad input, exit 2)."""
     try:
@@ -237,12 +283,16 @@ def secrets_main(argv: list[str]) -> int:
     )
     parser.add_argument("env", help="environment name (environments/<env>.yaml) or a .yaml path")
     parser.add_argument("--template", action="store_true", help="print a YAML fill-in template (values empty)")
+    parser.add_argument("--stack", help="the stack whose hostRoles secrets to add (default: the environment's name)")
     args = parser.parse_args(argv)
     env = load(args.env)
     if env is None:
         return 2
     try:
-        entries = secret_checklist(env)
+        entries = secret_checklist(env, stack_secret_refs(args.stack or env.name, env))
+    except StackConfigInvalid as invalid:
+        sys.stderr.write(f"{invalid}\n")
+        return 2
     except ValueError as conflict:
         sys.stderr.write(f"{conflict}\n")
         return 2

@@ -102,3 +102,19 @@ def test_the_command_prints_the_checklist_and_a_yaml_template(capsys: pytest.Cap
 def test_an_unknown_environment_is_exit_2_with_a_fix(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["secrets", "no-such-env"]) == 2
     assert "fix:" in capsys.readouterr().err
+
+
+def test_the_dev_checklist_includes_its_stacks_host_role_secrets(capsys) -> None:  # noqa: ANN001
+    """The host roles' secrets live in stack config (hostRoles.secret_refs), not the environment: the
+    checklist (and so doctor and the fill-in template) lists them too, as HostConvergence reads them."""
+    from cli.secrets import secrets_main
+
+    assert secrets_main(["dev", "--template"]) == 0
+    template = capsys.readouterr().out
+    for ref_path in ("dev/slurm/munge", "dev/ci/runner", "dev/gitlab/root"):
+        assert ref_path in template, template
+    env = load_environment("dev")
+    by_ref = {e.ref: e for e in secret_checklist(env, {"gpuaas_munge_key": "dev/slurm/munge#key"})}
+    entry = by_ref["dev/slurm/munge#key"]
+    assert entry.shape is Shape.STRING and entry.readers[0].kind == "HostConvergence"
+    assert entry.field == "gpuaas-infra:hostRoles.secret_refs.gpuaas_munge_key"
