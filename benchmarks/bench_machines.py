@@ -44,26 +44,27 @@ MAAS_SCALE = 4e-3  # commissioning 2.4 s, deploying 3.6 s per machine (MAAS-scal
 PROJECT = REPO / "benchmarks" / "fleet_project"
 
 
-def bench_environment(tmp: Path) -> Path:
+def bench_environment(tmp: Path, n: int = N, p: int = P) -> Path:
+    """local.yaml with one pool of `n` machines (profile limit `p`) and no hosts or app instances."""
     doc = yaml.safe_load((REPO / "environments" / "local.yaml").read_text())
     doc["name"] = "local"
-    doc["sites"][0]["profiles"][0]["batch_max_parallel"] = P
+    doc["sites"][0]["profiles"][0]["batch_max_parallel"] = p
     doc["machine_pools"] = [{"name": "bench", "site": "local", "profile": "h200-lab"}]
     doc["machines"] = [
         {
-            "hostname": f"bench-{i:03d}",
-            "ipmi_address": f"172.16.20.{20 + i}",
-            "pxe_mac": f"b0:7b:25:20:01:{i:02x}",
+            "hostname": f"bench-{i:04d}",
+            "ipmi_address": f"172.16.{20 + i // 250}.{1 + i % 250}",
+            "pxe_mac": f"b0:7b:25:21:{i // 256:02x}:{i % 256:02x}",
             "sku": "h200",
             "site": "local",
             "profile": "h200-lab",
             "pool": "bench",
         }
-        for i in range(N)
+        for i in range(n)
     ]
     doc["hosts"] = [h for h in doc["hosts"] if not h.get("machine")]
     doc["app_instances"] = []
-    path = tmp / "local.yaml"
+    path = tmp / f"bench-{n}.yaml"
     path.write_text(yaml.safe_dump(doc, sort_keys=False))
     return path
 

@@ -25,9 +25,14 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-import yaml  # noqa: E402
-
-from benchmarks.bench_machines import MAAS_SCALE, PROJECT, connection, per_machine_time, register  # noqa: E402
+from benchmarks.bench_machines import (  # noqa: E402
+    MAAS_SCALE,
+    PROJECT,
+    bench_environment,
+    connection,
+    per_machine_time,
+    register,
+)
 from components.machines import policy_input  # noqa: E402
 from engine.api import Engine  # noqa: E402
 from environments import load_environment  # noqa: E402
@@ -35,29 +40,6 @@ from simulators.localstack import LocalStack, machine_specs  # noqa: E402
 
 PARALLEL = {64: 16, 256: 32, 1024: 64}
 TARGETS = {"efficiency": 0.9, "requests": 15.0, "state_kb": 2.0, "noop_s": 5.0, "preview_s": 5.0}
-
-
-def environment(tmp: Path, n: int, p: int) -> Path:
-    doc = yaml.safe_load((REPO / "environments" / "local.yaml").read_text())
-    doc["sites"][0]["profiles"][0]["batch_max_parallel"] = p
-    doc["machine_pools"] = [{"name": "bench", "site": "local", "profile": "h200-lab"}]
-    doc["machines"] = [
-        {
-            "hostname": f"bench-{i:04d}",
-            "ipmi_address": f"172.16.{20 + i // 250}.{1 + i % 250}",
-            "pxe_mac": f"b0:7b:25:21:{i // 256:02x}:{i % 256:02x}",
-            "sku": "h200",
-            "site": "local",
-            "profile": "h200-lab",
-            "pool": "bench",
-        }
-        for i in range(n)
-    ]
-    doc["hosts"] = [h for h in doc["hosts"] if not h.get("machine")]
-    doc["app_instances"] = []
-    path = tmp / f"scale-{n}.yaml"
-    path.write_text(yaml.safe_dump(doc, sort_keys=False))
-    return path
 
 
 def _timed(fn: Any) -> tuple[float, Any]:
@@ -70,7 +52,7 @@ def measure(n: int) -> dict[str, float]:
     # size: one size end to end (world, first up, no-op up, preview, refresh), read top to bottom
     p = PARALLEL.get(n, max(1, n // 16))
     with tempfile.TemporaryDirectory() as tmp:
-        env_path = environment(Path(tmp), n, p)
+        env_path = bench_environment(Path(tmp), n, p)
         env = load_environment(env_path)
         with LocalStack(str(env_path), maas_time_scale=MAAS_SCALE) as world:
             assert world.maas is not None
