@@ -1,6 +1,7 @@
 """The doctor's remaining failures, each produced once with its hint (test_doctor.py holds the others):
 a named CA bundle it cannot load, an endpoint that accepts connections but never answers, a URL that is
-not MAAS, no Vault credentials at all, a platform that answers outside the contract, a missing bucket.
+not MAAS, no Vault credentials at all, a platform that answers outside the contract, a missing bucket,
+S3 keys the store refuses, a Vault entry deleted mid-run.
 docs/operations.md §3 lists every check; tests/cli/test_doctor.py's FAULTS and this file cover each FAIL."""
 
 from __future__ import annotations
@@ -143,3 +144,36 @@ def test_a_missing_bucket_fails_with_how_to_create_it(world: LocalStack) -> None
     (only,) = _failed(_rows(world, world.env.model_copy(update={"artifact_store": store})))
     assert (only.check, only.target) == ("s3 bucket", "s3://gpuaas-no-such-bucket")
     assert only.detail.startswith("bucket_missing") and "create the bucket" in only.hint
+
+
+def test_s3_keys_the_store_refuses_fail_the_bucket_row_with_the_fix(
+    world: LocalStack, monkeypatch: pytest.MonkeyPatch  # noqa: F811
+) -> None:
+    """moto checks signatures only once told to (its INITIAL_NO_AUTH_ACTION_COUNT): then the publisher
+    keys from Vault, unknown to the store's IAM, are refused as a real S3 refuses them."""
+    from moto import settings as moto_settings
+
+    monkeypatch.setattr(moto_settings, "INITIAL_NO_AUTH_ACTION_COUNT", 0)
+    (only,) = _failed(_rows(world))
+    assert only.check == "s3 bucket" and only.detail.startswith("access_denied"), only
+    assert "publisher credentials in Vault" in only.hint
+
+
+def test_a_vault_entry_deleted_between_its_check_and_the_s3_read_fails_the_bucket_row(
+    world: LocalStack, monkeypatch: pytest.MonkeyPatch  # noqa: F811
+) -> None:
+    """A hand change while doctor runs: the publisher keys are deleted from the real Vault after the
+    entries were checked and before the S3 check reads them again."""
+    assert world.vault is not None
+    env = world.env
+    path = env.artifact_store.credentials_path.partition("#")[0]
+    real = cli.doctor.s3_credentials
+
+    def deleted_first(reader, ref):  # noqa: ANN001, ANN202 - same signature as clients.s3.s3_credentials
+        world.vault.client().secrets.kv.v2.delete_metadata_and_all_versions(path=path, mount_point=env.vault.kv_mount)
+        return real(reader, ref)
+
+    monkeypatch.setattr(cli.doctor, "s3_credentials", deleted_first)
+    (only,) = _failed(_rows(world))
+    assert only.check == "s3 bucket" and only.detail == "path_missing", only
+    assert only.hint
