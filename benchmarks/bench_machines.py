@@ -62,6 +62,11 @@ def bench_environment(tmp: Path, n: int = N, p: int = P) -> Path:
         }
         for i in range(n)
     ]
+    if n > 200:  # local's RoCE pools (241 per rail) and BMC /24 are lab-sized: widen them for fleet sizes
+        doc["sites"][0]["bmc_network"] = "172.16.0.0/16"
+        for pool in doc["roce_pools"]:
+            net = f"10.{224 + int(pool['rail'])}"
+            pool.update(subnet=f"{net}.0.0/16", range={"start": f"{net}.0.10", "end": f"{net}.255.250"})
     doc["hosts"] = [h for h in doc["hosts"] if not h.get("machine")]
     doc["app_instances"] = []
     path = tmp / f"bench-{n}.yaml"

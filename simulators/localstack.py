@@ -241,11 +241,13 @@ def machine_specs(env: Environment, bundle_digest: str = "0" * 64) -> dict[str, 
             for rail, iface in enumerate(env.sku(m.sku).fabric_interfaces)
         ]
         table = allocate(pools, nics, {}) if nics else {}
+        by_host: dict[str, list[Any]] = {}
+        for (host, _), e in sorted(table.items(), key=lambda kv: kv[1].rail):  # once, not per machine
+            by_host.setdefault(host, []).append(e)
         for m in (m for m in env.machines if m.site == site.name):
             links = [
                 {"interface": e.interface, "subnet": e.subnet, "address": e.address, "mtu": e.mtu}
-                for (host, _), e in sorted(table.items(), key=lambda kv: kv[1].rail)
-                if host == m.hostname
+                for e in by_host.get(m.hostname, [])
             ]
             bundle = {
                 "ref": f"s3://{env.artifact_store.bucket}/bundles/{site.name}/{bundle_digest}.tar.gz",
