@@ -34,7 +34,8 @@ def test_the_projects_pipeline_is_clean() -> None:
 @pytest.mark.parametrize(
     ("edits", "code"),
     [
-        ([("  resource_group: deploy-prod-control\n", "  resource_grup: deploy-prod-control\n")], "CI001"),  # schema: typo
+        # schema: a typo
+        ([("  resource_group: deploy-prod-control\n", "  resource_grup: deploy-prod-control\n")], "CI001"),
         ([("      when: manual\n      allow_failure", "      when: manually\n      allow_failure")], "CI001"),
         ([("stages:\n  - validate\n  - test\n", "stages:\n  - test\n  - validate\n")], "CI020"),
         ([("lint:\n  stage: validate", "lint:\n  stage: build")], "CI021"),
