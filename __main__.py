@@ -1,13 +1,14 @@
 """The gpuaas-infra Pulumi program.
 
 Picks the environment from stack config (`gpuaas-infra:environment`, default: the stack name),
-validates and compiles it once, and hands the compiled model to the components.
+validates and compiles it once, and hands the compiled model to the components; `gpuaas-infra:part`
+picks the part of it this stack declares (all, control or site:<name>: components/parts.py).
 """
 
 import pulumi
 
 from components.host_roles import host_roles_findings
-from components.settings import CONFIG_KEYS, NAMESPACE, StackConfigInvalid, StackSettings
+from components.settings import CONFIG_KEYS, NAMESPACE, StackConfigInvalid, StackSettings, part_findings
 from components.stack import declare_environment
 from environments import EnvironmentInvalid, load_environment
 
@@ -23,7 +24,7 @@ except EnvironmentInvalid as invalid:
     # All findings at once, as a plain error (no Python traceback for bad input).
     raise pulumi.RunError(str(invalid)) from None
 
-stack_findings = host_roles_findings(environment, settings)
+stack_findings = part_findings(environment, settings) + host_roles_findings(environment, settings)
 if stack_findings:
     raise pulumi.RunError(str(StackConfigInvalid(stack_findings)))
 

@@ -27,6 +27,7 @@ from ci_lint.rules import (
     job_findings,
     pipeline_findings,
 )
+from ci_lint.stacks import split_findings
 
 RESERVED = frozenset(
     {
@@ -171,7 +172,7 @@ def _rule_findings(where: str, rules: Any) -> list[Finding]:
     return out
 
 
-def project_findings(doc: dict[str, Any]) -> list[Finding]:
+def project_findings(doc: dict[str, Any], stacks_dir: Path | None = None) -> list[Finding]:
     out: list[Finding] = []
     if doc.get("stages") != list(STAGES):
         out.append(
@@ -191,12 +192,17 @@ def project_findings(doc: dict[str, Any]) -> list[Finding]:
             out += _rule_findings(f"{name}.rules", job["rules"])
         out += job_findings(name, job, jobs)
     out += pipeline_findings(jobs)
+    if stacks_dir is not None:
+        out += split_findings(jobs, stacks_dir)
     out += image_findings(doc, jobs)
     return out
 
 
-def lint(path: Path) -> list[str]:
-    """Every problem in the file, as `file: path: CODE message (hint)` lines; empty when clean."""
+def lint(path: Path, stacks_dir: Path | None = None) -> list[str]:
+    """Every problem in the file, as `file: path: CODE message (hint)` lines; empty when clean. The split-stack
+    rules read the stack files in `stacks_dir` (default: `stacks/` beside the file, when it exists)."""
+    if stacks_dir is None and (path.parent / "stacks").is_dir():
+        stacks_dir = path.parent / "stacks"
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
@@ -210,7 +216,7 @@ def lint(path: Path) -> list[str]:
         return [f"{path}: {where}: CI000 not valid YAML: {problem}"]
     if not isinstance(doc, dict):
         return [f"{path}: (top level): CI000 expected a mapping of keywords and jobs"]
-    findings = schema_findings(doc) + project_findings(doc)
+    findings = schema_findings(doc) + project_findings(doc, stacks_dir)
     return [f.render(str(path)) for f in findings]
 
 

@@ -11,7 +11,6 @@ STAGES = ("validate", "test", "preview", "deploy")
 ALLOWED_TAGS = ("platform-control", "sim", "app-control", "worker-compute")
 GPU_TAG = "worker-compute"
 PROMOTION = ("dev", "staging", "prod")
-PREVIEW_STACKS = frozenset(PROMOTION)
 
 _TOKEN = re.compile(
     r"""\s*(?:
@@ -257,18 +256,52 @@ def _script_text(job: dict[str, Any]) -> str:
     return "\n".join(lines(job.get("script") or []))
 
 
+def _stacks(job: dict[str, Any]) -> list[str]:
+    from ci_lint.stacks import job_stacks  # stacks.py builds on this module
+
+    return job_stacks(job)
+
+
+def stack_env(stack: str) -> str:
+    """The promotion environment a stack belongs to: `prod-dal1` -> `prod` (stack files say it exactly;
+    ci_lint/stacks.py checks them)."""
+    return next((e for e in PROMOTION if stack == e or stack.startswith(f"{e}-")), stack)
+
+
+def _promotion_findings(i: int, env: str, name: str, job: dict[str, Any], same_env: list[str],
+                        prev: list[str]) -> list[Finding]:
+    out: list[Finding] = []
+    if "--policy-pack policy" not in _script_text(job):
+        out.append(Finding(code="CI076", path=f"{name}.script", message=f"{env} deploys without the policy pack",
+                           hint="pulumi up ... --policy-pack policy"))
+    if i == 0 and _manual(job):
+        out.append(Finding(code="CI071", path=f"{name}.rules", message=f"{env} should deploy automatically"))
+    if i == 0:
+        return out
+    if not _manual(job):
+        out.append(Finding(code="CI072", path=f"{name}.rules", message=f"{env} deploys without a person",
+                           hint="when: manual"))
+    needed = [n for n, _ in _needs(job, "needs")]
+    # The environment's first jobs (needing none of its own) wait for the previous environment.
+    if not set(needed) & set(same_env) and not set(needed) & set(prev):
+        out.append(Finding(code="CI073", path=f"{name}.needs",
+                           message=f"{env} does not need the {PROMOTION[i - 1]} deploy",
+                           hint=f"promotion is {' -> '.join(PROMOTION)}: needs: [{(prev or ['?'])[-1]}]"))
+    return out
+
+
 def pipeline_findings(jobs: dict[str, dict[str, Any]]) -> list[Finding]:
     # size: one block per seed-003 pipeline rule, in the seed's order
     out: list[Finding] = []
     previews = {n: j for n, j in jobs.items() if j.get("stage") == "preview"}
-    stacks = {str((j.get("variables") or {}).get("STACK")) for j in previews.values()}
-    if stacks != PREVIEW_STACKS:
+    envs = {stack_env(s) for j in previews.values() for s in _stacks(j)}
+    if not set(PROMOTION) <= envs:
         out.append(
             Finding(
                 code="CI060",
                 path="(preview stage)",
-                message=f"previews cover {sorted(stacks)}",
-                hint=f"preview each of {sorted(PREVIEW_STACKS)} on merge requests",
+                message=f"previews cover the environments {sorted(envs)}",
+                hint=f"preview each of {list(PROMOTION)} (every stack of each) on merge requests",
             )
         )
     for name, job in sorted(previews.items()):
@@ -303,50 +336,22 @@ def pipeline_findings(jobs: dict[str, dict[str, Any]]) -> list[Finding]:
             )
         )
     for i, env in enumerate(PROMOTION):
-        names = by_env.get(env, [])
-        if len(names) != 1:
+        names = sorted(by_env.get(env, []))
+        if not names:
             out.append(
                 Finding(
                     code="CI070",
                     path="(deploy stage)",
-                    message=f"{len(names)} deploy job(s) for {env}",
-                    hint="exactly one job per environment",
+                    message=f"no deploy job for {env}",
+                    hint="one job per environment, or its site stacks' job and its control stack's",
                 )
             )
             continue
-        name, job = names[0], jobs[names[0]]
-        if "--policy-pack policy" not in _script_text(job):
-            out.append(
-                Finding(
-                    code="CI076",
-                    path=f"{name}.script",
-                    message=f"{env} deploys without the policy pack",
-                    hint="pulumi up ... --policy-pack policy",
-                )
-            )
-        if i == 0 and _manual(job):
-            out.append(Finding(code="CI071", path=f"{name}.rules", message=f"{env} should deploy automatically"))
-        if i > 0:
-            if not _manual(job):
-                out.append(
-                    Finding(
-                        code="CI072",
-                        path=f"{name}.rules",
-                        message=f"{env} deploys without a person",
-                        hint="when: manual",
-                    )
-                )
-            prev = by_env.get(PROMOTION[i - 1], [])
-            if not prev or prev[0] not in [n for n, _ in _needs(job, "needs")]:
-                out.append(
-                    Finding(
-                        code="CI073",
-                        path=f"{name}.needs",
-                        message=f"{env} does not need the {PROMOTION[i - 1]} deploy",
-                        hint=f"promotion is {' -> '.join(PROMOTION)}: needs: [{(prev or ['?'])[0]}]",
-                    )
-                )
-        if env == PROMOTION[-1]:
+        prev = sorted(by_env.get(PROMOTION[i - 1], [])) if i > 0 else []
+        for name in names:
+            out += _promotion_findings(i, env, name, jobs[name], names, prev)
+        for name in names if env == PROMOTION[-1] else []:
+            job = jobs[name]
             tier = (
                 (job.get("environment") or {}).get("deployment_tier")
                 if isinstance(job.get("environment"), dict)

@@ -27,7 +27,7 @@ from providers.apps.spec import AppInstanceArgs, AppSpec, BlueprintInputs, Insta
 from .settings import StackSettings, platform_url, vault_inputs
 
 
-def _node_machine(env: Environment, node: str) -> str | None:
+def node_machine(env: Environment, node: str) -> str | None:
     """The MAAS machine hostname a member node names (a host may be a machine), if any."""
     host = next((h for h in env.hosts if h.hostname == node), None)
     if host is not None:
@@ -46,7 +46,7 @@ def _placements(env: Environment, a: AppDoc, node_ids: dict[str, Any]) -> dict[s
     for key, spec in a.members.items():
         ids = []
         for node in spec.nodes:
-            machine = _node_machine(env, node)
+            machine = node_machine(env, node)
             ids.append(node_ids.get(machine) if machine else None)
         out[key] = pulumi.Output.all(*ids).apply(list) if ids else []
     return out
@@ -135,6 +135,12 @@ class AppsResult:
     """The apps area: stack output `app_instances` (instance name -> its outputs)."""
 
     outputs: dict[str, Any]
+
+
+def member_machines(env: Environment) -> set[str]:
+    """The MAAS machines app members name (their node ids bind the members)."""
+    return {m for a in env.app_instances for spec in a.members.values() for n in spec.nodes
+            if (m := node_machine(env, n)) is not None}
 
 
 def build_apps(env: Environment, settings: StackSettings, node_ids: dict[str, pulumi.Output[Any]]) -> AppsResult:

@@ -186,7 +186,7 @@ def declare_machines(env: Environment, settings: StackSettings, sites: SiteOutpu
     protect = env.tier.value == "prod"  # machines and pools in prod are protected (policy pack checks it)
     outputs: dict[str, Any] = {}
     parents: dict[str, SiteMachines] = {}
-    for m in env.standalone_machines():
+    for m in (m for m in env.standalone_machines() if settings.part.declares_site(m.site)):
         props: dict[str, Any] = {
             "machine": _spec_output(env, sites, m),
             **_props(env, settings, sites, m.site, m.profile),
@@ -195,7 +195,7 @@ def declare_machines(env: Environment, settings: StackSettings, sites: SiteOutpu
         outputs[m.hostname] = {"system_id": machine.system_id, "status": machine.status, "node_id": machine.node_id}
     for pool in env.machine_pools:
         members = env.machines_in_pool(pool.name)
-        if not members:
+        if not members or not settings.part.declares_site(pool.site):
             continue
         specs = pulumi.Output.all(*[_spec_output(env, sites, m) for m in members])
         props = {"pool": pool.name, "machines": specs, **_props(env, settings, sites, pool.site, pool.profile)}

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from enum import StrEnum
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -33,9 +34,12 @@ EMBEDDED_KEYS = {
 APP_PARALLELISM = "app_member_parallelism"  # member operations in flight per app instance
 APP_TIMEOUT = "app_operation_timeout_s"  # deadline of one platform operation
 HOST_ROLES = "hostRoles"  # an object: see components/host_roles.py
+PART = "part"  # which part of the environment this stack declares: all | control | site:<name>
+SITE_STACKS = "siteStacks"  # control stack: site -> the stack that declares it (default <environment>-<site>)
 
 # Every stack config key the program reads (un-namespaced); providers read theirs in configure().
-CONFIG_KEYS = ("environment", *EMBEDDED_KEYS.values(), APP_PARALLELISM, APP_TIMEOUT, HOST_ROLES)
+CONFIG_KEYS = ("environment", *EMBEDDED_KEYS.values(), APP_PARALLELISM, APP_TIMEOUT, HOST_ROLES, PART, SITE_STACKS)
+_CONFIG_NAMES = {"host_roles": HOST_ROLES, "site_stacks": SITE_STACKS}
 
 
 class EmbeddedEndpointMissing(Exception):
@@ -56,7 +60,7 @@ def stack_file(stack: str) -> str:
 
 def _config_path(loc: tuple[int | str, ...]) -> str:
     """('host_roles', 'artifacts', 'k3s', 'sha256') -> 'gpuaas-infra:hostRoles.artifacts.k3s.sha256'."""
-    head, *rest = [HOST_ROLES if p == "host_roles" else str(p) for p in loc] or [""]
+    head, *rest = [_CONFIG_NAMES.get(str(p), str(p)) for p in loc] or [""]
     return ".".join([f"{NAMESPACE}:{head}", *rest])
 
 
@@ -107,6 +111,40 @@ class HostRolesSettings(BaseModel):
         return v
 
 
+class PartKind(StrEnum):
+    ALL = "all"  # the whole environment in one stack (the default: today's stacks)
+    CONTROL = "control"  # host convergence and app instances; machines' node ids from the site stacks
+    SITE = "site"  # one site's profiles, RoCE, bundles and machines
+
+
+class StackPart(BaseModel):
+    """`gpuaas-infra:part`: `all` (default), `control` or `site:<site name>`."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    kind: PartKind = PartKind.ALL
+    site: str | None = None
+
+    @classmethod
+    def parse(cls, text: str) -> StackPart:
+        kind, sep, site = text.strip().partition(":")
+        if kind not in PartKind.__members__.values() or bool(sep) != (kind == PartKind.SITE) or (sep and not site):
+            raise ValueError(f"{text!r} is not a part: use all, control or site:<site name>")
+        return cls(kind=PartKind(kind), site=site or None)
+
+    def __str__(self) -> str:
+        return f"site:{self.site}" if self.kind is PartKind.SITE else self.kind.value
+
+    def declares_site(self, site: str) -> bool:
+        """Sites, their machines: the site's own stack, or the single stack."""
+        return self.kind is PartKind.ALL or (self.kind is PartKind.SITE and self.site == site)
+
+    @property
+    def declares_control(self) -> bool:
+        """Host convergence and app instances: the control stack, or the single stack."""
+        return self.kind in (PartKind.ALL, PartKind.CONTROL)
+
+
 class StackSettings(BaseModel):
     model_config = ConfigDict(frozen=True)
 
@@ -117,6 +155,19 @@ class StackSettings(BaseModel):
     app_operation_timeout_s: float = Field(900.0, gt=0, le=7200)
     host_roles: HostRolesSettings | None = None
     """None: the stack converges no hosts (it sets no hostRoles)."""
+    part: StackPart = StackPart()
+    site_stacks: dict[str, str] = {}
+    """control stack: site name -> the stack reference naming its site stack (`prod-dal1`, or
+    `organization/gpuaas-infra/prod-dal1`); sites not listed: `<environment name>-<site>`."""
+
+    @field_validator("part", mode="before")
+    @classmethod
+    def _part(cls, v: Any) -> Any:
+        return StackPart.parse(v) if isinstance(v, str) else v
+
+    def site_stack(self, env: Environment, site: str) -> str:
+        """The stack (reference name) that declares `site`, read by the control stack."""
+        return self.site_stacks.get(site) or f"{env.name}-{site}"
 
     @classmethod
     def from_config(cls, stack: str, config: Mapping[str, Any]) -> StackSettings:
@@ -125,18 +176,19 @@ class StackSettings(BaseModel):
         embedded = {k: v for k, key in EMBEDDED_KEYS.items() if (v := config.get(key))}
         fields: dict[str, Any] = {"stack": stack, "environment": config.get("environment") or stack,
                                   "embedded": embedded}
-        for key in (APP_PARALLELISM, APP_TIMEOUT):
+        for key in (APP_PARALLELISM, APP_TIMEOUT, PART):
             if config.get(key) not in (None, ""):
                 fields[key] = config[key]
-        roles = config.get(HOST_ROLES)
+        for key, field in ((HOST_ROLES, "host_roles"), (SITE_STACKS, "site_stacks")):
+            try:
+                if value := config.get(key):
+                    fields[field] = json.loads(value) if isinstance(value, str) else value
+            except json.JSONDecodeError as e:
+                bad = finding(Code.STACK_CONFIG_INVALID, stack_file(stack), _config_path((key,)),
+                              f"not a JSON object ({e.msg})", hint=f"write {key} as a YAML mapping")
+                raise StackConfigInvalid([bad]) from None
         try:
-            if roles:
-                fields["host_roles"] = json.loads(roles) if isinstance(roles, str) else roles
             return cls.model_validate(fields)
-        except json.JSONDecodeError as e:
-            bad = finding(Code.STACK_CONFIG_INVALID, stack_file(stack), _config_path((HOST_ROLES,)),
-                          f"not a JSON object ({e.msg})", hint="write hostRoles as a YAML mapping")
-            raise StackConfigInvalid([bad]) from None
         except ValidationError as e:
             raise StackConfigInvalid(_settings_findings(e, stack)) from None
 
@@ -176,3 +228,23 @@ def store_inputs(env: Environment, settings: StackSettings) -> StoreInputs:
 
 def platform_url(env: Environment, settings: StackSettings) -> str:
     return settings.endpoint(env.platform.url, "platform")
+
+
+def part_findings(env: Environment, settings: StackSettings) -> list[Finding]:
+    """Before anything runs: the part names a site of the environment, and siteStacks (read only by a
+    control stack) lists only the environment's sites."""
+    sites = [s.name for s in env.sites]
+    part, file, out = settings.part, stack_file(settings.stack), []
+    if part.kind is PartKind.SITE and part.site not in sites:
+        out.append(finding(Code.PART_UNKNOWN_SITE, file, f"{NAMESPACE}:{PART}",
+                           f"site {part.site!r} is not a site of environment {env.name} (sites: {', '.join(sites)})",
+                           hint=f"use one of: {', '.join(f'site:{s}' for s in sites)}, control, all"))
+    for site in sorted(settings.site_stacks):
+        if part.kind is not PartKind.CONTROL:
+            out.append(finding(Code.SITE_STACKS_INVALID, file, f"{NAMESPACE}:{SITE_STACKS}.{site}",
+                               f"only a control stack reads site stacks; this stack's part is {part}",
+                               hint=f"remove {NAMESPACE}:{SITE_STACKS} or set {NAMESPACE}:{PART}: control"))
+        elif site not in sites:
+            out.append(finding(Code.SITE_STACKS_INVALID, file, f"{NAMESPACE}:{SITE_STACKS}.{site}",
+                               f"{site!r} is not a site of environment {env.name} (sites: {', '.join(sites)})"))
+    return out

@@ -151,7 +151,7 @@ class SitesResult:
 
 
 def build_sites(env: Environment, settings: StackSettings) -> SitesResult:
-    sites = {s.name: SiteComponent(env, settings, s) for s in env.sites}
+    sites = {s.name: SiteComponent(env, settings, s) for s in env.sites if settings.part.declares_site(s.name)}
     machine_site = {m.hostname: m.site for m in env.machines}
     outputs = {
         name: {

@@ -6,6 +6,10 @@
     host_roles = build_host_roles(env, settings)                 # HostConvergence when hostRoles is set
 
 Each builder returns a frozen result; later builders take exactly what they need from earlier ones.
+
+A split stack (`gpuaas-infra:part`, components/parts.py) runs part of it: a site stack the sites and
+machines of its site (and exports their node ids), a control stack apps and host roles, with the node
+ids read from the site stacks (`referenced_node_ids`) instead of `machines.node_ids`.
 """
 
 from __future__ import annotations
@@ -14,10 +18,11 @@ from typing import Any
 
 from environments import Environment
 
-from .apps import build_apps
+from .apps import build_apps, member_machines
 from .host_roles import build_host_roles
 from .machines import build_machines
-from .settings import StackSettings
+from .parts import NODE_IDS, referenced_node_ids
+from .settings import PartKind, StackSettings
 from .site import build_sites
 
 AREAS = ("sites", "machines", "apps", "host_roles")
@@ -34,19 +39,29 @@ def _summary(env: Environment) -> dict[str, Any]:
 
 
 def declare_environment(env: Environment, settings: StackSettings) -> dict[str, Any]:
-    """Every resource of the environment; returns the stack outputs."""
-    sites = build_sites(env, settings)
-    machines = build_machines(env, settings, sites.site_outputs)
-    apps = build_apps(env, settings, machines.node_ids)
-    host_roles = build_host_roles(env, settings)
-
+    """Every resource of the environment (of the stack's part); returns the stack outputs."""
+    part = settings.part
     outputs: dict[str, Any] = {"environment": env.name, "tier": env.tier.value, "summary": _summary(env)}
-    outputs["sites"] = sites.outputs
-    if env.machines:
-        outputs["machines"] = machines.outputs
-    if apps.outputs:
-        outputs["app_instances"] = apps.outputs
-    if host_roles.reports is not None:
-        outputs["host_roles"] = host_roles.reports
+    node_ids: dict[str, Any] = {}
+    if part.kind is not PartKind.CONTROL:
+        sites = build_sites(env, settings)
+        machines = build_machines(env, settings, sites.site_outputs)
+        outputs["sites"] = sites.outputs
+        if machines.outputs:
+            outputs["machines"] = machines.outputs
+        node_ids = machines.node_ids
+        if part.kind is PartKind.SITE:
+            outputs[NODE_IDS] = node_ids
+    else:
+        node_ids = referenced_node_ids(env, settings, member_machines(env))
+    if part.declares_control:
+        apps = build_apps(env, settings, node_ids)
+        host_roles = build_host_roles(env, settings)
+        if apps.outputs:
+            outputs["app_instances"] = apps.outputs
+        if host_roles.reports is not None:
+            outputs["host_roles"] = host_roles.reports
     outputs["areas"] = list(AREAS)
+    if part.kind is not PartKind.ALL:
+        outputs["part"] = str(part)
     return outputs

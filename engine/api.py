@@ -81,8 +81,11 @@ class Engine:
         config_overrides: dict[str, str] | None = None,
         passphrase: str | None = None,
         env: dict[str, str] | None = None,
+        stack_states: dict[str, str | os.PathLike[str]] | None = None,
     ) -> None:
         self.project_dir = Path(project_dir).resolve()
+        # Stacks this one references (pulumi.StackReference): name -> that stack's state file.
+        self.stack_states = {name: Path(p).resolve() for name, p in (stack_states or {}).items()}
         self.stack = stack
         self.state_path = Path(state_path).resolve()
         self.config_overrides = dict(config_overrides or {})
@@ -118,6 +121,8 @@ class Engine:
         if expect_no_changes:
             args.append("--expect-no-changes")
         args += flags or []
+        for name, path in self.stack_states.items():
+            args += ["--stack-state", f"{name}={path}"]
         for urn in targets or []:
             args += ["--target", urn]
         env = dict(os.environ)

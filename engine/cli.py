@@ -56,6 +56,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="override a stack config value (repeatable)",
     )
     p.add_argument("--target", "-t", action="append", default=[], metavar="URN")
+    p.add_argument(
+        "--stack-state",
+        action="append",
+        default=[],
+        metavar="NAME=PATH",
+        help="the state file of a stack this one references (pulumi:pulumi:StackReference; repeatable)",
+    )
     p.add_argument("--json", "-j", action="store_true", help="machine-readable output on stdout")
     p.add_argument("--show-sames", action="store_true", help="preview --json: include unchanged resources")
     p.add_argument(
@@ -83,6 +90,16 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _stack_states(items: list[str]) -> dict[str, Path]:
+    out: dict[str, Path] = {}
+    for item in items:
+        name, sep, path = item.partition("=")
+        if not sep or not name or not path:
+            raise ConfigError(f"--stack-state {item!r}: expected NAME=PATH (the referenced stack's state file)")
+        out[name] = Path(path).resolve()
+    return out
+
+
 def _preview_first(args: argparse.Namespace, overrides: dict[str, str], out: TextIO) -> EngineResult:
     """``pulumi up`` without --skip-preview runs a whole preview first (so Check and Diff run twice) and
     stops if it fails. The preview runs as its own engine process, as the CLI runs it as its own operation."""
@@ -92,6 +109,8 @@ def _preview_first(args: argparse.Namespace, overrides: dict[str, str], out: Tex
         cmd += ["--state", args.state, "--json", "--result-file", str(result_file)]
         for urn in args.target:
             cmd += ["--target", urn]
+        for item in args.stack_state:
+            cmd += ["--stack-state", item]
         env = {**os.environ, CONFIG_ENV: json.dumps(overrides)}
         out.write("Previewing update:\n")
         out.flush()
@@ -144,6 +163,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         overrides = json.loads(os.environ.get(CONFIG_ENV, "{}"))
         overrides.update(parse_overrides(args.config))
+        stack_states = _stack_states(args.stack_state)
     except (ConfigError, json.JSONDecodeError) as exn:
         print(f"error: {exn}", file=sys.stderr)
         return EXIT_USAGE
@@ -170,6 +190,7 @@ def main(argv: list[str] | None = None) -> int:
         expect_no_changes=args.expect_no_changes,
         continue_on_error=args.continue_on_error,
         clear_pending_creates=args.clear_pending_creates,
+        stack_states=stack_states,
     )
 
     def on_deployment(dep: Deployment) -> None:

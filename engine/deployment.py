@@ -28,6 +28,7 @@ from engine.model import (
 )
 from engine.provider_host import PREFIX as PROVIDER_PREFIX
 from engine.provider_host import ProviderHost
+from engine.stackrefs import StackReferences
 from engine.state import StateStore
 from engine.values import (
     UNKNOWN,
@@ -126,8 +127,10 @@ class Deployment:
         targets: list[str] | None = None,
         emit: Callable[[str], None] | None = None,
         continue_on_error: bool = False,
+        stack_refs: StackReferences | None = None,
     ) -> None:
         self.operation = operation
+        self.stack_refs = stack_refs  # other stacks' outputs, for pulumi:pulumi:StackReference
         self.continue_on_error = continue_on_error
         self.dry_run = operation is Operation.PREVIEW
         self.store = store
@@ -179,6 +182,11 @@ class Deployment:
     @property
     def provider_ref(self) -> str:
         return f"urn:pulumi:{self.stack}::{self.project}::pulumi:providers:pulumi-python::default::{UNKNOWN}"
+
+    @property
+    def builtin_provider_ref(self) -> str:
+        """The CLI's builtin provider (stack references): `pulumi:providers:pulumi`, never a plugin."""
+        return f"urn:pulumi:{self.stack}::{self.project}::pulumi:providers:pulumi::default::{UNKNOWN}"
 
     def diag(self, message: str, severity: Severity = Severity.ERROR, urn: str | None = None) -> None:
         message = self.redact(message)

@@ -17,6 +17,7 @@ from engine.deployment import STACK_TYPE, Deployment, Goal, display_state
 from engine.model import ResourceState, Severity, Step, StepOp
 from engine.provider_host import ProviderError
 from engine.register import Registrar
+from engine.stackrefs import STACK_REFERENCE_TYPE, StackReferenceError, check_inputs
 from engine.values import from_struct, strip_secrets, to_struct
 
 
@@ -90,6 +91,8 @@ class EngineMonitor(MockMonitor):
         dep = self.deployment
         urn = self.make_urn(request.parent, request.type, request.name)
         props = from_struct(request.properties)
+        if request.type == STACK_REFERENCE_TYPE:
+            return self._read_stack_reference(urn, request, props)
         try:
             if dep.host is None or not request.type.startswith("pulumi-python:dynamic"):
                 raise ProviderError(f"cannot read {request.type}: only dynamic resources are supported")
@@ -114,4 +117,30 @@ class EngineMonitor(MockMonitor):
             dep.live[urn] = res
             dep.save()
         dep.record(Step(op=StepOp.READ, urn=urn, provider=dep.provider_ref, newState=display_state(res)))
+        return resource_pb2.ReadResourceResponse(urn=urn, properties=to_struct(outs))
+
+    def _read_stack_reference(self, urn: str, request: Any, props: dict[str, Any]) -> Any:
+        """The builtin provider's Read of a stack reference (builtins.go): the referenced stack's outputs.
+        An unknown stack fails the step, which cancels the run as any failed step does."""
+        dep = self.deployment
+        try:
+            name = check_inputs(props)
+            if dep.stack_refs is None:
+                raise StackReferenceError(f"unknown stack {name!r}: no --stack-state is mapped")
+            outs, elided = dep.stack_refs.state(name)
+        except StackReferenceError as exn:
+            dep.step_failed(urn, f"reading stack reference: {exn}")
+            raise
+        if elided:
+            dep.diag(f"eliding undecryptable secrets for stack reference '{name}'", Severity.INFO)
+        dep.redact.add(outs)
+        res = ResourceState(urn=urn, custom=True, id=request.id or name, type=request.type, inputs={"name": name},
+                            outputs=outs, parent=request.parent, external=True)
+        with dep.lock:
+            old = dep.old.get(urn)
+            dep.registered.add(urn)
+            dep.live[urn] = res
+            dep.save()
+        dep.record(Step(op=StepOp.READ, urn=urn, provider=dep.builtin_provider_ref,
+                        oldState=display_state(old), newState=display_state(res)))
         return resource_pb2.ReadResourceResponse(urn=urn, properties=to_struct(outs))

@@ -30,6 +30,7 @@ from engine.deployment import (
 from engine.model import PendingOpType, ResourceState, Severity, Step, StepOp
 from engine.planner import Decision, apply_ignore_changes, decide
 from engine.provider_host import ProviderError, ProviderHost
+from engine.stackrefs import STACK_REFERENCE_TYPE
 from engine.values import Props, contains_unknown, remark_secrets, secret_keys, strip_secrets
 
 
@@ -154,6 +155,11 @@ class Registrar:
 
     def _register_custom(self, goal: Goal) -> Registered:
         dep = self.dep
+        if goal.type == STACK_REFERENCE_TYPE:
+            raise StepFailed(
+                f"{goal.type} registered as a new resource: builtins.go deprecates that path; declare it with "
+                "pulumi.StackReference (the SDK reads it, and this engine resolves it with --stack-state)"
+            )
         if not goal.type.startswith(DYNAMIC_PREFIX):
             raise StepFailed(
                 f"type {goal.type} is not a dynamic provider resource; this test engine runs only "

@@ -16,6 +16,7 @@ from engine.locks import StackLock
 from engine.model import SUMMARY_OPS, Diagnostic, EngineResult, Operation, Severity, StepOp
 from engine.program import run_program
 from engine.provider_host import ProviderError, ProviderHost
+from engine.stackrefs import StackReferences
 from engine.state import StateError, StateStore
 from engine.teardown import destroy, finish_up, refresh
 from engine.values import mask_secrets
@@ -37,6 +38,8 @@ class RunOptions(BaseModel):
     # The real CLI's flags of the same names.
     continue_on_error: bool = False
     clear_pending_creates: bool = False
+    # Referenced stack name -> its state file (`pulumi:pulumi:StackReference`, engine/stackrefs.py).
+    stack_states: dict[str, Path] = Field(default_factory=dict)
 
 
 def _summary(dep: Deployment) -> dict[str, int]:
@@ -143,7 +146,8 @@ def run_operation(
     except (ConfigError, StateError) as exn:
         return _failed(opts.operation, str(exn))
     try:
-        return _run_locked(opts, cfg, store, warnings, emit, on_deployment, started)
+        refs = StackReferences(cfg.project.name, opts.stack_states, passphrase)
+        return _run_locked(opts, cfg, store, refs, warnings, emit, on_deployment, started)
     finally:
         lock.release()
 
@@ -152,6 +156,7 @@ def _run_locked(
     opts: RunOptions,
     cfg: StackConfig,
     store: StateStore,
+    refs: StackReferences,
     warnings: list[str],
     emit: Callable[[str], None],
     on_deployment: Callable[[Deployment], None] | None,
@@ -161,7 +166,7 @@ def _run_locked(
     # passed through the deployment's redactor (see Deployment.emit).
     host = ProviderHost(cfg.project.directory, cfg.project.name, sink=lambda line, err: dep.provider_output(line, err))
     dep = Deployment(
-        opts.operation, store, host, cfg.project.name, opts.stack, opts.targets, emit, opts.continue_on_error
+        opts.operation, store, host, cfg.project.name, opts.stack, opts.targets, emit, opts.continue_on_error, refs
     )
     for message in warnings:
         dep.diag(message, Severity.WARNING)

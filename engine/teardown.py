@@ -14,7 +14,8 @@ from engine.deployment import Deployment, NotStarted, ProtectedDelete, StepFaile
 from engine.model import ResourceState, Severity, Step, StepOp
 from engine.planner import DIFF_NONE, DIFF_UNKNOWN, changed_keys
 from engine.provider_host import ProviderError
-from engine.values import remark_secrets, secret_keys, strip_secrets
+from engine.stackrefs import STACK_REFERENCE_TYPE, StackReferenceError
+from engine.values import Props, remark_secrets, secret_keys, strip_secrets
 
 _WORKERS = 16
 
@@ -143,7 +144,16 @@ def _refresh_one(dep: Deployment, res: ResourceState) -> None:
     assert dep.host is not None
     if res.pendingReplacement:  # step.go RefreshStep.Apply: its object is already gone; nothing to read
         return
-    id_, outs, new_inputs = dep.host.read(res.urn, res.id, strip_secrets(res.outputs), strip_secrets(res.inputs))
+    if res.type == STACK_REFERENCE_TYPE:  # the builtin provider's Read: the referenced stack's outputs now
+        if dep.stack_refs is None:
+            raise ProviderError(f"unknown stack {res.inputs.get('name')!r}: no --stack-state is mapped")
+        try:
+            id_, outs = res.id, dep.stack_refs.state(str(res.inputs.get("name")))[0]
+        except StackReferenceError as exn:
+            raise ProviderError(f"reading stack reference: {exn}") from None
+        new_inputs: Props | None = res.inputs
+    else:
+        id_, outs, new_inputs = dep.host.read(res.urn, res.id, strip_secrets(res.outputs), strip_secrets(res.inputs))
     if not id_:
         with dep.lock:
             if dep.live.get(res.urn) is res:

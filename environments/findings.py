@@ -104,6 +104,8 @@ class Code(StrEnum):
     PIN_WITHOUT_SHA256 = "STK002"
     PIN_MISSING = "STK003"
     HOST_SECRET_MISSING = "STK004"
+    PART_UNKNOWN_SITE = "STK005"
+    SITE_STACKS_INVALID = "STK006"
 
 
 # code -> (title, default fix hint)
@@ -277,6 +279,14 @@ CATALOGUE: dict[Code, tuple[str, str]] = {
     Code.HOST_SECRET_MISSING: (
         "secret a host role needs has no Vault reference",
         "add gpuaas-infra:hostRoles.secret_refs.<var>: <path>#<key> and fill it in Vault",
+    ),
+    Code.PART_UNKNOWN_SITE: (
+        "stack part names a site the environment does not declare",
+        "set gpuaas-infra:part to site:<a site of the environment>, control or all",
+    ),
+    Code.SITE_STACKS_INVALID: (
+        "siteStacks entry the control stack cannot use",
+        "list only the environment's sites under gpuaas-infra:siteStacks, in the control stack's file",
     ),
 }
 

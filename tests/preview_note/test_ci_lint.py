@@ -20,7 +20,7 @@ def _mutated(tmp_path: Path, *edits: tuple[str, str]) -> list[str]:
         text = text.replace(old, new, 1)
     path = tmp_path / ".gitlab-ci.yml"
     path.write_text(text)
-    return lint(path)
+    return lint(path, stacks_dir=REPO / "stacks")
 
 
 def _codes(problems: list[str]) -> set[str]:
@@ -34,7 +34,8 @@ def test_the_projects_pipeline_is_clean() -> None:
 @pytest.mark.parametrize(
     ("edits", "code"),
     [
-        ([("  resource_group: deploy-prod\n", "  resource_grup: deploy-prod\n")], "CI001"),  # schema: typo
+        # schema: a typo
+        ([("  resource_group: deploy-prod-control\n", "  resource_grup: deploy-prod-control\n")], "CI001"),
         ([("      when: manual\n      allow_failure", "      when: manually\n      allow_failure")], "CI001"),
         ([("stages:\n  - validate\n  - test\n", "stages:\n  - test\n  - validate\n")], "CI020"),
         ([("lint:\n  stage: validate", "lint:\n  stage: build")], "CI021"),
@@ -89,7 +90,16 @@ def test_the_projects_pipeline_is_clean() -> None:
             "CI042",
         ),
         ([("  resource_group: deploy-dev\n", "")], "CI050"),
-        ([("preview-prod:\n  extends: .preview\n  variables:\n    STACK: prod\n", "")], "CI060"),
+        ([("preview-prod-sites:\n", "preview-staging-again:\n"),
+          ("      - STACK: [prod-dal1, prod-sjc1]\n", "      - STACK: [staging]\n"),
+          ("    STACK: prod-control\n", "    STACK: staging\n")], "CI060"),
+        # split stacks (issue 18): one resource group per stack, control after its sites, stack files, previews
+        ([("  resource_group: deploy-$STACK\n", "  resource_group: deploy-prod\n")], "CI090"),
+        ([("  needs: [deploy-prod-sites]\n", "  needs: [deploy-staging]\n")], "CI092"),
+        ([("      - STACK: [prod-dal1, prod-sjc1]\n  environment:", "      - STACK: [prod-dal1, prod-nyc1]\n"
+                                                                 "  environment:")], "CI091"),
+        ([("    matrix:\n      - STACK: [prod-dal1, prod-sjc1]\n\npreview-prod-control",
+           "    matrix:\n      - STACK: [prod-dal1]\n\npreview-prod-control")], "CI093"),
         (
             [
                 (

@@ -5,6 +5,8 @@ Each spec item: ``{"name", "props", "secret": [keys], "refs": {prop: other}, "pa
 delete_before_replace, aliases}}``; ``aliases`` entries are URN strings or ``{"name", "type_",
 "parent"}`` dicts (``"parent": null`` = had no parent; a spec name = that resource). Items with
 ``"group": true`` are component resources; items with ``"read_id"`` read an existing widget (``Resource.get``).
+``engine-fixture:stackrefs`` (JSON): ``[{"name", "stack", "outputs": [...]}]``, a ``pulumi.StackReference``
+each, every named output exported as ``<name>:<output>``.
 """
 
 import json
@@ -50,5 +52,10 @@ for item in spec:
     made[name] = widget
     pulumi.export(f"{name}_id", widget.widget_id)
     pulumi.export(f"{name}_token", widget.token)
+
+for ref in json.loads(config.get("stackrefs") or "[]"):
+    reference = pulumi.StackReference(ref["name"], stack_name=ref.get("stack"))
+    for output in ref.get("outputs", []):
+        pulumi.export(f"{ref['name']}:{output}", reference.get_output(output))
 
 pulumi.export("greeting", config.get("greeting"))

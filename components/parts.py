@@ -1,0 +1,68 @@
+"""Split stacks: one stack per site plus a control stack, all from one environment document.
+
+`gpuaas-infra:part` (components/settings.py `StackPart`) picks what a stack declares:
+
+    all           everything (the default: the stacks of before, same URNs)
+    site:<name>   that site's SiteProfiles, RoCE assignment, bootstrap bundles and machines; exports
+                  `node_ids` (hostname -> the platform node id each of its machines enrolled as)
+    control       host convergence and app instances; a member on a machine binds to the node id the
+                  machine's site stack exports, read through a `pulumi.StackReference` (never copied)
+
+The control stack reads `<environment>-<site>` for each site whose machines are app members, or the
+stack `gpuaas-infra:siteStacks.<site>` names.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+import pulumi
+
+from environments import Environment
+
+from .settings import StackSettings
+
+NODE_IDS = "node_ids"  # the site stack output the control stack reads
+
+
+class SiteStackNotDeployed(pulumi.RunError):
+    pass
+
+
+async def _value(v: Any) -> Any:
+    return v
+
+
+def _unknown() -> pulumi.Output[Any]:
+    """What a preview knows of a node id its site stack has not exported yet (as in a single stack)."""
+    return pulumi.Output(set(), _value(None), _value(False))
+
+
+def _node_id(stack: str, hostname: str) -> Any:
+    def pick(ids: dict[str, Any] | None) -> Any:
+        ids = ids or {}
+        if hostname in ids:
+            return ids[hostname]
+        if pulumi.runtime.is_dry_run():
+            return _unknown()
+        raise SiteStackNotDeployed(
+            f"site stack {stack} exports no node id for machine {hostname} (its output {NODE_IDS!r} "
+            f"lacks it): run `pulumi up` of {stack} first; the control stack deploys after its site stacks")
+
+    return pick
+
+
+def referenced_node_ids(env: Environment, settings: StackSettings,
+                        machines: Iterable[str]) -> dict[str, pulumi.Output[Any]]:
+    """hostname -> its node id, read from its site stack's `node_ids` output (one reference per site)."""
+    site_of = {m.hostname: m.site for m in env.machines}
+    refs: dict[str, pulumi.StackReference] = {}
+    out: dict[str, pulumi.Output[Any]] = {}
+    for hostname in sorted(set(machines)):
+        site = site_of[hostname]
+        stack = settings.site_stack(env, site)
+        if site not in refs:
+            refs[site] = pulumi.StackReference(stack)
+        out[hostname] = refs[site].get_output(NODE_IDS).apply(_node_id(stack, hostname))
+    return out

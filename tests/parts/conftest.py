@@ -1,0 +1,1 @@
+from tests.fixtures.engine import engine_factory  # noqa: F401
