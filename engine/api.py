@@ -18,7 +18,7 @@ from pathlib import Path
 from engine.cli import CONFIG_ENV
 from engine.model import Diagnostic, EngineResult, Operation, Severity
 
-_REPO_ROOT = Path(__file__).resolve().parents[2]
+_REPO_ROOT = Path(__file__).resolve().parents[1]
 
 
 class EngineHandle:
