@@ -104,6 +104,8 @@ class Code(StrEnum):
     PIN_WITHOUT_SHA256 = "STK002"
     PIN_MISSING = "STK003"
     HOST_SECRET_MISSING = "STK004"
+    # Storage personality
+    STORAGE_DEVICE_MISSING = "STO001"
 
 
 # code -> (title, default fix hint)
@@ -277,6 +279,10 @@ CATALOGUE: dict[Code, tuple[str, str]] = {
     Code.HOST_SECRET_MISSING: (
         "secret a host role needs has no Vault reference",
         "add gpuaas-infra:hostRoles.secret_refs.<var>: <path>#<key> and fill it in Vault",
+    ),
+    Code.STORAGE_DEVICE_MISSING: (
+        "storage layout names a data device the machine's SKU lacks",
+        "use a SKU with those block_devices or a layout whose data_devices the SKU has",
     ),
 }
 
