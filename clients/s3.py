@@ -8,6 +8,7 @@ API:
     store.put(key, data, metadata) -> StoredObject
     store.get(key, version_id) -> bytes
     store.delete_version(key, version_id)
+    store.presign_get(key, version_id, expires_in=900) -> str   # a short-lived GET URL (no request made)
 
 Credentials: the Vault reference names a key holding a JSON object
 `{"access_key_id": "...", "secret_access_key": "..."}` (one secret, one reference, like every other
@@ -112,6 +113,7 @@ class ArtifactStore:
             aws_access_key_id=credentials.access_key_id.get_secret_value(),
             aws_secret_access_key=credentials.secret_access_key.get_secret_value(),
             config=Config(
+                signature_version="s3v4",  # presigned URLs too (SigV2 is deprecated)
                 s3={"addressing_style": "path" if location.path_style else "virtual"},
                 retries={"max_attempts": 3, "mode": "standard"},
                 connect_timeout=5,
@@ -206,3 +208,16 @@ class ArtifactStore:
             raise self._error(e, where) from None
         except (BotoCoreError, EndpointConnectionError) as e:
             raise self._error(e, where) from None
+
+    def presign_get(self, key: str, version_id: str | None, expires_in: int) -> str:
+        """A presigned GET URL of one object version, valid `expires_in` seconds (SigV4: at most 7 days).
+        The URL is itself a short-lived credential: it goes to the one node that needs it, never to logs
+        or state. Signing is local (no request to the store)."""
+        params: dict[str, str] = {"Bucket": self.location.bucket, "Key": key}
+        if version_id and version_id != "null":
+            params["VersionId"] = version_id
+        ttl = max(1, min(int(expires_in), 7 * 24 * 3600))
+        try:
+            return str(self._s3.generate_presigned_url("get_object", Params=params, ExpiresIn=ttl))
+        except (ClientError, BotoCoreError) as e:
+            raise self._error(e, f"s3://{self.location.bucket}/{key}") from None

@@ -36,7 +36,7 @@ from providers.machines.spec import (
 )
 
 from .mounts import machine_mount_sets
-from .settings import StackSettings, platform_url, vault_inputs
+from .settings import StackSettings, platform_url, store_inputs, vault_inputs
 
 
 class SiteOutputs(Protocol):
@@ -134,6 +134,7 @@ def connection(env: Environment, settings: StackSettings, site_name: str, ids: t
         vault=vault_inputs(env, settings),
         platform_site_id=ids[0],
         platform_profile_id=ids[1],
+        store=store_inputs(env, settings),
     )
 
 

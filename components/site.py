@@ -36,6 +36,8 @@ def _bundle_profile(env: Environment, b: BundleDoc) -> BundleProfile:
         (p for p in profiles if b.name in (p.commissioning_bundle_ref, p.post_deploy_validation_bundle_ref)),
         profiles[0])
     dumped = p.model_dump(mode="json")
+    layout = env.blueprint_model.storage_layouts.get(p.storage_layout_profile)
+    dumped["data_devices"] = list(layout.data_devices) if layout is not None else []
     return BundleProfile.model_validate({k: dumped[k] for k in BundleProfile.model_fields})
 
 

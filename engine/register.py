@@ -355,8 +355,12 @@ class Registrar:
                         ]
                     )
                 # Dependents first, then the resource itself. Each stays in state marked pendingReplacement
-                # (step.go DeleteStep with pendingReplace) until its replacement is created.
-                for res in [*reversed(dependents), old]:
+                # (step.go DeleteStep with pendingReplace) until its replacement is created. Taken over by
+                # an alias, the old state already lives under the new URN: mark it pending there (under its
+                # old URN it would come back as a stale entry, and the replacement's create would take the
+                # untouched old state for a create-before-delete and delete the new object at the end).
+                here = old if old.urn == p.goal.urn else old.model_copy(update={"urn": p.goal.urn})
+                for res in [*reversed(dependents), here]:
                     dep.delete_one(res, StepOp.DELETE_REPLACED, pending_replace=True)
             dep.record(self._replace_step(p))
             return self._create(p, StepOp.CREATE_REPLACEMENT)

@@ -106,6 +106,8 @@ class Code(StrEnum):
     HOST_SECRET_MISSING = "STK004"
     PART_UNKNOWN_SITE = "STK005"
     SITE_STACKS_INVALID = "STK006"
+    # Storage personality
+    STORAGE_DEVICE_MISSING = "STO001"
 
 
 # code -> (title, default fix hint)
@@ -287,6 +289,10 @@ CATALOGUE: dict[Code, tuple[str, str]] = {
     Code.SITE_STACKS_INVALID: (
         "siteStacks entry the control stack cannot use",
         "list only the environment's sites under gpuaas-infra:siteStacks, in the control stack's file",
+    ),
+    Code.STORAGE_DEVICE_MISSING: (
+        "storage layout names a data device the machine's SKU lacks",
+        "use a SKU with those block_devices or a layout whose data_devices the SKU has",
     ),
 }
 

@@ -186,12 +186,17 @@ class Sku(_Model):
     pxe_interface: str
     fabric_interfaces: tuple[str, ...] = ()
     """RoCE/IB NICs in rail order: fabric_interfaces[r] is the interface on rail r."""
+    block_devices: tuple[str, ...] = ()
+    """The block devices every machine of the SKU has (kernel names: `sda`, `nvme0n1`); empty: not declared."""
 
 
 class StorageLayout(_Model):
     maas_layout: MaasLayout
     root_size_gb: int | None = Field(None, ge=16, le=16384)
     description: str = ""
+    data_devices: tuple[str, ...] = ()
+    """The data devices the bundle's storage step makes /share0..N (in order); each SKU whose machines use
+    the layout must have them (`block_devices`), else STO001 at validate/check."""
 
 
 class ComponentKeySpec(_Model):

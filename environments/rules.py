@@ -23,6 +23,7 @@ from .rules_fabric import fabric_and_bindings
 from .rules_hosts import GPU_LANE_RUNNER, host_role_mix, host_roles  # noqa: F401 - re-exported: providers call rules.host_role_mix
 from .rules_hosts import effective_roles as _roles
 from .rules_runtime import endpoint_refs, storage_mounts
+from .rules_storage import storage_devices
 from .rules_tls import ca_bundles, resolve_ca  # noqa: F401 - re-exported: providers resolve CA bundles
 from .rules_values import typed_values
 
@@ -363,6 +364,7 @@ RULES: tuple[Rule, ...] = (
     ca_bundles,
     endpoint_refs,
     storage_mounts,
+    storage_devices,
 )
 
 

@@ -6,7 +6,10 @@
         s3.create_bucket("b", versioning=True)
 
 moto keeps its state per process and does not enforce signatures, so any access key works; we still
-use distinct fake keys so the code paths that read them from Vault are exercised. Each server
+use distinct fake keys so the code paths that read them from Vault are exercised. Presigned URLs are
+checked as S3 checks them (moto does not): past `X-Amz-Date` + `X-Amz-Expires` (shifted by `skew_s`,
+so a test can age a URL) the answer is S3's 403 `AccessDenied` "Request has expired". With
+`private=True` an unsigned object GET is refused too (403), as on a private bucket. Each server
 starts from an empty backend (`reset()` on start) so tests do not see each other's buckets; as
 moto's backends are process-wide, run one server per process at a time.
 """
@@ -14,9 +17,12 @@ moto's backends are process-wide, run one server per process at a time.
 from __future__ import annotations
 
 import atexit
+import calendar
 import logging
 import time
+from collections.abc import Callable, Iterable
 from typing import Any
+from urllib.parse import parse_qs
 
 import boto3
 import requests
@@ -28,12 +34,51 @@ FAKE_ACCESS_KEY_ID = "AKIAMOTOLOCAL0000000"
 FAKE_SECRET_ACCESS_KEY = "moto-local-secret-not-checked"  # noqa: S105 - moto does not check signatures
 
 
+_DENIED = (
+    "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<Error><Code>AccessDenied</Code><Message>{msg}</Message>"
+    "</Error>"
+)
+
+
+class _PresignGate:
+    """WSGI middleware in front of moto: what S3 checks about presigned and anonymous requests."""
+
+    def __init__(self, app: Any, owner: MotoS3Server) -> None:
+        self.app, self.owner = app, owner
+
+    def _refusal(self, environ: dict[str, Any]) -> str | None:
+        q = {k: v[0] for k, v in parse_qs(environ.get("QUERY_STRING", "")).items()}
+        if "X-Amz-Expires" in q and "X-Amz-Date" in q:
+            signed = calendar.timegm(time.strptime(q["X-Amz-Date"], "%Y%m%dT%H%M%SZ"))
+            if time.time() + self.owner.skew_s > signed + int(q["X-Amz-Expires"]):
+                return "Request has expired"
+            return None
+        if "Expires" in q and "Signature" in q:  # SigV2 query authentication: an absolute epoch
+            return "Request has expired" if time.time() + self.owner.skew_s > int(q["Expires"]) else None
+        anonymous = "HTTP_AUTHORIZATION" not in environ and "X-Amz-Signature" not in q
+        is_object = environ.get("PATH_INFO", "/").strip("/").count("/") >= 1
+        if self.owner.private and anonymous and is_object and environ.get("REQUEST_METHOD") in ("GET", "HEAD"):
+            return "Access Denied"
+        return None
+
+    def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
+        refusal = self._refusal(environ)
+        if refusal is None:
+            return self.app(environ, start_response)  # type: ignore[no-any-return]
+        body = _DENIED.format(msg=refusal).encode()
+        start_response("403 Forbidden", [("Content-Type", "application/xml"), ("Content-Length", str(len(body)))])
+        return [body]
+
+
 class MotoS3Server:
     """moto's server in a daemon thread on 127.0.0.1; a context manager, also usable with start()/stop()."""
 
-    def __init__(self, region: str = "us-east-1") -> None:
+    def __init__(self, region: str = "us-east-1", private: bool = False) -> None:
         self.region = region
         self.endpoint_url = ""
+        self.private = private
+        self.skew_s = 0.0
+        """Seconds added to the clock presigned URLs are checked against (ages every URL at once)."""
         self._server: Any = None
 
     def __enter__(self) -> MotoS3Server:
@@ -45,12 +90,10 @@ class MotoS3Server:
     def start(self) -> MotoS3Server:
         if self._server is not None:
             return self
-        from moto.server import ThreadedMotoServer  # heavy import: only when a server is wanted
-
         # werkzeug logs every request to stderr; tests and the demo only want errors.
         logging.getLogger("werkzeug").setLevel(logging.ERROR)
 
-        server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+        server = _gated_server(self)
         server.start()
         host, port = server.get_host_and_port()
         self._server = server
@@ -95,3 +138,19 @@ class MotoS3Server:
         c.create_bucket(Bucket=bucket)
         if versioning:
             c.put_bucket_versioning(Bucket=bucket, VersioningConfiguration={"Status": "Enabled"})
+
+
+def _gated_server(owner: MotoS3Server) -> Any:
+    """moto's ThreadedMotoServer whose WSGI app sits behind `_PresignGate`."""
+    from moto.moto_server.threaded_moto_server import ThreadedMotoServer  # heavy: only when a server is wanted
+    from moto.moto_server.werkzeug_app import DomainDispatcherApplication, MotoRequestHandler, create_backend_app
+    from werkzeug.serving import make_server
+
+    class Gated(ThreadedMotoServer):  # type: ignore[misc]
+        def _server_entry(self) -> None:
+            app = _PresignGate(DomainDispatcherApplication(create_backend_app), owner)
+            self._server = make_server(self._ip_address, self._port, app, True, request_handler=MotoRequestHandler)
+            self._server_ready_event.set()
+            self._server.serve_forever()
+
+    return Gated(ip_address="127.0.0.1", port=0, verbose=False)

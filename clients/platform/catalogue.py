@@ -235,6 +235,18 @@ ENDPOINTS: tuple[Endpoint, ...] = (
         idempotency_required=False,
         audit_action="node.enroll",
     ),
+    Endpoint(
+        "reportNodeBootstrap",
+        Method.POST,
+        "/api/v1/node-bootstrap/report",
+        "A node's launcher reports a bootstrap that stopped (the token authenticates it and stays unused)",
+        NO_BEARER,
+        m.BootstrapReportAck,
+        request=m.BootstrapReportRequest,
+        errors=(400, 401, 403, 409, 415, 422), tag="node-bootstrap",
+        idempotency_required=False,  # like enrollment: the token is the credential
+        audit_action="node.bootstrap_report",
+    ),
     # --- projects: app instances, members, operations ----------------------------------------
     _project(
         "listAppInstances",

@@ -199,6 +199,12 @@ class PlatformClient:
     def enroll(self, req: m.EnrollmentRequest, *, idempotency_key: str | None = None) -> m.EnrollmentResult:
         return self._call("enrollNode", body=req, idempotency_key=idempotency_key)
 
+    @endpoint("reportNodeBootstrap")
+    def report_bootstrap(
+        self, req: m.BootstrapReportRequest, *, idempotency_key: str | None = None
+    ) -> m.BootstrapReportAck:
+        return self._call("reportNodeBootstrap", body=req, idempotency_key=idempotency_key)
+
     def wait_for_node(
         self,
         node_id: str,

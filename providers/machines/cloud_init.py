@@ -1,14 +1,22 @@
-"""The deploy user_data: cloud-init that enrolls the node and runs the site bundle launcher.
+"""The deploy user_data: cloud-init that writes the enrollment file, the bundle pointer and the bundle
+launcher, and runs the launcher once its sha256 matches the one pinned here (docs/node-bootstrap.md).
 
-The node verifies the bundle's sha256 digest before running it; the enrollment token is single-use
-and short-lived (the profile's TTL). The rendered document holds the token, so it is never an output:
-outputs carry `user_data_digest`, the digest of the document with the token masked.
+Files it writes on the node, all 0600/0700 and root's: `/etc/gpuaas/enrollment.json` (the single-use
+enrollment token), `/etc/gpuaas/bundle.json` (the bundle ref, its sha256 and the short-lived presigned
+URL: a credential while it lives), `/usr/local/sbin/gpuaas-bundle-launcher`. cloud-init itself keeps
+the whole document under `/var/lib/cloud/instance/` (root-only: user-data.txt is 0600).
+
+The rendered document holds the token and the URL, so it is never an output: outputs carry
+`user_data_digest`, the digest of the document with both (and the per-attempt node id) masked.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Mapping
+from functools import cache
+from pathlib import Path
 
 import yaml
 
@@ -17,40 +25,64 @@ from .spec import MachineSpec
 ENROLLMENT_PATH = "/etc/gpuaas/enrollment.json"
 BUNDLE_PATH = "/etc/gpuaas/bundle.json"
 LAUNCHER = "/usr/local/sbin/gpuaas-bundle-launcher"
+LAUNCHER_SOURCE = Path(__file__).resolve().parent / "node" / "gpuaas-bundle-launcher.sh"
 MASK = "<enrollment-token>"
+URL_MASK = "<presigned-bundle-url>"
 
 
-def _document(spec: MachineSpec, platform_url: str, node_id: str, token: str) -> str:
+@cache
+def launcher_text() -> str:
+    return LAUNCHER_SOURCE.read_text()
+
+
+def launcher_digest() -> str:
+    return hashlib.sha256(launcher_text().encode()).hexdigest()
+
+
+def _document(spec: MachineSpec, platform_url: str, node_id: str, token: str, bundle_url: str, system_id: str) -> str:
     bundle = {
         "ref": spec.deploy.bundle_ref,
         "sha256": spec.deploy.bundle_digest,
-        "launcher_url": spec.deploy.launcher_url,
+        "url": bundle_url,
         # the bundle's mount sets this machine installs (its pool's, its own); absent when none
         **({"mount_sets": list(spec.deploy.mount_sets)} if spec.deploy.mount_sets else {}),
     }
-    enrollment = {"platform_url": platform_url, "node_id": node_id, "enrollment_token": token}
-    doc = {
+    enrollment = {
+        "platform_url": platform_url,
+        "node_id": node_id,
+        "enrollment_token": token,
         "hostname": spec.hostname,
+        "system_id": system_id,
+    }
+    return _dump(spec.hostname, enrollment, bundle)
+
+
+def _dump(hostname: str, enrollment: Mapping[str, str], bundle: Mapping[str, object]) -> str:
+    root = {"owner": "root:root"}
+    doc = {
+        "hostname": hostname,
         "write_files": [
-            {
-                "path": ENROLLMENT_PATH,
-                "permissions": "0600",
-                "owner": "root:root",
-                "content": json.dumps(enrollment, sort_keys=True),
-            },
-            {"path": BUNDLE_PATH, "permissions": "0644", "content": json.dumps(bundle, sort_keys=True)},
+            {"path": ENROLLMENT_PATH, "permissions": "0600", **root, "content": json.dumps(enrollment, sort_keys=True)},
+            {"path": BUNDLE_PATH, "permissions": "0600", **root, "content": json.dumps(bundle, sort_keys=True)},
+            {"path": LAUNCHER, "permissions": "0700", **root, "content": launcher_text()},
         ],
-        # The launcher fetches the bundle by ref, refuses it unless sha256 matches, then runs it;
-        # the bundle's first-boot unit enrolls the node with the token above and deletes it.
-        "runcmd": [[LAUNCHER, "--bundle", BUNDLE_PATH, "--enrollment", ENROLLMENT_PATH]],
+        # cloud-init runs the launcher only if it is byte for byte the one this user_data pins.
+        "runcmd": [[
+            "/bin/sh", "-c",
+            f'echo "{launcher_digest()}  {LAUNCHER}" | sha256sum -c --status && exec {LAUNCHER} '
+            f'|| {{ echo "gpuaas: {LAUNCHER} does not match its pinned sha256" >&2; exit 1; }}',
+        ]],
     }
     return "#cloud-config\n" + yaml.safe_dump(doc, sort_keys=True, width=1000)
 
 
-def render_user_data(spec: MachineSpec, *, platform_url: str, node_id: str, token: str) -> bytes:
-    return _document(spec, platform_url, node_id, token).encode()
+def render_user_data(
+    spec: MachineSpec, *, platform_url: str, node_id: str, token: str, system_id: str = "", bundle_url: str = ""
+) -> bytes:
+    return _document(spec, platform_url, node_id, token, bundle_url, system_id).encode()
 
 
 def user_data_digest(spec: MachineSpec, platform_url: str) -> str:
-    """Stable digest of the user_data with the per-attempt node id and token masked."""
-    return hashlib.sha256(_document(spec, platform_url, "<node-id>", MASK).encode()).hexdigest()
+    """Stable digest of the user_data with the per-attempt node id, token and presigned URL masked."""
+    masked = _document(spec, platform_url, "<node-id>", MASK, URL_MASK, "<system-id>")
+    return hashlib.sha256(masked.encode()).hexdigest()

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from clients.maas import datasource_failure
 
+from .bootstrap import verdict
 from .cloud_init import render_user_data
 from .ports import MaasError, MachineDetail
 from .records import (
@@ -182,8 +183,15 @@ def handle_deploy(ctx: Context, m: LifecycleRecord) -> Step:
         ttl_seconds=ctx.policy.enrollment_token_ttl_seconds,
     )
     m.node_id = token.node_id
+    # The presigned bundle URL lives as long as the token: both must outlast the deploy and the first boot.
+    url = ctx.presign(m.spec, ctx.policy.enrollment_token_ttl_seconds) if ctx.presign is not None else ""
     user_data = render_user_data(
-        m.spec, platform_url=ctx.platform_url, node_id=token.node_id, token=token.token.get_secret_value()
+        m.spec,
+        platform_url=ctx.platform_url,
+        node_id=token.node_id,
+        token=token.token.get_secret_value(),
+        system_id=m.system_id,
+        bundle_url=url,
     )
     ctx.ops.deploy(
         m.system_id,
@@ -322,9 +330,11 @@ def handle_await_enroll(ctx: Context, m: LifecycleRecord) -> Step:
     m.node_id = node_id
     if not m.owner_data_recorded and OWNER_FINGERPRINT not in m.view.owner_data and m.system_id:
         _record_owner_data(ctx, m)
-    status = ctx.enrollment.node_status(node_id)
-    if status == "active":
-        return Step.finish(MachineOutcome.READY, Stage.READY)
+    state = ctx.enrollment.node_state(node_id)
+    status = state.status
+    decided = verdict(ctx, m, state)
+    if decided is not None:
+        return decided
     if status in ("quarantined", "retired", "deleted", "removing"):
         return Step.fail(FailCode.NODE_STATE, f"{m.ident()}: platform node {node_id} is {status}, not active")
     return Step.wait(Stage.AWAIT_ENROLL)

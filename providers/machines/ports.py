@@ -15,6 +15,7 @@ from clients.maas import EventView, MaasError, MachineDetail, MachineView, PortE
 
 # The MAAS views and error type belong to the MAAS client; re-exported for older imports.
 __all__ = [
+    "BootstrapView",
     "Enrollment",
     "EnrollmentError",
     "EnrollmentToken",
@@ -22,6 +23,7 @@ __all__ = [
     "MachineDetail",
     "MachineOps",
     "MachineView",
+    "NodeState",
     "PortError",
     "PowerSettings",
 ]
@@ -91,10 +93,31 @@ class EnrollmentToken(_View):
     expires_at: float
 
 
+class BootstrapView(_View):
+    """The node's own bootstrap report, as the platform's node record holds it."""
+
+    bundle_digest: str
+    ok: bool
+    failed_step: str | None = None
+    output_tail: str = ""
+    """The failed step's output tail (empty when ok)."""
+    runner: str = "launcher"
+    steps: tuple[str, ...] = ()
+
+
+class NodeState(_View):
+    status: str
+    bootstrap: BootstrapView | None = None
+
+
 class Enrollment(Protocol):
     def mint_token(self, *, site: str, hostname: str, system_id: str, ttl_seconds: int) -> EnrollmentToken: ...
     def node_status(self, node_id: str) -> str:
         """The platform's node status (bootstrap_issued, enrolling, active, ...; "unknown" if none)."""
+        ...
+
+    def node_state(self, node_id: str) -> NodeState:
+        """The node's status and the bootstrap report its launcher sent (None until it sent one)."""
         ...
 
     def remove_node(self, node_id: str) -> None:

@@ -52,6 +52,10 @@ class FailCode(StrEnum):
     IDENTITY_NOT_APPLIED = "MCH018"  # MAAS did not take a hostname/tag drift repair (read back)
     MAAS_UNAVAILABLE = "MCH019"  # MAAS kept answering 5xx / dropping connections past the retry budget
     AMBIGUOUS_MATCH = "MCH020"  # several MAAS machines match the declared IPMI address / PXE MAC
+    VALIDATION = "MCH021"  # a post-deploy validation script failed on the node (outcome validation_failed)
+    BOOTSTRAP = "MCH022"  # another launcher step failed on the node (fetch, packages, storage, enroll, ...)
+    BUNDLE_DIGEST = "MCH023"  # the node reports a bundle digest other than the one deployed
+    NO_REPORT = "MCH024"  # the node enrolled without a bootstrap report (its launcher did not run the bundle)
 
     def __call__(self, reason: str) -> str:
         return f"{self.value} {reason}"
@@ -158,3 +162,5 @@ class Context:
     """Where progress lines go: provider stdout (the Pulumi CLI shows it while the step runs)."""
     label: str = "machines"
     """What progress lines call this run (e.g. `pool dal1-h200`)."""
+    presign: Callable[[MachineSpec, int], str] | None = None
+    """(spec, ttl seconds) -> a presigned GET URL of the spec's bundle version (runtime.bundle_presigner)."""

@@ -10,17 +10,19 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
+from urllib.parse import parse_qs, urlsplit
 
 from clients.maas import DEFAULT_BUDGET, MaasClient
 from clients.platform.client import PlatformClient
 from clients.platform.errors import PlatformApiError
 from clients.platform.models import nodes as node_models
+from clients.s3 import ArtifactStore, s3_credentials
 from clients.vault import VaultCredentials, VaultReader
 from providers.common import resolve_ca, vault_reader
 
 from .lifecycle import Context
-from .ports import EnrollmentError, EnrollmentToken
-from .spec import Connection, Deadlines, LifecyclePolicy
+from .ports import BootstrapView, EnrollmentError, EnrollmentToken, NodeState
+from .spec import Connection, Deadlines, LifecyclePolicy, MachineSpec
 
 
 class PlatformEnrollment:
@@ -49,6 +51,15 @@ class PlatformEnrollment:
                 return "unknown"
             raise _port_error(e, None) from None
 
+    def node_state(self, node_id: str) -> NodeState:
+        try:
+            node = self._client.get_node(node_id)
+        except PlatformApiError as e:
+            if e.status == 404:
+                return NodeState(status="unknown")
+            raise _port_error(e, None) from None
+        return NodeState(status=node.status.value, bootstrap=_bootstrap_view(node.bootstrap))
+
     def find_node(self, *, system_id: str) -> str | None:
         try:
             nodes = self._client.list_nodes(site_id=self._site_id, system_id=system_id)
@@ -63,6 +74,37 @@ class PlatformEnrollment:
         except PlatformApiError as e:
             if e.status != 404:
                 raise _port_error(e, None) from None
+
+
+def _bootstrap_view(report: node_models.BootstrapReport | None) -> BootstrapView | None:
+    if report is None:
+        return None
+    failed = next((st for st in report.steps if st.step == report.failed_step), None)
+    return BootstrapView(
+        bundle_digest=report.bundle_digest,
+        ok=report.outcome is node_models.BootstrapOutcome.SUCCEEDED,
+        failed_step=report.failed_step,
+        output_tail=failed.output_tail if failed else "",
+        runner=report.runner.value,
+        steps=tuple(st.step for st in report.steps),
+    )
+
+
+def bundle_presigner(store: ArtifactStore) -> Callable[[MachineSpec, int], str]:
+    """(spec, ttl) -> a presigned GET URL of exactly the spec's bundle version (`s3://bucket/key` ref,
+    version from its `launcher_url`). Signing is local; the URL lives `ttl` seconds."""
+
+    def presign(spec: MachineSpec, ttl_seconds: int) -> str:
+        ref = urlsplit(spec.deploy.bundle_ref)
+        version = parse_qs(urlsplit(spec.deploy.launcher_url).query).get("versionId", [None])[0]
+        if ref.scheme != "s3" or ref.netloc != store.location.bucket:
+            raise EnrollmentError(
+                f"bundle ref {spec.deploy.bundle_ref} is not in the artifact store's bucket "
+                f"{store.location.bucket!r}; fix artifact_store.bucket or the bundle"
+            )
+        return store.presign_get(ref.path.lstrip("/"), version, ttl_seconds)
+
+    return presign
 
 
 def _port_error(e: PlatformApiError, system_id: str | None) -> EnrollmentError:
@@ -128,8 +170,26 @@ def build_context(
         log=log,
         progress=progress,
         label=label,
+        presign=_presigner(conn, vault),
     )
     return ctx, maas, platform
+
+
+def _presigner(conn: Connection, vault: VaultReader) -> Callable[[MachineSpec, int], str] | None:
+    """Lazy: the store's credentials are read from Vault at the first deploy of the call, not for
+    calls that deploy nothing (refresh, teardown)."""
+    store_inputs = conn.store
+    if store_inputs is None:
+        return None
+    made: list[Callable[[MachineSpec, int], str]] = []
+
+    def presign(spec: MachineSpec, ttl_seconds: int) -> str:
+        if not made:
+            creds = s3_credentials(vault, store_inputs.credentials_path)
+            made.append(bundle_presigner(ArtifactStore(store_inputs.location(), creds)))
+        return made[0](spec, ttl_seconds)
+
+    return presign
 
 
 @contextmanager

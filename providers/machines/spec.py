@@ -15,6 +15,7 @@ from enum import StrEnum
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from providers.common import VaultInputs
+from providers.sites.bundle import StoreInputs
 
 
 class PowerType(StrEnum):
@@ -177,3 +178,7 @@ class Connection(_Spec):
     vault: VaultInputs
     platform_site_id: str
     platform_profile_id: str
+    store: StoreInputs | None = None
+    """The artifact store holding the bundles: each deploy presigns a short-lived GET URL of the machine's
+    bundle version with its credentials (the URL, never a key, reaches the node). None (older state):
+    the user_data carries no URL and a real node's launcher stops at its fetch step."""

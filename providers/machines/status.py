@@ -45,7 +45,8 @@ class MachineOutcome(StrEnum):
     FAILED = "failed"
     TIMED_OUT = "timed_out"
     DRIFTED = "drifted"  # refresh found it not Deployed, or deployed from other inputs: up repairs it
+    VALIDATION_FAILED = "validation_failed"  # a post-deploy validation script failed on the node
 
     @property
     def failed(self) -> bool:
-        return self in (MachineOutcome.FAILED, MachineOutcome.TIMED_OUT)
+        return self in (MachineOutcome.FAILED, MachineOutcome.TIMED_OUT, MachineOutcome.VALIDATION_FAILED)

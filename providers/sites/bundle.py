@@ -91,6 +91,9 @@ class BundleProfile(BaseModel):
     require_hw_sync: bool = True
     hardware_sync_interval: int = 900
     enable_phase2_roce: bool = False
+    data_devices: tuple[str, ...] = ()
+    """The storage layout's data devices on the SKU (`/dev/<name>`), in order: the storage step makes
+    device i the filesystem labelled share<i>, mounted at /share<i>. Empty: no /shareN."""
 
 
 class BundleSpec(BaseModel):

@@ -1,7 +1,7 @@
 """What a rendered bundle must be before it is published, checked at `check` (so at preview) with the
 bundle's template file and the line named: every cloud-init part is a `#cloud-config` YAML mapping
 (cloud-init ignores a part it cannot read, so a broken one would silently do nothing on the node),
-and every script a node runs (launcher, validation, MAAS commissioning/testing scripts) starts with an
+and every script a node runs (the launcher's steps, validation, MAAS commissioning/testing scripts) starts with an
 interpreter line (MAAS and the launcher exec them directly).
 """
 
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import yaml
 
-_SCRIPT_DIRS = ("launcher/", "validation/", "commissioning/", "testing/")
+_SCRIPT_DIRS = ("steps/", "validation/", "commissioning/", "testing/")
 
 
 def problems(template_set: str, files: dict[str, bytes]) -> list[tuple[str, str]]:

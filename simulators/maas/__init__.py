@@ -6,6 +6,7 @@ See docs/maas-simulator.md.
 """
 
 from .admin import AdminClient, AdminError
+from .enroll import EnrollBackend
 from .enums import LinkMode, NodeStatus, PowerState
 from .faults import ApiErrorBurst, ApiFaults, MachineFaults, SimFaults
 from .inventory import InventoryError, MachineSpec, SimInventory, demo_inventory
@@ -13,7 +14,8 @@ from .lifecycle import PhaseDurations
 from .simulator import MaasSimulator
 
 __all__ = [
-    "AdminClient", "AdminError", "ApiErrorBurst", "ApiFaults", "InventoryError", "LinkMode", "MachineFaults",
+    "AdminClient", "AdminError", "ApiErrorBurst", "ApiFaults", "EnrollBackend", "InventoryError", "LinkMode",
+    "MachineFaults",
     "MachineSpec", "MaasSimulator", "NodeStatus", "PhaseDurations", "PowerState", "SimFaults", "SimInventory",
     "demo_inventory",
 ]

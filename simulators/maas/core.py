@@ -7,6 +7,7 @@ from typing import Any
 
 from . import handlers_events, handlers_machines, handlers_misc, handlers_nodes
 from .auth import ApiKey, KeyRing
+from .enroll import EnrollBackend
 from .enums import NodeStatus
 from .faults import FaultBook, SimFaults
 from .handlers_misc import builtin_scripts
@@ -21,7 +22,8 @@ from .state import Machine, Store
 class SimCore:
     def __init__(self, inventory: SimInventory, *, time_scale: float = 1.0, faults: SimFaults | None = None,
                  durations: PhaseDurations | None = None, platform_url: str | None = None,
-                 api_key: ApiKey | None = None, seed: int = 0) -> None:
+                 api_key: ApiKey | None = None, seed: int = 0,
+                 enroll_backend: EnrollBackend = EnrollBackend.FAST) -> None:
         self.store = Store(seed)
         for script in builtin_scripts():
             self.store.scripts[script.name] = script
@@ -31,7 +33,7 @@ class SimCore:
         for m in self.store.machines.values():
             self.stats.status_changed(m.zone, None, m.status)
         self.lifecycle = Lifecycle(self.store, self.faults, self.stats, durations or PhaseDurations(),
-                                   time_scale, platform_url)
+                                   time_scale, platform_url if enroll_backend is EnrollBackend.FAST else None)
         self.api_key = api_key or ApiKey.generate()
         self.keys = KeyRing([self.api_key])
         self.deleted_events: dict[str, list[Any]] = {}

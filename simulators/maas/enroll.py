@@ -1,4 +1,9 @@
-"""Platform enrollment hook: what a deployed node's first boot would do.
+"""The FAST enrollment backend: the simulator enrolls a deployed node itself, instead of a node.
+
+Only for runs with no real nodes (scale benchmarks, lifecycle tests that do not test the node side):
+nothing of the bundle runs. `EnrollBackend.FAST` posts the enrollment with a bootstrap report whose
+runner is `fast-simulator`, no steps, and the digest the user_data pins (so the lifecycle's digest check
+holds); `EnrollBackend.NODE` posts nothing: the node's own launcher enrolls (tests/node, docs/node-bootstrap.md).
 
 When a machine reaches Deployed and the simulator was started with a platform URL, the deployed
 user_data (a `#cloud-config` document, or MIME multipart holding one) is searched for a
@@ -15,6 +20,7 @@ import email
 import gzip
 import json
 from email import policy
+from enum import StrEnum
 from typing import Any
 
 import httpx
@@ -22,13 +28,20 @@ import yaml
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 ENROLLMENT_PATH = "/etc/gpuaas/enrollment.json"
+BUNDLE_PATH = "/etc/gpuaas/bundle.json"
 ENROLL_ROUTE = "/api/v1/node-bootstrap/enroll"
+
+
+class EnrollBackend(StrEnum):
+    FAST = "fast"  # the simulator enrolls each deployed node itself (no node runs anything)
+    NODE = "node"  # nothing is posted for the node: its own launcher enrolls
 
 
 class Enrollment(BaseModel):
     model_config = ConfigDict(extra="ignore")
     node_id: str
     enrollment_token: str
+    bundle_digest: str | None = None  # the sha256 the user_data pins (from BUNDLE_PATH), when there is one
 
     def __repr__(self) -> str:  # keep the token out of any accidental log line
         return f"Enrollment(node_id={self.node_id!r}, enrollment_token=<redacted>)"
@@ -80,9 +93,9 @@ def _file_content(entry: dict[str, Any]) -> str | None:
     return raw.decode("utf-8", "replace")
 
 
-def find_enrollment(user_data: bytes | None) -> Enrollment | None:
-    if not user_data:
-        return None
+def _write_files(user_data: bytes) -> dict[str, str]:
+    """path -> content of every write_files entry of the user_data's cloud-config documents."""
+    out: dict[str, str] = {}
     for doc in _cloud_configs(user_data):
         try:
             data = yaml.safe_load(doc)
@@ -91,23 +104,38 @@ def find_enrollment(user_data: bytes | None) -> Enrollment | None:
         if not isinstance(data, dict):
             continue
         for entry in data.get("write_files") or []:
-            if not isinstance(entry, dict) or entry.get("path") != ENROLLMENT_PATH:
-                continue
-            content = _file_content(entry)
-            if content is None:
-                continue
-            try:
-                return Enrollment.model_validate(json.loads(content))
-            except (json.JSONDecodeError, ValidationError):
-                return None
-    return None
+            if isinstance(entry, dict) and isinstance(entry.get("path"), str):
+                content = _file_content(entry)
+                if content is not None:
+                    out.setdefault(entry["path"], content)
+    return out
+
+
+def find_enrollment(user_data: bytes | None) -> Enrollment | None:
+    if not user_data:
+        return None
+    files = _write_files(user_data)
+    if ENROLLMENT_PATH not in files:
+        return None
+    try:
+        enrollment = Enrollment.model_validate(json.loads(files[ENROLLMENT_PATH]))
+    except (json.JSONDecodeError, ValidationError):
+        return None
+    try:
+        digest = json.loads(files.get(BUNDLE_PATH, "{}")).get("sha256")
+    except (json.JSONDecodeError, AttributeError):
+        digest = None
+    return enrollment.model_copy(update={"bundle_digest": digest if isinstance(digest, str) else None})
 
 
 def post_enrollment(platform_url: str, enrollment: Enrollment, hostname: str, system_id: str,
                     timeout: float = 10.0) -> EnrollResult:
     url = platform_url.rstrip("/") + ENROLL_ROUTE
-    body = {"node_id": enrollment.node_id, "enrollment_token": enrollment.enrollment_token,
-            "hostname": hostname, "system_id": system_id}
+    body: dict[str, Any] = {"node_id": enrollment.node_id, "enrollment_token": enrollment.enrollment_token,
+                            "hostname": hostname, "system_id": system_id}
+    if enrollment.bundle_digest:  # FAST: nothing ran; the report says so (runner) and carries the pinned digest
+        body["report"] = {"bundle_digest": enrollment.bundle_digest, "outcome": "succeeded", "steps": [],
+                          "runner": "fast-simulator"}
     try:
         resp = httpx.post(url, json=body, timeout=timeout)
     except httpx.HTTPError as exc:

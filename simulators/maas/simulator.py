@@ -10,6 +10,7 @@ from typing import Any
 from .admin import AdminClient
 from .auth import ApiKey
 from .core import SimCore
+from .enroll import EnrollBackend
 from .faults import SimFaults
 from .inventory import SimInventory, demo_inventory
 from .lifecycle import PhaseDurations
@@ -24,14 +25,15 @@ class MaasSimulator:
 
     `inventory` is a SimInventory, a path to a YAML/JSON file, or None (a one-site demo
     inventory). `time_scale` multiplies every phase duration (`durations`, in real-world
-    seconds); `faults` is the initial fault configuration; `platform_url` turns on the
-    enrollment hook (see enroll.py).
+    seconds); `faults` is the initial fault configuration; `platform_url` with
+    `enroll_backend=EnrollBackend.FAST` (the default) has the simulator enroll each deployed node itself
+    (no node runs anything); `EnrollBackend.NODE` leaves enrollment to the node's own launcher (enroll.py).
     """
 
     def __init__(self, inventory: SimInventory | str | Path | None = None, *, time_scale: float = 1.0,
                  faults: SimFaults | dict[str, Any] | None = None, durations: PhaseDurations | None = None,
                  platform_url: str | None = None, host: str = "127.0.0.1", port: int = 0,
-                 api_key: str | None = None, seed: int = 0) -> None:
+                 api_key: str | None = None, seed: int = 0, enroll_backend: EnrollBackend = EnrollBackend.FAST) -> None:
         if inventory is None:
             inv = demo_inventory()
         elif isinstance(inventory, SimInventory):
@@ -42,7 +44,7 @@ class MaasSimulator:
             faults = SimFaults.model_validate(faults)
         self.core = SimCore(inv, time_scale=time_scale, faults=faults, durations=durations,
                             platform_url=platform_url, api_key=ApiKey.parse(api_key) if api_key else None,
-                            seed=seed)
+                            seed=seed, enroll_backend=enroll_backend)
         self._address = (host, port)
         self._server: SimHTTPServer | None = None
         self._thread: threading.Thread | None = None

@@ -8,6 +8,8 @@ from datetime import timedelta
 from pydantic import SecretStr
 
 from clients.platform.models import (
+    BootstrapReportAck,
+    BootstrapReportRequest,
     EnrollmentRequest,
     EnrollmentResult,
     EnrollmentTokenGrant,
@@ -128,7 +130,12 @@ def mint_token(ctx: Ctx) -> Result:
     token_id = new_id("token")
     store.enrollment_tokens[digest(secret)] = EnrollmentTokenRecord(token_id, node.node_id, store.clock.seconds() + ttl)
     node = node.model_copy(
-        update={"hostname": req.hostname, "profile_id": profile.profile_id, "last_token_id": token_id}
+        update={
+            "hostname": req.hostname,
+            "profile_id": profile.profile_id,
+            "last_token_id": token_id,
+            "bootstrap": None,  # a new deploy attempt: the previous boot's report no longer describes it
+        }
     )
     store.nodes[node.node_id] = node
     set_status(store, node, S.BOOTSTRAP_ISSUED, "enrollment token issued")
@@ -144,10 +151,8 @@ def mint_token(ctx: Ctx) -> Result:
     return Result(201, grant, target=node.node_id)
 
 
-def enroll(ctx: Ctx) -> Result:
-    # size: the token checks in their documented order (docs/platform-api.md), then the transition.
-    store, req = ctx.store, ctx.body
-    assert isinstance(req, EnrollmentRequest)
+def _token_node(store: Store, req: EnrollmentRequest | BootstrapReportRequest) -> tuple[EnrollmentTokenRecord, Node]:
+    # size: the token checks in their documented order (docs/platform-api.md).
     rec = store.enrollment_tokens.get(digest(req.enrollment_token.get_secret_value()))
     if rec is None:
         raise ApiError(401, E.ENROLLMENT_TOKEN_INVALID, "the enrollment token is not known; mint a new one")
@@ -198,10 +203,30 @@ def enroll(ctx: Ctx) -> Result:
             f"node is {node.status.value}",
             {"node_id": node.node_id, "status": node.status.value},
         )
+    return rec, node
+
+
+def enroll(ctx: Ctx) -> Result:
+    store, req = ctx.store, ctx.body
+    assert isinstance(req, EnrollmentRequest)
+    rec, node = _token_node(store, req)
     rec.used_at_s = store.clock.seconds()
     now = store.clock.now()
-    node = set_status(store, node.model_copy(update={"enrolled_at": now}), S.ENROLLING, "enrollment accepted")
+    node = node.model_copy(update={"enrolled_at": now, "bootstrap": req.report})
+    node = set_status(store, node, S.ENROLLING, "enrollment accepted")
     return Result(200, EnrollmentResult(node_id=node.node_id, status=node.status, enrolled_at=now), target=node.node_id)
+
+
+def report_bootstrap(ctx: Ctx) -> Result:
+    """A launcher that stopped says why; the node stays bootstrap_issued and its token unused."""
+    store, req = ctx.store, ctx.body
+    assert isinstance(req, BootstrapReportRequest)
+    _, node = _token_node(store, req)
+    at = f" at {req.report.failed_step}" if req.report.failed_step else ""
+    reason = f"bootstrap {req.report.outcome.value}{at}"
+    node = node.model_copy(update={"bootstrap": req.report, "status_reason": reason, "updated_at": store.clock.now()})
+    store.nodes[node.node_id] = node
+    return Result(200, BootstrapReportAck(node_id=node.node_id, status=node.status), target=node.node_id)
 
 
 def list_nodes(ctx: Ctx) -> Result:
@@ -245,6 +270,7 @@ def remove_node(ctx: Ctx) -> Result:
 HANDLERS: dict[str, Handler] = {
     "mintEnrollmentToken": mint_token,
     "enrollNode": enroll,
+    "reportNodeBootstrap": report_bootstrap,
     "listNodes": list_nodes,
     "getNode": get_node,
     "transitionNode": transition_node,

@@ -129,3 +129,23 @@ def test_two_resources_claiming_one_old_resource_is_an_error(stack: FixtureStack
     )
     assert not result.ok
     assert any("already uses" in e for e in result.errors()), result.errors()
+
+
+def test_delete_before_replace_of_a_reparented_resource_keeps_its_replacement(stack: FixtureStack) -> None:
+    """A replace (delete first) of a resource taken over by an alias in the same run: delete the old
+    object, create the replacement, and nothing more. Before the fix the pending-replacement mark went to
+    the old URN, the create took the untouched old state for a create-before-delete, and the end of the
+    run deleted the new object (a MaasMachine from v1 state, released after its redeploy)."""
+    assert_ok(stack.up([widget("m", zone="z1", exclusive=True)]))
+    stack.clear_events()
+    moved = widget("m", zone="z2", exclusive=True, parent="fleet", opts={"aliases": [{"parent": None}]})
+    spec = [group("fleet"), moved]
+    result = stack.up(spec)
+    assert_ok(result)
+    assert _mutations(stack) == [("delete", "m"), ("create", "m")]
+    assert stack.objects_by_name()["m"]["zone"] == "z2"
+    by_urn = stack.state(decrypt=True).by_urn()
+    assert stack.urn("m") not in by_urn and not by_urn[stack.urn("m", GROUP)].pendingReplacement
+    again = stack.up(spec)
+    assert_ok(again)
+    assert set(again.ops().values()) == {StepOp.SAME}

@@ -204,3 +204,20 @@ def test_a_top_level_schema_error_reports_schema_findings_only(tmp_path: Path) -
     doc["tier"] = "galactic"
     found = _codes(_write(tmp_path, yaml.safe_dump(doc, sort_keys=False)))
     assert found and all(c in (Code.INVALID_VALUE.value, Code.UNKNOWN_FIELD.value) for c, _ in found), found
+
+
+def test_a_storage_layout_naming_a_device_the_sku_lacks_is_refused(tmp_path: Path) -> None:
+    """Issue 15's bad input: the h200-boss-flat layout makes nvme0n1..7 /share0..7; a 1U cpu-small
+    machine has only sda. Refused at validate/preview with the file, the path and the bundle named."""
+    doc = _doc("dev")
+    doc["machines"][0]["sku"] = "cpu-small"
+    path = _write(tmp_path, yaml.safe_dump(doc, sort_keys=False))
+    env, found = validate_environment(path)
+    assert env is None
+    storage = [f for f in found if f.code is Code.STORAGE_DEVICE_MISSING]
+    assert len(storage) == 1, found
+    f = storage[0]
+    assert (f.file, f.path) == (str(path), "machines[0].sku")
+    assert "nvme0n1" in f.message and "h200-boss-flat" in f.message and "dev-gpu-1" in f.message
+    assert "bundle 'lab-h200' (steps/30-storage.sh)" in f.message and "(it has: sda)" in f.message
+    assert "skus.cpu-small.block_devices" in f.hint

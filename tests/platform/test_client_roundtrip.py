@@ -80,14 +80,19 @@ def test_admin_sites_profiles_and_nodes_round_trip(platform_sim: RunningSim, adm
     node = admin.get_node(grant.node_id)
     assert node.status is m.NodeStatus.BOOTSTRAP_ISSUED and node.last_token_id == grant.token_id
     assert admin.list_nodes(site_id=site.site_id, hostname="gpu-01") == [node]
-    enrolled = PlatformClient(platform_sim.url).enroll(
-        m.EnrollmentRequest(
-            node_id=grant.node_id, enrollment_token=grant.enrollment_token, hostname="gpu-01", system_id="abc123"
-        )
-    )
+    ident = {"node_id": grant.node_id, "enrollment_token": grant.enrollment_token, "hostname": "gpu-01",
+             "system_id": "abc123"}
+    step = m.BootstrapStepResult(step="validate-gpu-check", ok=False, duration_s=0.5, output_tail="found 7 GPUs")
+    stopped = m.BootstrapReport(bundle_digest="a" * 64, outcome=m.BootstrapOutcome.FAILED,
+                                failed_step=step.step, steps=[step])
+    ack = PlatformClient(platform_sim.url).report_bootstrap(m.BootstrapReportRequest(**ident, report=stopped))
+    assert ack.status is m.NodeStatus.BOOTSTRAP_ISSUED and admin.get_node(grant.node_id).bootstrap == stopped
+    ran = m.BootstrapReport(bundle_digest="a" * 64, outcome=m.BootstrapOutcome.SUCCEEDED,
+                            steps=[step.model_copy(update={"ok": True})])
+    enrolled = PlatformClient(platform_sim.url).enroll(m.EnrollmentRequest(**ident, report=ran))
     assert enrolled.status is m.NodeStatus.ENROLLING
     active = admin.wait_for_node(grant.node_id, timeout_s=10)
-    assert active.status is m.NodeStatus.ACTIVE and active.enrolled_at is not None
+    assert active.status is m.NodeStatus.ACTIVE and active.enrolled_at is not None and active.bootstrap == ran
     assert admin.list_nodes(status=m.NodeStatus.ACTIVE) == [active]
     assert admin.transition_node(node.node_id, m.NodeAction.QUARANTINE).status is m.NodeStatus.QUARANTINED
     with pytest.raises(PlatformApiError) as err:

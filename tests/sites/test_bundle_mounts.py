@@ -62,9 +62,8 @@ def test_the_bundle_of_a_pool_that_mounts_carries_its_units_and_the_installer(tm
             "readcache") in unit
     assert f"{UNIT}.d/lab-stand-in.conf" not in files  # a real filesystem: no stand-in
     assert INSTALLER in files
-    firstboot = files["launcher/gpuaas-firstboot.sh"].decode()
-    assert '"$BUNDLE_DIR/mounts/install-mounts.sh" /etc/gpuaas/bundle.json' in firstboot
-    assert firstboot.index("install-mounts.sh") < firstboot.index("validation/*.sh")  # mounted before validation
+    step = files["steps/60-mounts.sh"].decode()  # a launcher step: every step runs before validation
+    assert '"$BUNDLE_DIR/mounts/install-mounts.sh" "$GPUAAS_BUNDLE_JSON"' in step
     manifest = json.loads(files["manifest.json"])
     assert UNIT in manifest["files"] and INSTALLER in manifest["files"]  # content-addressed like the rest
     # deterministic: same environment, same bytes, same digest; the tar entry of the installer is executable
@@ -78,7 +77,7 @@ def test_a_bundle_no_mounting_pool_uses_is_unchanged(tmp_path: Path) -> None:
     plain, env = load_environment("prod"), prod_with_mounts(tmp_path)
     before, after = render_bundle(spec_of(plain, "sjc1-h200")), render_bundle(spec_of(env, "sjc1-h200"))
     assert not any(p.startswith("mounts/") for p in after)
-    assert "install-mounts" not in after["launcher/gpuaas-firstboot.sh"].decode()
+    assert "install-mounts" not in after["steps/60-mounts.sh"].decode()
     assert digest(pack(before)) == digest(pack(after))
     assert spec_of(env, "sjc1-h200").mounts == ()
 

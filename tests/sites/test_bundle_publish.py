@@ -62,7 +62,7 @@ def test_publish_is_content_addressed_versioned_and_idempotent(
     assert obj["Metadata"] == {"digest": pub.digest, "site": "lab", "bundle": "lab-h200", "template-set": "h200"}
     assert len(body) == pub.size
     with tarfile.open(fileobj=io.BytesIO(gzip.decompress(body))) as tar:
-        assert "launcher/gpuaas-firstboot.sh" in tar.getnames()
+        assert "steps/30-storage.sh" in tar.getnames()
     again = BundlePublisher(spec, creds(openbao)).converge()
     assert not again.republished and again.ref == pub.ref  # same digest: no new version
     versions = moto_s3.client().list_object_versions(Bucket=bucket)["Versions"]
@@ -102,7 +102,7 @@ def test_provider_check_adds_digest_and_rejects_bad_inputs(
     p = provider(openbao)
     res = p.check({}, props(openbao, moto_s3, bucket))
     assert not res.failures and len(res.inputs["digest"]) == 64
-    assert "launcher/gpuaas-firstboot.sh" in res.inputs["files"]
+    assert "steps/30-storage.sh" in res.inputs["files"]
     # unknowns during preview are accepted untouched
     res = p.check({}, props(openbao, moto_s3, bucket, values={"x": UNKNOWN}))
     assert not res.failures and "digest" not in res.inputs

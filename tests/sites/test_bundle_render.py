@@ -39,7 +39,7 @@ def spec(**over: object) -> BundleSpec:
 
 def test_renders_every_part_of_the_h200_set() -> None:
     files = render_bundle(spec())
-    assert {"launcher/gpuaas-firstboot.sh", "cloud-init/10-packages.yaml", "commissioning/50-gpuaas-inventory.sh",
+    assert {"steps/30-storage.sh", "cloud-init/10-packages.yaml", "commissioning/50-gpuaas-inventory.sh",
             "validation/10-gpu-check.sh", "packages/driver.txt", "manifest.json"} <= set(files)
     assert b"nvidia-driver-550-server" in files["packages/driver.txt"]
     assert b"doca-ofed" in files["cloud-init/10-packages.yaml"]  # roce site: fabric stack installed
@@ -68,7 +68,7 @@ def test_packed_archive_is_normalised() -> None:
     assert names == sorted(names)
     assert all(m.mtime == 0 and m.uid == 0 and m.gid == 0 and m.uname == "" and m.gname == "" for m in members)
     modes = {m.name: m.mode for m in members}
-    assert modes["launcher/gpuaas-firstboot.sh"] == 0o755 and modes["manifest.json"] == 0o644
+    assert modes["steps/30-storage.sh"] == 0o755 and modes["manifest.json"] == 0o644
 
 
 def test_any_input_change_changes_the_digest() -> None:

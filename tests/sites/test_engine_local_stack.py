@@ -88,8 +88,8 @@ def test_one_template_changes_one_bundle_and_its_dependents(
     assert first.ok, first.errors() or first.log[-2000:]
     before = {b: v["digest"] for b, v in first.outputs["sites"]["local"]["bundles"].items()}
     # Edit one template of the h200 set: the local-h200 bundle (and the profile naming it) change.
-    launcher = templates / "h200" / "launcher" / "gpuaas-firstboot.sh.j2"
-    launcher.write_text(launcher.read_text().replace('log "done"', 'log "done (v2)"'))
+    step = templates / "h200" / "steps" / "40-fabric.sh.j2"
+    step.write_text(step.read_text().replace('# Step "fabric"', '# Step "fabric" (v2)'))
     preview = engine.preview(timeout=300)
     assert preview.ok, preview.errors()
     assert ops(preview) == {"bundle-local-h200": "update", AUX: "same", PROFILE: "update",

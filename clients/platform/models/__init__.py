@@ -42,6 +42,12 @@ from .common import (
 )
 from .gateway import FramePolicy, UiRoute, UiRouteCreate, UiRouteList
 from .nodes import (
+    BootstrapOutcome,
+    BootstrapReport,
+    BootstrapReportAck,
+    BootstrapReportRequest,
+    BootstrapRunner,
+    BootstrapStepResult,
     EnrollmentRequest,
     EnrollmentResult,
     EnrollmentTokenGrant,
@@ -67,6 +73,12 @@ from .sites import (
 )
 
 __all__ = [
+    "BootstrapOutcome",
+    "BootstrapReport",
+    "BootstrapReportAck",
+    "BootstrapReportRequest",
+    "BootstrapRunner",
+    "BootstrapStepResult",
     "FramePolicy",
     "UiRoute",
     "UiRouteCreate",

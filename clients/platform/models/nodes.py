@@ -67,6 +67,37 @@ class EnrollmentTokenGrant(ResponseModel):
     expires_at: datetime
 
 
+class BootstrapOutcome(StrEnum):
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+
+
+class BootstrapRunner(StrEnum):
+    """Who ran the bundle: the node's own launcher, or the MAAS simulator's fast backend (nothing ran)."""
+
+    LAUNCHER = "launcher"
+    FAST_SIMULATOR = "fast-simulator"
+
+
+class BootstrapStepResult(RequestModel):
+    """One launcher step as the node recorded it (/var/lib/gpuaas/steps/<step>.json)."""
+
+    step: str = Field(pattern=r"^[a-z0-9][a-z0-9._:-]{0,127}$")
+    ok: bool
+    duration_s: float = Field(ge=0)
+    output_tail: str = Field(default="", max_length=4096)
+
+
+class BootstrapReport(RequestModel):
+    """What a node's launcher ran: the bundle digest it verified and each step's result, in order."""
+
+    bundle_digest: str = Field(pattern=r"^[0-9a-f]{64}$", description="The digest pinned in the user_data.")
+    outcome: BootstrapOutcome
+    failed_step: str | None = Field(default=None, max_length=128)
+    steps: list[BootstrapStepResult] = Field(default_factory=list, max_length=256)
+    runner: BootstrapRunner = BootstrapRunner.LAUNCHER
+
+
 class EnrollmentRequest(RequestModel):
     """What a booted node sends (cloud-init reads it from /etc/gpuaas/enrollment.json)."""
 
@@ -75,6 +106,23 @@ class EnrollmentRequest(RequestModel):
     _wire_token = field_serializer("enrollment_token", when_used="json")(reveal_secret)
     hostname: str = Field(pattern=HOSTNAME_PATTERN)
     system_id: str = Field(pattern=SYSTEM_ID_PATTERN)
+    report: BootstrapReport | None = Field(default=None, description="The launcher's step results (kept on the node).")
+
+
+class BootstrapReportRequest(RequestModel):
+    """A node whose launcher stopped reports why, without enrolling (the token stays unused)."""
+
+    node_id: str = Field(pattern=ID_PATTERN)
+    enrollment_token: SecretStr = Field(json_schema_extra=_SECRET_SCHEMA)
+    _wire_token = field_serializer("enrollment_token", when_used="json")(reveal_secret)
+    hostname: str = Field(pattern=HOSTNAME_PATTERN)
+    system_id: str = Field(pattern=SYSTEM_ID_PATTERN)
+    report: BootstrapReport
+
+
+class BootstrapReportAck(ResponseModel):
+    node_id: str = Field(pattern=ID_PATTERN)
+    status: NodeStatus
 
 
 class EnrollmentResult(ResponseModel):
@@ -95,6 +143,9 @@ class Node(ResponseModel):
     last_token_id: str | None
     created_at: datetime
     updated_at: datetime
+    bootstrap: BootstrapReport | None = Field(
+        default=None, description="The last bootstrap report of the node's launcher (cleared by a new token)."
+    )
 
 
 class NodeList(Page):

@@ -1,0 +1,64 @@
+"""What the lifecycle makes of the node's own bootstrap report (docs/node-bootstrap.md): the launcher
+on the node runs the bundle, validates and enrolls; the platform's node record holds its report.
+
+`verdict` turns a report into a step: a failed validation script ends the machine with outcome
+`validation_failed`, any other failed launcher step with MCH022, a digest other than the deployed one
+with MCH023, an enrolled node without a report with MCH024. A failed report found at the start of a
+later run (nothing deployed in this run) releases the machine (the profile's erase mode, as a changed
+deploy does) so it is redeployed with a fresh token
+and presigned URL: the next `up` after a fix re-runs what is needed.
+"""
+
+from __future__ import annotations
+
+from .ports import BootstrapView, NodeState
+from .records import Context, FailCode, LifecycleRecord, Step
+from .status import MachineOutcome, Stage
+
+TAIL_IN_REASON = 400  # characters of the failed step's output tail a reason carries
+
+
+def _tail(view: BootstrapView) -> str:
+    tail = view.output_tail.strip()
+    if len(tail) > TAIL_IN_REASON:
+        tail = "..." + tail[-TAIL_IN_REASON:]
+    return tail.replace("\n", " | ") or "(no output)"
+
+
+def _failure(m: LifecycleRecord, view: BootstrapView) -> Step:
+    step = view.failed_step or "unknown step"
+    where = f"{m.ident()}: on the node, launcher step {step!r} failed: {_tail(view)}"
+    if step.startswith("validate-"):
+        return Step.fail(
+            FailCode.VALIDATION,
+            f"{where}; fix the node or the validation script of bundle {m.spec.deploy.bundle_ref}, then run up "
+            "again (it redeploys the machine)",
+            MachineOutcome.VALIDATION_FAILED,
+        )
+    return Step.fail(FailCode.BOOTSTRAP, f"{where}; fix the cause, then run up again (it redeploys the machine)")
+
+
+def verdict(ctx: Context, m: LifecycleRecord, state: NodeState) -> Step | None:
+    """The step the report decides, or None: no report yet and not enrolled, keep waiting."""
+    view = state.bootstrap
+    if view is not None and not view.ok:
+        if m.deploy_attempts == 0:
+            # Found failed from an earlier run: release (as a changed deploy does), then the table deploys again.
+            m.notes.append(f"node bootstrap failed earlier at {view.failed_step}; releasing to redeploy")
+            return Step.complete(Stage.RELEASE)
+        return _failure(m, view)
+    if view is not None and view.bundle_digest != m.spec.deploy.bundle_digest:
+        return Step.fail(
+            FailCode.BUNDLE_DIGEST,
+            f"{m.ident()}: the node ran bundle {view.bundle_digest}, not the deployed {m.spec.deploy.bundle_digest}; "
+            "run up again (it redeploys the machine)",
+        )
+    if state.status == "active":
+        if view is None:
+            return Step.fail(
+                FailCode.NO_REPORT,
+                f"{m.ident()}: platform node is active but its launcher never reported the bootstrap (no bundle "
+                "digest, no validation results); redeploy it (raise retry_generation or run up after a release)",
+            )
+        return Step.finish(MachineOutcome.READY, Stage.READY)
+    return None

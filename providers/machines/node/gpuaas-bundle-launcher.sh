@@ -1,0 +1,212 @@
+#!/bin/bash
+# gpuaas-bundle-launcher: what a deployed GPUaaS node runs once, from its deploy user_data (docs/node-bootstrap.md).
+#
+# cloud-init writes this file (0700, root) from the user_data, checks it against the sha256 the user_data
+# pins and runs it. In order, each step recorded as JSON under /var/lib/gpuaas/steps/<step>.json
+# (0600, root: step, ok, duration_s, output_tail); a step already recorded ok is never run again, so a
+# node restarted mid-launcher resumes where it stopped:
+#   fetch        the bundle through the short-lived presigned URL in /etc/gpuaas/bundle.json, refused
+#                unless its sha256 is the digest pinned there; unpacked to /opt/gpuaas/bundle/<digest>
+#   <bundle>     the bundle's steps/NN-<name>.sh in name order (packages, cloud-init parts, storage,
+#                fabric, hardware sync, mounts), then each validation/NN-<name>.sh as validate-<name>
+#   enroll       POST <platform>/api/v1/node-bootstrap/enroll with the single-use token and the report
+#                (bundle digest + every step's result); then the token file is deleted
+# A failed step stops the launcher (exit 1): it reports the results so far to
+# <platform>/api/v1/node-bootstrap/report (the token stays unused) and never enrolls.
+# GPUAAS_ROOT prefixes every node path (tests run the launcher against a temporary root).
+set -uo pipefail
+umask 077
+
+R="${GPUAAS_ROOT:-}"
+ETC="$R/etc/gpuaas"
+BUNDLE_JSON="$ETC/bundle.json"
+ENROLL_JSON="$ETC/enrollment.json"
+STATE="$R/var/lib/gpuaas"
+STEPS="$STATE/steps"
+WORK="$STATE/run"
+BUNDLES="$R/opt/gpuaas/bundle"
+LOG="$R/var/log/gpuaas-launcher.log"
+TAIL_BYTES=2048
+export GPUAAS_ROOT="$R" GPUAAS_BUNDLE_JSON="$BUNDLE_JSON" GPUAAS_LAUNCHER_PID=$$
+
+mkdir -p "$ETC" "$STEPS" "$WORK" "$BUNDLES" "$(dirname "$LOG")"
+chmod 0700 "$STATE" "$STEPS" "$WORK"
+
+log() { printf '%s gpuaas-launcher: %s\n' "$(date -u +%Y-%m-%dT%H:%M:%SZ)" "$*" | tee -a "$LOG" >&2; }
+
+# JSON in and out with python3 (cloud-init itself needs it, so every node that ran this has it).
+json_get() { python3 -c 'import json,sys; v=json.load(open(sys.argv[1])).get(sys.argv[2]); print("" if v is None else v)' "$1" "$2"; }
+
+step_ok() {
+  [ -f "$STEPS/$1.json" ] && python3 -c 'import json,sys; sys.exit(0 if json.load(open(sys.argv[1])).get("ok") is True else 1)' "$STEPS/$1.json"
+}
+
+record() {  # record <step> <exit code> <duration s> <output file>
+  python3 - "$@" "$TAIL_BYTES" <<'PY'
+import json, os, sys, time
+step, rc, duration, out, tail = sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), sys.argv[4], int(sys.argv[5])
+data = open(out, "rb").read()[-tail:].decode("utf-8", "replace") if os.path.exists(out) else ""
+doc = {"step": step, "ok": rc == 0, "exit_code": rc, "duration_s": round(duration, 3), "output_tail": data,
+       "finished_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+path = os.path.join(os.environ["GPUAAS_STEPS"], step + ".json")
+tmp = path + ".tmp"
+fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+with os.fdopen(fd, "w") as f:
+    json.dump(doc, f, sort_keys=True)
+os.replace(tmp, path)
+PY
+}
+export GPUAAS_STEPS="$STEPS"
+
+# What to do next, per step, when it fails (the output tail says what the tool said).
+hint() {
+  case "$1" in
+    fetch) echo "run \`pulumi up\` again: the lifecycle redeploys this machine with a freshly presigned bundle URL (see the output above: an expired URL, a digest mismatch or an unreachable store)" ;;
+    enroll) echo "run \`pulumi up\` again: the lifecycle redeploys this machine with a fresh enrollment token" ;;
+    validate-*) echo "fix the node (hardware, driver) or the validation script in the bundle, then run \`pulumi up\` again" ;;
+    *) echo "fix the bundle step (a new bundle digest redeploys the machine) or the node, then run \`pulumi up\` again" ;;
+  esac
+}
+
+report_json() {  # report_json <outcome> <failed step or ""> : the body's "report" member
+  python3 - "$@" <<'PY'
+import glob, json, os, sys
+outcome, failed = sys.argv[1], sys.argv[2] or None
+steps = []
+for path in sorted(glob.glob(os.path.join(os.environ["GPUAAS_STEPS"], "*.json")), key=os.path.getmtime):
+    d = json.load(open(path))
+    if d["step"] == "enroll":
+        continue
+    steps.append({k: d[k] for k in ("step", "ok", "duration_s", "output_tail")})
+print(json.dumps({"bundle_digest": os.environ["GPUAAS_DIGEST"], "outcome": outcome, "failed_step": failed,
+                  "steps": steps, "runner": "launcher"}))
+PY
+}
+
+post() {  # post <route> <report json>: prints "<http status> <platform error code> <message>"
+  python3 - "$ENROLL_JSON" "$@" <<'PY'
+import json, sys, urllib.error, urllib.request
+enrollment, route, report = json.load(open(sys.argv[1])), sys.argv[2], json.loads(sys.argv[3])
+body = {k: enrollment[k] for k in ("node_id", "enrollment_token", "hostname", "system_id")}
+body["report"] = report
+req = urllib.request.Request(enrollment["platform_url"].rstrip("/") + route, data=json.dumps(body).encode(),
+                             headers={"Content-Type": "application/json"}, method="POST")
+try:
+    with urllib.request.urlopen(req, timeout=30) as r:
+        print(r.status, "-", "accepted")
+except urllib.error.HTTPError as e:
+    try:
+        err = json.load(e)  # the platform's error envelope: {code, message, correlation_id, details}
+    except ValueError:
+        err = {}
+    err = err if isinstance(err, dict) else {}
+    print(e.code, err.get("code") or "-", err.get("message") or e.reason)
+except OSError as e:
+    print(0, "unreachable", f"{type(e).__name__}: {e}")
+PY
+}
+
+stop() {  # stop <failed step>: report what ran, name the step and what to do, never enroll
+  local step=$1 tail
+  tail=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["output_tail"][-600:])' "$STEPS/$step.json" 2>/dev/null)
+  log "step $step FAILED: ${tail:-no output}"
+  log "what to do: $(hint "$step")"
+  if [ -f "$ENROLL_JSON" ]; then
+    log "reported to the platform: $(post /api/v1/node-bootstrap/report "$(report_json failed "$step")")"
+  fi
+  log "stopped at step $step; the node did not enroll"
+  exit 1
+}
+
+run_step() {  # run_step <step> <command...>
+  local step=$1 out rc start end
+  shift
+  if step_ok "$step"; then
+    log "step $step: recorded ok earlier, skipped"
+    return 0
+  fi
+  out="$WORK/$step.out"
+  log "step $step: start"
+  start=$(date +%s.%N)
+  "$@" >"$out" 2>&1 </dev/null
+  rc=$?
+  end=$(date +%s.%N)
+  record "$step" "$rc" "$(python3 -c "print(max(0.0, $end - $start))")" "$out"
+  [ "$rc" -eq 0 ] || stop "$step"
+  log "step $step: ok"
+}
+
+fetch() {  # download through the presigned URL, verify the pinned digest, unpack
+  python3 - "$BUNDLE_JSON" "$WORK/bundle.tar.gz" <<'PY' || return 1
+import json, sys, urllib.error, urllib.request
+bundle, dest = json.load(open(sys.argv[1])), sys.argv[2]
+url = bundle.get("url") or ""
+if not url:
+    sys.exit("no presigned bundle URL in bundle.json: the deploy had no artifact store to presign with")
+try:
+    with urllib.request.urlopen(url, timeout=60) as r, open(dest, "wb") as f:
+        f.write(r.read())
+except urllib.error.HTTPError as e:
+    body = e.read().decode("utf-8", "replace")
+    expired = "expired" in body.lower()
+    sys.exit(f"bundle download refused: HTTP {e.code}: {body.strip()[-300:]}"
+             + ("\nthe presigned URL expired before the node used it" if expired else ""))
+except OSError as e:
+    sys.exit(f"artifact store unreachable: {type(e).__name__}: {e}")
+print(f"downloaded {bundle.get('ref', '?')}")
+PY
+  local got
+  got=$(sha256sum "$WORK/bundle.tar.gz" | cut -d' ' -f1)
+  if [ "$got" != "$GPUAAS_DIGEST" ]; then
+    echo "bundle refused: its sha256 is $got, the user_data pins $GPUAAS_DIGEST"
+    rm -f "$WORK/bundle.tar.gz"
+    return 1
+  fi
+  rm -rf "$BUNDLE_DIR.tmp" && mkdir -p "$BUNDLE_DIR.tmp" &&
+    tar -xzf "$WORK/bundle.tar.gz" -C "$BUNDLE_DIR.tmp" --no-same-owner &&
+    rm -rf "$BUNDLE_DIR" && mv "$BUNDLE_DIR.tmp" "$BUNDLE_DIR" || return 1
+  rm -f "$WORK/bundle.tar.gz"
+  echo "bundle $GPUAAS_DIGEST verified and unpacked to $BUNDLE_DIR"
+}
+
+enroll() {
+  local answer
+  answer=$(post /api/v1/node-bootstrap/enroll "$(report_json succeeded "")")
+  echo "platform: $answer"
+  case "$answer" in
+    200\ *) rm -f "$ENROLL_JSON"; echo "enrolled; token file removed" ;;
+    *) echo "enrollment refused; the token is single-use and short-lived"; return 1 ;;
+  esac
+}
+
+main() {
+  [ -f "$BUNDLE_JSON" ] || { log "no $BUNDLE_JSON: nothing to run"; exit 1; }
+  GPUAAS_DIGEST=$(json_get "$BUNDLE_JSON" sha256)
+  export GPUAAS_DIGEST
+  BUNDLE_DIR="$BUNDLES/$GPUAAS_DIGEST"
+  export BUNDLE_DIR
+  if step_ok enroll; then
+    log "enrolled earlier with bundle $GPUAAS_DIGEST: nothing to do"
+    exit 0
+  fi
+  [ -f "$ENROLL_JSON" ] || { log "no $ENROLL_JSON and not enrolled: the node cannot enroll; redeploy it"; exit 1; }
+  log "bundle $(json_get "$BUNDLE_JSON" ref) sha256 $GPUAAS_DIGEST"
+  run_step fetch fetch
+  local s name
+  for s in "$BUNDLE_DIR"/steps/*.sh; do
+    [ -e "$s" ] || continue
+    name=$(basename "$s" .sh)
+    run_step "${name#[0-9][0-9]-}" bash "$s"
+  done
+  for s in "$BUNDLE_DIR"/validation/*.sh; do
+    [ -e "$s" ] || continue
+    name=$(basename "$s" .sh)
+    run_step "validate-${name#[0-9][0-9]-}" bash "$s"
+  done
+  run_step enroll enroll
+  log "done: bundle $GPUAAS_DIGEST applied, validated and enrolled"
+}
+
+exec 9>"$WORK/launcher.lock"
+flock -n 9 || { log "another launcher holds $WORK/launcher.lock"; exit 1; }
+main

@@ -1,0 +1,172 @@
+"""The node side, for real: the launcher the deploy user_data carries, run with bash against a temporary
+root (GPUAAS_ROOT), fetching its bundle from moto's S3 server through a presigned URL and enrolling with
+the platform simulator, both on 127.0.0.1.
+
+A "node" here is what cloud-init would have made of the user_data: its write_files written with their
+permissions under the root, the launcher's pinned sha256 checked, the launcher run. Tools of a node OS
+(apt-get, cloud-init, disks, systemd) are test doubles (tests/node/fake_os, each call logged); GPU and
+fabric tools are the lab stand-ins (lab/node_standins).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from clients.platform.client import PlatformClient
+from clients.platform.models import nodes as node_models
+from clients.platform.models import sites as site_models
+from clients.s3 import ArtifactStore, S3Credentials, S3Location
+from providers.machines.cloud_init import LAUNCHER, render_user_data
+from providers.machines.runtime import bundle_presigner
+from providers.machines.spec import MachineSpec
+from providers.sites.bundle import BundleProfile, BundleSite, BundleSpec, Packages, digest, pack, render_bundle
+from simulators.s3 import FAKE_ACCESS_KEY_ID, FAKE_SECRET_ACCESS_KEY, MotoS3Server
+from tests.fixtures.platform_sim import RunningSim, platform_sim_factory  # noqa: F401
+
+REPO = Path(__file__).resolve().parents[2]
+FAKE_OS = Path(__file__).resolve().parent / "fake_os"
+STANDINS = REPO / "lab" / "node_standins"
+BUCKET = "gpuaas-bundles"
+DEVICES = tuple(f"nvme{i}n1" for i in range(8))
+HOSTNAME, SYSTEM_ID = "lab-gpu-1", "abcd12"
+
+
+def bundle_spec(**profile: Any) -> BundleSpec:
+    return BundleSpec(
+        name="lab-h200",
+        site="lab",
+        template_set="h200",
+        packages=Packages(driver=["nvidia-driver-550"], runtime=["nvidia-container-toolkit"], fabric=["rdma-core"]),
+        site_context=BundleSite(name="lab"),
+        profile=BundleProfile(fabric_mode="roce", storage_layout_profile="h200-boss-flat", data_devices=DEVICES,
+                              hardware_sync_interval=600, **profile),
+        store={"endpoint_url": "http://127.0.0.1:1", "bucket": BUCKET, "credentials_path": "x/y#z"},
+        vault={"address": "http://127.0.0.1:2"},
+    )
+
+
+def machine_spec(bundle_ref: str, bundle_digest: str, launcher_url: str) -> MachineSpec:
+    return MachineSpec.model_validate({
+        "hostname": HOSTNAME, "ipmi_address": "10.0.0.10", "pxe_mac": "aa:bb:cc:dd:ee:01", "sku": "h200",
+        "site": "lab", "profile": "h200", "pxe_interface": "eno8303",
+        "storage": {"layout_profile": "h200-boss-flat", "maas_layout": "flat", "boot_disk_hint": {}},
+        "deploy": {"bundle_ref": bundle_ref, "bundle_digest": bundle_digest, "launcher_url": launcher_url},
+    })
+
+
+@dataclass
+class Node:
+    """A deployed node's root directory and what the test knows about its deploy (never printed)."""
+
+    root: Path
+    node_id: str
+    token: str
+    url: str
+    user_data: bytes
+    runs: list[subprocess.CompletedProcess[str]] = field(default_factory=list)
+
+    def boot(self) -> None:
+        """What cloud-init does with the user_data: write_files with their permissions, then the pin check."""
+        doc = yaml.safe_load(self.user_data)
+        for f in doc["write_files"]:
+            path = self.root / f["path"].lstrip("/")
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(f["content"])
+            path.chmod(int(f["permissions"], 8))
+        pinned = re.search(r'echo "([0-9a-f]{64})  ' + re.escape(LAUNCHER), doc["runcmd"][0][2])
+        assert pinned, "the runcmd pins the launcher's sha256"
+        written = subprocess.run(["sha256sum", str(self.launcher)], capture_output=True, text=True, check=True)
+        assert written.stdout.split()[0] == pinned.group(1), "the written launcher is the pinned one"
+
+    @property
+    def launcher(self) -> Path:
+        return self.root / LAUNCHER.lstrip("/")
+
+    def run(self, **env: str) -> subprocess.CompletedProcess[str]:
+        path = f"{FAKE_OS}:{STANDINS}:{os.environ['PATH']}"
+        full = {**os.environ, "PATH": path, "GPUAAS_ROOT": str(self.root), **env}
+        # its own session: a fake tool may kill the whole group (a node losing power mid-launcher)
+        proc = subprocess.run(["bash", str(self.launcher)], capture_output=True, text=True, env=full, timeout=120,
+                              start_new_session=True)
+        self.runs.append(proc)
+        return proc
+
+    def steps(self) -> dict[str, dict[str, Any]]:
+        out = {}
+        for p in sorted((self.root / "var/lib/gpuaas/steps").glob("*.json")):
+            out[p.stem] = json.loads(p.read_text())
+        return out
+
+    def calls(self) -> list[str]:
+        log = self.root / "var/log/fake-os-calls.log"
+        return log.read_text().splitlines() if log.exists() else []
+
+
+@dataclass
+class NodeWorld:
+    s3: MotoS3Server
+    platform: RunningSim
+    admin: PlatformClient
+    site_id: str
+    profile_id: str
+    store: ArtifactStore
+    bundle_digest: str
+    bundle_ref: str
+    launcher_url: str
+    tmp: Path
+
+    def deploy(self, *, pinned_digest: str | None = None, url_ttl: int = 900) -> Node:
+        """What the lifecycle's deploy does: mint a token, presign the bundle, render the user_data."""
+        grant = self.admin.mint_enrollment_token(
+            self.site_id,
+            node_models.EnrollmentTokenRequest(profile_id=self.profile_id, hostname=HOSTNAME, system_id=SYSTEM_ID),
+        )
+        spec = machine_spec(self.bundle_ref, pinned_digest or self.bundle_digest, self.launcher_url)
+        url = bundle_presigner(self.store)(spec, url_ttl)
+        token = grant.enrollment_token.get_secret_value()
+        user_data = render_user_data(spec, platform_url=self.platform.url, node_id=grant.node_id, token=token,
+                                     system_id=SYSTEM_ID, bundle_url=url)
+        root = self.tmp / f"node-{grant.node_id}"
+        root.mkdir()
+        node = Node(root=root, node_id=grant.node_id, token=token, url=url, user_data=user_data)
+        node.boot()
+        return node
+
+    def node_record(self, node_id: str) -> node_models.Node:
+        return self.admin.get_node(node_id)
+
+
+@pytest.fixture
+def node_world(tmp_path: Path, platform_sim_factory: Any) -> Iterator[NodeWorld]:  # noqa: F811
+    platform = platform_sim_factory()
+    admin = PlatformClient(platform.url, platform.creds.platform_admin)
+    site = admin.create_site(site_models.MaasSiteCreate(
+        name="lab", maas_url="http://127.0.0.1:9/MAAS", credential_ref=site_models.VaultCredentialRef(path="lab/maas")))
+    profile = admin.create_profile(site.site_id, site_models.SiteProfileCreate(
+        name="h200", policy=site_models.SiteProfilePolicy()))
+    with MotoS3Server(private=True) as s3:
+        s3.create_bucket(BUCKET)
+        store = ArtifactStore(
+            S3Location(endpoint_url=s3.endpoint_url, bucket=BUCKET),
+            S3Credentials(access_key_id=FAKE_ACCESS_KEY_ID, secret_access_key=FAKE_SECRET_ACCESS_KEY),
+        )
+        spec = bundle_spec()
+        blob = pack(render_bundle(spec))
+        d = digest(blob)
+        obj = store.put(spec.key(d), blob, {"digest": d})
+        yield NodeWorld(
+            s3=s3, platform=platform, admin=admin, site_id=site.site_id, profile_id=profile.profile_id,
+            store=store, bundle_digest=d, bundle_ref=f"s3://{BUCKET}/{obj.key}",
+            launcher_url=f"{s3.endpoint_url}/{BUCKET}/{obj.key}?versionId={obj.version_id}", tmp=tmp_path,
+        )
+        admin.close()

@@ -1,0 +1,145 @@
+"""The launcher as a real script (bash), against a temporary root, moto's S3 server and the platform
+simulator (tests/node/conftest.py): success, each fault, a restart mid-run, and what stays secret."""
+
+from __future__ import annotations
+
+import stat
+from pathlib import Path
+
+from clients.platform.models import BootstrapOutcome, NodeStatus
+
+from .conftest import DEVICES, Node, NodeWorld
+
+STEPS = ["fetch", "packages", "cloud-init", "storage", "fabric", "hw-sync", "mounts",
+         "validate-gpu-check", "validate-fabric-state"]
+
+
+def secret_files(node: Node) -> list[Path]:
+    """Every file under the node's root that holds the token or the presigned URL's signature."""
+    signature = node.url.split("X-Amz-Signature=")[1]
+    found = []
+    for p in node.root.rglob("*"):
+        if p.is_file() and not p.is_symlink():
+            text = p.read_bytes()
+            if node.token.encode() in text or signature.encode() in text:
+                found.append(p)
+    return found
+
+
+def assert_private(node: Node) -> None:
+    for p in secret_files(node):
+        mode = stat.S_IMODE(p.stat().st_mode)
+        assert mode & 0o077 == 0, f"{p.relative_to(node.root)} holds a secret and is {oct(mode)}"
+    for p in (node.root / "var/lib/gpuaas").rglob("*"):
+        assert stat.S_IMODE(p.stat().st_mode) & 0o077 == 0, f"{p.relative_to(node.root)} is readable by others"
+
+
+def assert_no_secret_in_output(node: Node) -> None:
+    for proc in node.runs:
+        for stream in (proc.stdout, proc.stderr):
+            assert node.token not in stream and node.url not in stream
+
+
+def test_a_node_fetches_verifies_runs_every_step_once_and_enrolls(node_world: NodeWorld) -> None:
+    node = node_world.deploy()
+    assert_private(node)  # before the run: enrollment.json, bundle.json, the launcher
+    proc = node.run()
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    steps = node.steps()
+    assert list(steps) == sorted([*STEPS, "enroll"]) and all(s["ok"] for s in steps.values())
+    assert not (node.root / "etc/gpuaas/enrollment.json").exists(), "the token file is gone"
+    record = node_world.node_record(node.node_id)
+    assert record.bootstrap is not None and record.bootstrap.outcome is BootstrapOutcome.SUCCEEDED
+    assert record.bootstrap.bundle_digest == node_world.bundle_digest  # the digest the deploy pinned
+    assert [s.step for s in record.bootstrap.steps] == STEPS, "reported in the order they ran"
+    assert node_world.admin.wait_for_node(node.node_id, timeout_s=10).status is NodeStatus.ACTIVE
+    # the storage personality: one labelled filesystem and one enabled mount unit per data device
+    units = sorted(p.name for p in (node.root / "etc/systemd/system").glob("share*.mount"))
+    assert units == [f"share{i}.mount" for i in range(len(DEVICES))]
+    assert "What=/dev/disk/by-label/share3" in (node.root / "etc/systemd/system/share3.mount").read_text()
+    assert f"systemctl enable --now share{len(DEVICES) - 1}.mount" in node.calls()
+    timer = node.root / "etc/systemd/system/maas_hardware_sync.timer.d/gpuaas-interval.conf"
+    assert "OnUnitActiveSec=600s" in timer.read_text()
+    assert_private(node)
+    assert secret_files(node) == [node.root / "etc/gpuaas/bundle.json"], "only the (expiring) URL remains"
+    # a second run (cloud-init runs runcmd once, but a rerun must be harmless): nothing runs again
+    calls = node.calls()
+    again = node.run()
+    assert again.returncode == 0 and "nothing to do" in again.stderr and node.calls() == calls
+    assert_no_secret_in_output(node)
+
+
+def test_a_bundle_whose_digest_differs_is_refused_and_nothing_enrolls(node_world: NodeWorld) -> None:
+    node = node_world.deploy(pinned_digest="0" * 64)
+    proc = node.run()
+    assert proc.returncode == 1
+    assert "step fetch FAILED" in proc.stderr and "the user_data pins " + "0" * 64 in proc.stderr
+    assert "packages" not in node.steps() and node.calls() == [], "no bundle step ran"
+    assert not list((node.root / "opt/gpuaas/bundle").glob("*/steps")), "nothing was unpacked"
+    record = node_world.node_record(node.node_id)
+    assert record.status is NodeStatus.BOOTSTRAP_ISSUED and record.enrolled_at is None
+    assert record.bootstrap is not None and record.bootstrap.failed_step == "fetch"
+    assert (node.root / "etc/gpuaas/enrollment.json").exists(), "the unused token stays, 0600"
+    assert_private(node)
+    assert_no_secret_in_output(node)
+
+
+def test_an_expired_presigned_url_names_the_step_and_what_to_do(node_world: NodeWorld) -> None:
+    node = node_world.deploy(url_ttl=60)
+    node_world.s3.skew_s = 120  # the node boots two minutes after the deploy presigned its URL
+    proc = node.run()
+    assert proc.returncode == 1
+    assert "step fetch FAILED" in proc.stderr and "Request has expired" in proc.stderr
+    assert "presigned URL expired" in proc.stderr
+    assert "what to do: run `pulumi up` again" in proc.stderr and "freshly presigned bundle URL" in proc.stderr
+    assert node_world.node_record(node.node_id).status is NodeStatus.BOOTSTRAP_ISSUED
+    assert_no_secret_in_output(node)
+
+
+def test_the_bucket_stays_private(node_world: NodeWorld) -> None:
+    import requests
+
+    unsigned = node_world.launcher_url.split("?")[0]
+    assert requests.get(unsigned, timeout=5).status_code == 403
+
+
+def test_a_failing_validation_script_stops_with_its_name_and_output_tail(node_world: NodeWorld) -> None:
+    node = node_world.deploy()
+    proc = node.run(GPUAAS_LAB_GPUS="7")  # the lab stand-in nvidia-smi shows 7 of 8 GPUs
+    assert proc.returncode == 1
+    assert "step validate-gpu-check FAILED: expected 8 GPUs, found 7" in proc.stderr
+    assert "enroll" not in node.steps()
+    record = node_world.node_record(node.node_id)
+    assert record.status is NodeStatus.BOOTSTRAP_ISSUED
+    assert record.bootstrap is not None and record.bootstrap.failed_step == "validate-gpu-check"
+    assert record.bootstrap.steps[-1].output_tail.strip() == "expected 8 GPUs, found 7"
+    assert_private(node)
+
+
+def test_an_expired_token_is_the_enrollment_error(node_world: NodeWorld) -> None:
+    node = node_world.deploy()
+    node_world.platform.advance(3600 + 1)  # past the profile's token TTL
+    proc = node.run()
+    assert proc.returncode == 1
+    assert "step enroll FAILED" in proc.stderr and "401 enrollment_token_expired" in proc.stderr
+    assert all(node.steps()[s]["ok"] for s in STEPS), "every step before enrollment ran"
+    assert node_world.node_record(node.node_id).status is NodeStatus.BOOTSTRAP_ISSUED
+    assert_no_secret_in_output(node)
+
+
+def test_a_node_restarted_mid_launcher_resumes_without_repeating_a_step(node_world: NodeWorld) -> None:
+    node = node_world.deploy()
+    first = node.run(GPUAAS_TEST_KILL_AT="blkid")  # power lost at the storage step's first disk
+    assert first.returncode != 0
+    done = node.steps()
+    assert sorted(done) == ["cloud-init", "fetch", "packages"] and all(s["ok"] for s in done.values())
+    second = node.run()
+    assert second.returncode == 0, second.stderr[-2000:]
+    for step in ("fetch", "packages", "cloud-init"):
+        assert f"step {step}: recorded ok earlier, skipped" in second.stderr
+    calls = node.calls()
+    assert calls.count("apt-get update -q") == 1, "the packages step ran once"
+    assert sum(c.startswith("cloud-init single") for c in calls) == 4, "2 parts x 2 modules, once"
+    assert sum(c.startswith("mkfs.ext4") for c in calls) == len(DEVICES), "each disk formatted once"
+    assert node_world.admin.wait_for_node(node.node_id, timeout_s=10).status is NodeStatus.ACTIVE
+    assert_private(node)

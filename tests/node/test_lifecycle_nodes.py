@@ -1,0 +1,130 @@
+"""The machine lifecycle with nodes that run their own launcher: the MAAS simulator's NODE enrollment
+backend posts nothing for them; a node runner (below) boots each machine MAAS reports Deployed from
+exactly the user_data MAAS was given. The lifecycle ends each machine by what its node reported."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import yaml
+
+from clients.maas import MaasClient
+from clients.platform.client import PlatformClient
+from environments import load_environment
+from providers.machines.lifecycle import Context
+from providers.machines.runtime import PlatformEnrollment, bundle_presigner
+from providers.machines.scheduler import Scheduler
+from providers.machines.spec import Deadlines, LifecyclePolicy, MachineSpec
+from providers.machines.status import MachineOutcome
+from simulators.localstack import maas_inventory
+from simulators.maas import EnrollBackend, MaasSimulator
+from tests.fixtures.maas_sim import TEST_TIME_SCALE as MAAS_SCALE
+from tests.machines.conftest import specs_for
+
+from .conftest import Node, NodeWorld
+
+HOSTS = ("local-gpu-1", "local-gpu-2")
+
+
+class NodeRunner:
+    """Boots every machine the MAAS simulator shows Deployed (once per user_data), in its own root."""
+
+    def __init__(self, maas: MaasSimulator, tmp: Path, env: dict[str, dict[str, str]]) -> None:
+        self.maas, self.tmp, self.env = maas, tmp, env
+        self.nodes: dict[str, list[Node]] = {}
+        self._seen: set[bytes] = set()
+        self._stop = threading.Event()
+        self.errors: list[BaseException] = []
+
+    def _boot(self, hostname: str, user_data: bytes) -> None:
+        files = {f["path"]: f["content"] for f in yaml.safe_load(user_data)["write_files"]}
+        enrollment = json.loads(files["/etc/gpuaas/enrollment.json"])
+        bundle = json.loads(files["/etc/gpuaas/bundle.json"])
+        root = self.tmp / f"{hostname}-{len(self.nodes.get(hostname, []))}"  # a reimage: a fresh disk
+        root.mkdir()
+        node = Node(root=root, node_id=enrollment["node_id"], token=enrollment["enrollment_token"],
+                    url=bundle["url"], user_data=user_data)
+        node.boot()
+        node.run(**self.env.get(hostname, {}))
+        self.nodes.setdefault(hostname, []).append(node)
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            try:
+                for m in self.maas.admin.machines():
+                    if m["hostname"] in HOSTS and m["status"] == 6:  # Deployed
+                        ud = self.maas.admin.user_data(m["system_id"]) or b""
+                        if ud not in self._seen:
+                            self._seen.add(ud)
+                            self._boot(m["hostname"], ud)
+            except BaseException as e:  # noqa: BLE001 - reported by the test
+                self.errors.append(e)
+                return
+            self._stop.wait(0.05)
+
+    @contextmanager
+    def running(self) -> Iterator[NodeRunner]:
+        t = threading.Thread(target=self._loop, name="node-runner", daemon=True)
+        t.start()
+        try:
+            yield self
+        finally:
+            self._stop.set()
+            t.join(timeout=60)
+            self._stop.clear()
+
+
+def _specs(node_world: NodeWorld) -> list[MachineSpec]:
+    specs = specs_for(load_environment("local"), roce=False)
+    deploy = {"bundle_ref": node_world.bundle_ref, "bundle_digest": node_world.bundle_digest,
+              "launcher_url": node_world.launcher_url}
+    return [specs[h].model_copy(update={"deploy": specs[h].deploy.model_copy(update=deploy)}) for h in HOSTS]
+
+
+def _context(node_world: NodeWorld, maas: MaasSimulator) -> Context:
+    platform = PlatformClient(node_world.platform.url, node_world.platform.creds.platform_admin)
+    return Context(
+        ops=MaasClient(maas.url, maas.api_key),
+        enrollment=PlatformEnrollment(platform, node_world.site_id, node_world.profile_id),
+        policy=LifecyclePolicy(commissioning_scripts=(), batch_max_parallel=2),
+        deadlines=Deadlines().scaled(1e-2),  # enrollment: 18 s, for a launcher run of a few seconds
+        platform_url=node_world.platform.url,
+        presign=bundle_presigner(node_world.store),
+        log=lambda _m: None,
+    )
+
+
+def test_each_machine_ends_by_its_own_nodes_report(node_world: NodeWorld, tmp_path: Path) -> None:
+    maas = MaasSimulator(maas_inventory(load_environment("local"), enlisted=False), time_scale=MAAS_SCALE,
+                         enroll_backend=EnrollBackend.NODE)
+    maas.start()
+    try:
+        specs = _specs(node_world)
+        runner = NodeRunner(maas, tmp_path, {"local-gpu-2": {"GPUAAS_LAB_GPUS": "7"}})
+        with runner.running():
+            results = {r.hostname: r for r in Scheduler(_context(node_world, maas)).onboard(specs)}
+        assert not runner.errors, runner.errors
+        good, bad = results["local-gpu-1"], results["local-gpu-2"]
+        assert good.outcome is MachineOutcome.READY, good.reason
+        record = node_world.admin.get_node(good.node_id or "")
+        assert record.bootstrap is not None and record.bootstrap.bundle_digest == specs[0].deploy.bundle_digest
+        assert record.bootstrap.runner.value == "launcher", "the node itself reported, not the simulator"
+        assert not (runner.nodes["local-gpu-1"][0].root / "etc/gpuaas/enrollment.json").exists()
+        # the failed validation ends that machine alone, naming the script and its output tail
+        assert bad.outcome is MachineOutcome.VALIDATION_FAILED
+        assert bad.reason.startswith("MCH021") and "validate-gpu-check" in bad.reason
+        assert "expected 8 GPUs, found 7" in bad.reason
+        token = runner.nodes["local-gpu-2"][0].token
+        assert token not in bad.reason
+        # fixed (the GPU is back): the next up releases the machine, deploys it afresh and it enrolls
+        runner.env.clear()
+        with runner.running():
+            again = Scheduler(_context(node_world, maas)).onboard([specs[1]], {"local-gpu-2": bad.system_id or ""})
+        assert again[0].outcome is MachineOutcome.READY, again[0].reason
+        assert len(runner.nodes["local-gpu-2"]) == 2, "a fresh node: new root, new token, new URL"
+    finally:
+        maas.stop()
