@@ -139,7 +139,7 @@ def test_a_node_restarted_mid_launcher_resumes_without_repeating_a_step(node_wor
         assert f"step {step}: recorded ok earlier, skipped" in second.stderr
     calls = node.calls()
     assert calls.count("apt-get update -q") == 1, "the packages step ran once"
-    assert sum(c.startswith("cloud-init single") for c in calls) == 4, "2 parts x 2 modules, once"
+    assert sum(c.startswith("cloud-init --file") for c in calls) == 4, "2 parts x 2 modules, once"
     assert sum(c.startswith("mkfs.ext4") for c in calls) == len(DEVICES), "each disk formatted once"
     assert node_world.admin.wait_for_node(node.node_id, timeout_s=10).status is NodeStatus.ACTIVE
     assert_private(node)
