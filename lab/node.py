@@ -123,10 +123,12 @@ class NodeLab:
         self._save()
         return self
 
-    def boot(self, hostname: str, user_data: bytes) -> BootedNode:
+    def boot(self, hostname: str, user_data: bytes, knobs: dict[str, str] | None = None) -> BootedNode:
+        """`knobs`: lab stand-in settings written to /etc/gpuaas-lab/<name> (e.g. {"gpus": "7"})."""
         # size: one sequence (overlay, identity, seed, stand-ins, nspawn); each line is one step of it
         assert self.image is not None and self._run.network is not None
-        hdir = self.run_dir / f"{hostname}-{len([n for n in self._procs if n.startswith(hostname)])}"
+        self.halt(hostname)  # a redeploy: the previous node on this machine goes first (a fresh disk follows)
+        hdir = self.run_dir / f"{hostname}-{sum(1 for p in self.run_dir.glob(hostname + '-*'))}"
         upper, work, merged = hdir / "upper", hdir / "work", hdir / "merged"
         for d in (upper, work, merged):
             d.mkdir(parents=True)
@@ -142,6 +144,9 @@ class NodeLab:
         (seed / "meta-data").write_text(f"instance-id: {iid}\nlocal-hostname: {hostname}\n")
         (seed / "user-data").write_bytes(user_data)  # exactly what the deploy gave MAAS
         (seed / "user-data").chmod(0o600)
+        (merged / "etc/gpuaas-lab").mkdir(exist_ok=True)
+        for name, value in (knobs or {}).items():
+            (merged / "etc/gpuaas-lab" / name).write_text(value + "\n")
         for tool in STANDINS.iterdir():
             if tool.is_file() and os.access(tool, os.X_OK):
                 shutil.copy(tool, merged / "usr/local/bin" / tool.name)
