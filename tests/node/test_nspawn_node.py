@@ -61,7 +61,7 @@ def _steps(root: Path) -> dict[str, Any]:
 
 def test_cloud_init_runs_the_deploy_user_data_and_the_node_enrolls_itself(lab_world: Callable[..., Any]) -> None:
     with lab_world([HOSTNAME]) as (nodes, world):
-        node_id, _token, _url, user_data = world.user_data()
+        node_id, token, url, user_data = world.user_data()
         node = nodes.boot(HOSTNAME, user_data)
         nodes.wait_cloud_init(HOSTNAME)
         steps = _steps(node.root)
@@ -80,6 +80,21 @@ def test_cloud_init_runs_the_deploy_user_data_and_the_node_enrolls_itself(lab_wo
             mode = stat.S_IMODE((node.root / rel).stat().st_mode)
             assert mode & 0o077 == 0, f"{rel} is {oct(mode)}"
         assert stat.S_IMODE((node.root / "var/lib/gpuaas/steps").stat().st_mode) == 0o700
+        # every file the node wrote (its overlay's upper layer) that holds the token or the URL's signature
+        signature = url.split("X-Amz-Signature=")[1].encode()
+        upper = node.root.parent / "upper"
+
+        def holds(p: Path) -> bool:
+            data = p.read_bytes()
+            return token.encode() in data or signature in data
+
+        holders = {p.relative_to(upper).as_posix(): stat.S_IMODE(p.stat().st_mode)
+                   for p in upper.rglob("*") if p.is_file() and not p.is_symlink() and holds(p)}
+        assert holders and all(mode & 0o077 == 0 for mode in holders.values()), holders
+        # named in docs/node-bootstrap.md; enrollment.json is gone: the (expiring) URL and cloud-init's copies
+        expected = {"var/lib/cloud/seed/nocloud/user-data", "etc/gpuaas/bundle.json", f"{instance}/user-data.txt",
+                    f"{instance}/user-data.txt.i", f"{instance}/cloud-config.txt"}
+        assert set(holders) - {f"{instance}/obj.pkl"} == expected, sorted(holders)
         assert "GPUAAS_FABRIC_MODE=roce" in (node.root / "etc/gpuaas/fabric.env").read_text()
         # the bundle's cloud-init part, applied by the node's own cloud-init
         assert "GPUAAS_HW_SYNC_INTERVAL=" in (node.root / "etc/gpuaas/hw-sync.env").read_text()
