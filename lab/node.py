@@ -150,14 +150,26 @@ class NodeLab:
         for tool in STANDINS.iterdir():
             if tool.is_file() and os.access(tool, os.X_OK):
                 shutil.copy(tool, merged / "usr/local/bin" / tool.name)
-        console = hdir / "console.log"
-        self._procs[hostname] = subprocess.Popen(
-            ["systemd-nspawn", "-b", "--register=no", "--keep-unit", "-q", "-D", str(merged), "-M", hostname,
-             f"--hostname={hostname}", "--kill-signal=SIGKILL",
-             f"--network-namespace-path=/run/netns/{self._run.network.host_netns[hostname]}"],
-            stdin=subprocess.DEVNULL, stdout=console.open("wb"), stderr=subprocess.STDOUT, start_new_session=True)
-        node = BootedNode(hostname=hostname, root=merged, instance_id=iid, console=console)
+        node = BootedNode(hostname=hostname, root=merged, instance_id=iid, console=hdir / "console.log")
         self.nodes[hostname] = node
+        self._start(node)
+        return node
+
+    def _start(self, node: BootedNode) -> None:
+        assert self._run.network is not None
+        self._procs[node.hostname] = subprocess.Popen(
+            ["systemd-nspawn", "-b", "--register=no", "--keep-unit", "-q", "-D", str(node.root), "-M", node.hostname,
+             f"--hostname={node.hostname}", "--kill-signal=SIGKILL",
+             f"--network-namespace-path=/run/netns/{self._run.network.host_netns[node.hostname]}"],
+            stdin=subprocess.DEVNULL, stdout=node.console.open("ab"), stderr=subprocess.STDOUT,
+            start_new_session=True)
+
+    def restart(self, hostname: str) -> BootedNode:
+        """Power loss and power on: kill the node, boot the same disk again (cloud-init does not rerun
+        runcmd for the same instance; what the node enabled, e.g. the launcher's unit, runs)."""
+        self.halt(hostname)
+        node = self.nodes[hostname]
+        self._start(node)
         return node
 
     def wait_cloud_init(self, hostname: str, timeout_s: float = 180.0) -> None:

@@ -86,7 +86,7 @@ class Node:
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(f["content"])
             path.chmod(int(f["permissions"], 8))
-        pinned = re.search(r'echo "([0-9a-f]{64})  ' + re.escape(LAUNCHER), doc["runcmd"][0][2])
+        pinned = re.search(r'echo "([0-9a-f]{64})  ' + re.escape(LAUNCHER), doc["runcmd"][-1][2])
         assert pinned, "the runcmd pins the launcher's sha256"
         written = subprocess.run(["sha256sum", str(self.launcher)], capture_output=True, text=True, check=True)
         assert written.stdout.split()[0] == pinned.group(1), "the written launcher is the pinned one"

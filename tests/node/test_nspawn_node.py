@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import stat
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -127,3 +128,32 @@ def test_the_lifecycle_on_real_nodes_one_validation_failure(lab_world: Callable[
         assert bad.outcome is MachineOutcome.VALIDATION_FAILED, bad.reason
         assert "validate-gpu-check" in bad.reason and "expected 8 GPUs, found 7" in bad.reason
         assert (booted["local-gpu-2"] / "etc/gpuaas/enrollment.json").exists(), "no enrollment: the token stays"
+
+
+def test_a_real_node_restarted_mid_launcher_resumes_through_its_unit(lab_world: Callable[..., Any]) -> None:
+    """Power lost during validation (the GPU stand-in hangs once); on the next boot cloud-init does not
+    rerun runcmd, the launcher's unit resumes: no step recorded ok runs again, the node enrolls."""
+    with lab_world([HOSTNAME]) as (nodes, world):
+        node_id, _token, _url, user_data = world.user_data()
+        node = nodes.boot(HOSTNAME, user_data, {"hang-once": "1"})
+        hung = node.root / "var/lib/gpuaas-lab/hung"
+        deadline = time.monotonic() + 120
+        while not hung.exists():
+            assert time.monotonic() < deadline, node.console.read_text(errors="replace")[-2000:]
+            time.sleep(0.2)  # poll interval for a file the node writes
+        before = _steps(node.root)
+        assert "mounts" in before and "validate-gpu-check" not in before and "enroll" not in before
+        nodes.restart(HOSTNAME)
+        done = node.root / "var/lib/gpuaas/steps/enroll.json"
+        deadline = time.monotonic() + 120
+        while not done.exists():
+            assert time.monotonic() < deadline, (node.root / "var/log/gpuaas-launcher.log").read_text()[-3000:]
+            time.sleep(0.2)  # poll interval for a file the node writes
+        after = _steps(node.root)
+        assert all(s["ok"] for s in after.values()), after
+        for step, result in before.items():
+            assert after[step]["finished_at"] == result["finished_at"], f"{step} ran again"
+        log = (node.root / "var/log/gpuaas-launcher.log").read_text()
+        assert all(f"step {step}: recorded ok earlier, skipped" in log for step in before)
+        assert world.admin.wait_for_node(node_id, timeout_s=20).status is NodeStatus.ACTIVE
+        assert not (node.root / "etc/gpuaas/enrollment.json").exists()
