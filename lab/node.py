@@ -112,6 +112,11 @@ class NodeLab:
         assert self._run.network is not None
         return str(self._run.network.gateway)
 
+    def address(self, hostname: str) -> str:
+        """The node's address on the lab network (its namespace's only interface)."""
+        assert self._run.network is not None
+        return str(self._run.network.host_addresses[hostname])
+
     def _save(self) -> None:
         (self.run_dir / "state.json").write_text(self._run.model_dump_json())
 

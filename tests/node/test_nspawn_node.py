@@ -71,6 +71,8 @@ def test_cloud_init_runs_the_deploy_user_data_and_the_node_enrolls_itself(lab_wo
         assert "enroll" in steps, node.console.read_text(errors="replace")[-3000:]
         record = world.admin.wait_for_node(node_id, timeout_s=20)
         assert record.status is NodeStatus.ACTIVE
+        # the token was consumed by a request from the node itself (its lab address), not from the host
+        assert world.platform.enroll_caller(node_id) == nodes.address(HOSTNAME) != nodes.gateway
         assert record.bootstrap is not None and record.bootstrap.bundle_digest == world.bundle_digest
         assert [s.step for s in record.bootstrap.steps][:3] == ["fetch", "packages", "cloud-init"]
         assert not (node.root / "etc/gpuaas/enrollment.json").exists(), "the token file is gone"
