@@ -73,8 +73,10 @@ class _PresignGate:
 class MotoS3Server:
     """moto's server in a daemon thread on 127.0.0.1; a context manager, also usable with start()/stop()."""
 
-    def __init__(self, region: str = "us-east-1", private: bool = False) -> None:
+    def __init__(self, region: str = "us-east-1", private: bool = False, host: str = "127.0.0.1") -> None:
+        """`host`: 127.0.0.1, or a lab network's gateway address for nspawn nodes (lab/node.py)."""
         self.region = region
+        self.host = host
         self.endpoint_url = ""
         self.private = private
         self.skew_s = 0.0
@@ -153,4 +155,4 @@ def _gated_server(owner: MotoS3Server) -> Any:
             self._server_ready_event.set()
             self._server.serve_forever()
 
-    return Gated(ip_address="127.0.0.1", port=0, verbose=False)
+    return Gated(ip_address=owner.host, port=0, verbose=False)

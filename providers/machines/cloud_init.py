@@ -25,6 +25,8 @@ from .spec import MachineSpec
 ENROLLMENT_PATH = "/etc/gpuaas/enrollment.json"
 BUNDLE_PATH = "/etc/gpuaas/bundle.json"
 LAUNCHER = "/usr/local/sbin/gpuaas-bundle-launcher"
+UNIT = "gpuaas-bundle-launcher.service"
+UNIT_PATH = f"/etc/systemd/system/{UNIT}"
 LAUNCHER_SOURCE = Path(__file__).resolve().parent / "node" / "gpuaas-bundle-launcher.sh"
 MASK = "<enrollment-token>"
 URL_MASK = "<presigned-bundle-url>"
@@ -57,6 +59,25 @@ def _document(spec: MachineSpec, platform_url: str, node_id: str, token: str, bu
     return _dump(spec.hostname, enrollment, bundle)
 
 
+def _pinned_run() -> str:
+    """Run the launcher only if it is byte for byte the one this user_data pins."""
+    return (f'echo "{launcher_digest()}  {LAUNCHER}" | sha256sum -c --status && exec {LAUNCHER} '
+            f'|| {{ echo "gpuaas: {LAUNCHER} does not match its pinned sha256" >&2; exit 1; }}')
+
+
+def _unit() -> str:
+    """Boots after the first: cloud-init runs runcmd once per instance, so a node restarted mid-launcher
+    resumes through this unit until it has enrolled (the token file is gone then)."""
+    return (
+        "[Unit]\nDescription=GPUaaS bundle launcher (resumes a bootstrap a restart interrupted)\n"
+        # not After=cloud-final.service: cloud-final is ordered after multi-user.target (an ordering cycle)
+        "After=network-online.target\nWants=network-online.target\n"
+        f"ConditionPathExists={ENROLLMENT_PATH}\n\n"
+        f"[Service]\nType=oneshot\nExecStart=/bin/sh -c '{_pinned_run()}'\n\n"
+        "[Install]\nWantedBy=multi-user.target\n"
+    )
+
+
 def _dump(hostname: str, enrollment: Mapping[str, str], bundle: Mapping[str, object]) -> str:
     root = {"owner": "root:root"}
     doc = {
@@ -65,13 +86,9 @@ def _dump(hostname: str, enrollment: Mapping[str, str], bundle: Mapping[str, obj
             {"path": ENROLLMENT_PATH, "permissions": "0600", **root, "content": json.dumps(enrollment, sort_keys=True)},
             {"path": BUNDLE_PATH, "permissions": "0600", **root, "content": json.dumps(bundle, sort_keys=True)},
             {"path": LAUNCHER, "permissions": "0700", **root, "content": launcher_text()},
+            {"path": UNIT_PATH, "permissions": "0644", **root, "content": _unit()},
         ],
-        # cloud-init runs the launcher only if it is byte for byte the one this user_data pins.
-        "runcmd": [[
-            "/bin/sh", "-c",
-            f'echo "{launcher_digest()}  {LAUNCHER}" | sha256sum -c --status && exec {LAUNCHER} '
-            f'|| {{ echo "gpuaas: {LAUNCHER} does not match its pinned sha256" >&2; exit 1; }}',
-        ]],
+        "runcmd": [["systemctl", "enable", UNIT], ["/bin/sh", "-c", _pinned_run()]],
     }
     return "#cloud-config\n" + yaml.safe_dump(doc, sort_keys=True, width=1000)
 

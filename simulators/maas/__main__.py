@@ -14,6 +14,7 @@ import sys
 import threading
 from pathlib import Path
 
+from .enroll import EnrollBackend
 from .faults import SimFaults
 from .inventory import InventoryError
 from .simulator import MaasSimulator
@@ -28,6 +29,8 @@ def main(argv: list[str] | None = None) -> int:
                    help="multiplier on real-world phase durations (default 0.01: a deploy takes 9 s)")
     p.add_argument("--faults", type=Path, help="JSON/YAML SimFaults to start with")
     p.add_argument("--platform-url", help="enrollment hook target (POST <url>/api/v1/node-bootstrap/enroll)")
+    p.add_argument("--enroll-backend", choices=[b.value for b in EnrollBackend], default=EnrollBackend.FAST.value,
+                   help="fast: the simulator enrolls deployed nodes itself; node: the node's own launcher does")
     p.add_argument("--api-key", help="use this consumer:token:secret instead of a generated one")
     p.add_argument("-v", "--verbose", action="store_true")
     args = p.parse_args(argv)
@@ -43,7 +46,8 @@ def main(argv: list[str] | None = None) -> int:
             return 2
     try:
         sim = MaasSimulator(args.inventory, time_scale=args.time_scale, faults=faults, host=args.host,
-                            port=args.port, platform_url=args.platform_url, api_key=args.api_key)
+                            port=args.port, platform_url=args.platform_url, api_key=args.api_key,
+                            enroll_backend=EnrollBackend(args.enroll_backend))
     except InventoryError as exc:
         print(str(exc), file=sys.stderr)
         return 2

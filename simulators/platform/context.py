@@ -23,6 +23,7 @@ class Ctx:
     body: Any
     correlation_id: str
     idempotency_key: str | None
+    remote: str | None = None  # the caller's address (the simulator records who enrolled a node)
 
 
 @dataclass

@@ -164,7 +164,7 @@ def _process(store: Store, endpoint: Endpoint, request: web.Request, raw: bytes,
                     )
                 return _json(record.status, record.body or None, corr, replay=True)
         body = _body(endpoint, request, raw)
-        ctx = Ctx(store, endpoint, principal, params, query, body, corr, key)
+        ctx = Ctx(store, endpoint, principal, params, query, body, corr, key, request.remote)
         try:
             result = _paginate(HANDLERS[endpoint.operation_id](ctx), query)
         except ApiError as err:

@@ -211,6 +211,9 @@ def enroll(ctx: Ctx) -> Result:
     assert isinstance(req, EnrollmentRequest)
     rec, node = _token_node(store, req)
     rec.used_at_s = store.clock.seconds()
+    # who consumed the token: a node itself, or something else holding its user_data (a store restored
+    # from an older pickle has no such map yet)
+    store.__dict__.setdefault("enroll_callers", {})[req.node_id] = ctx.remote
     now = store.clock.now()
     node = node.model_copy(update={"enrolled_at": now, "bootstrap": req.report})
     node = set_status(store, node, S.ENROLLING, "enrollment accepted")

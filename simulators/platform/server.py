@@ -168,6 +168,11 @@ class PlatformSimulator:
     def clear_faults(self) -> None:
         self.store.faults.clear()
 
+    def enroll_caller(self, node_id: str) -> str | None:
+        """The address the node's enrollment request came from (None: not enrolled)."""
+        with self.store.lock:
+            return dict(getattr(self.store, "enroll_callers", {})).get(node_id)
+
     def audit(self) -> list[AuditEvent]:
         with self.store.lock:
             return list(self.store.audit)

@@ -118,6 +118,7 @@ class Store:
         self.profiles: dict[str, SiteProfile] = {}
         self.nodes: dict[str, Node] = {}
         self.enrollment_tokens: dict[str, EnrollmentTokenRecord] = {}  # digest -> record
+        self.enroll_callers: dict[str, str | None] = {}  # node id -> address its enrollment came from
         self.instances: dict[str, AppInstance] = {}
         self.members: dict[str, Member] = {}
         self.operations: dict[str, Operation] = {}

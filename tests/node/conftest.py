@@ -15,6 +15,7 @@ import os
 import re
 import subprocess
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -41,15 +42,17 @@ DEVICES = tuple(f"nvme{i}n1" for i in range(8))
 HOSTNAME, SYSTEM_ID = "lab-gpu-1", "abcd12"
 
 
-def bundle_spec(**profile: Any) -> BundleSpec:
+def bundle_spec(packages: bool = True, **profile: Any) -> BundleSpec:
+    """`packages=False`: empty package lists (an nspawn node has no mirror)."""
+    lists = {"driver": ["nvidia-driver-550"], "runtime": ["nvidia-container-toolkit"], "fabric": ["rdma-core"]}
     return BundleSpec(
         name="lab-h200",
         site="lab",
         template_set="h200",
-        packages=Packages(driver=["nvidia-driver-550"], runtime=["nvidia-container-toolkit"], fabric=["rdma-core"]),
+        packages=Packages(**(lists if packages else {})),
         site_context=BundleSite(name="lab"),
-        profile=BundleProfile(fabric_mode="roce", storage_layout_profile="h200-boss-flat", data_devices=DEVICES,
-                              hardware_sync_interval=600, **profile),
+        profile=BundleProfile(**{"fabric_mode": "roce", "storage_layout_profile": "h200-boss-flat",
+                                 "data_devices": DEVICES, "hardware_sync_interval": 600, **profile}),
         store={"endpoint_url": "http://127.0.0.1:1", "bucket": BUCKET, "credentials_path": "x/y#z"},
         vault={"address": "http://127.0.0.1:2"},
     )
@@ -83,7 +86,7 @@ class Node:
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(f["content"])
             path.chmod(int(f["permissions"], 8))
-        pinned = re.search(r'echo "([0-9a-f]{64})  ' + re.escape(LAUNCHER), doc["runcmd"][0][2])
+        pinned = re.search(r'echo "([0-9a-f]{64})  ' + re.escape(LAUNCHER), doc["runcmd"][-1][2])
         assert pinned, "the runcmd pins the launcher's sha256"
         written = subprocess.run(["sha256sum", str(self.launcher)], capture_output=True, text=True, check=True)
         assert written.stdout.split()[0] == pinned.group(1), "the written launcher is the pinned one"
@@ -125,8 +128,9 @@ class NodeWorld:
     launcher_url: str
     tmp: Path
 
-    def deploy(self, *, pinned_digest: str | None = None, url_ttl: int = 900) -> Node:
-        """What the lifecycle's deploy does: mint a token, presign the bundle, render the user_data."""
+    def user_data(self, *, pinned_digest: str | None = None, url_ttl: int = 900) -> tuple[str, str, str, bytes]:
+        """What the lifecycle's deploy does: mint a token, presign the bundle, render the user_data.
+        Returns (node id, token, presigned URL, user_data)."""
         grant = self.admin.mint_enrollment_token(
             self.site_id,
             node_models.EnrollmentTokenRequest(profile_id=self.profile_id, hostname=HOSTNAME, system_id=SYSTEM_ID),
@@ -136,9 +140,14 @@ class NodeWorld:
         token = grant.enrollment_token.get_secret_value()
         user_data = render_user_data(spec, platform_url=self.platform.url, node_id=grant.node_id, token=token,
                                      system_id=SYSTEM_ID, bundle_url=url)
-        root = self.tmp / f"node-{grant.node_id}"
+        return grant.node_id, token, url, user_data
+
+    def deploy(self, *, pinned_digest: str | None = None, url_ttl: int = 900) -> Node:
+        """A deploy onto a temporary root, booted as cloud-init would (not yet run)."""
+        node_id, token, url, user_data = self.user_data(pinned_digest=pinned_digest, url_ttl=url_ttl)
+        root = self.tmp / f"node-{node_id}"
         root.mkdir()
-        node = Node(root=root, node_id=grant.node_id, token=token, url=url, user_data=user_data)
+        node = Node(root=root, node_id=node_id, token=token, url=url, user_data=user_data)
         node.boot()
         return node
 
@@ -146,21 +155,24 @@ class NodeWorld:
         return self.admin.get_node(node_id)
 
 
-@pytest.fixture
-def node_world(tmp_path: Path, platform_sim_factory: Any) -> Iterator[NodeWorld]:  # noqa: F811
-    platform = platform_sim_factory()
+@contextmanager
+def world_at(
+    tmp_path: Path, platform: RunningSim, host: str = "127.0.0.1", packages: bool = True, **bundle_profile: Any
+) -> Iterator[NodeWorld]:
+    """The artifact store (moto, private bucket) on `host` with the bundle published, and the platform's
+    site and profile. `host`: 127.0.0.1, or a lab network's gateway for nspawn nodes."""
     admin = PlatformClient(platform.url, platform.creds.platform_admin)
     site = admin.create_site(site_models.MaasSiteCreate(
         name="lab", maas_url="http://127.0.0.1:9/MAAS", credential_ref=site_models.VaultCredentialRef(path="lab/maas")))
-    profile = admin.create_profile(site.site_id, site_models.SiteProfileCreate(
-        name="h200", policy=site_models.SiteProfilePolicy()))
-    with MotoS3Server(private=True) as s3:
+    policy = site_models.SiteProfilePolicy()
+    profile = admin.create_profile(site.site_id, site_models.SiteProfileCreate(name="h200", policy=policy))
+    with MotoS3Server(private=True, host=host) as s3:
         s3.create_bucket(BUCKET)
         store = ArtifactStore(
             S3Location(endpoint_url=s3.endpoint_url, bucket=BUCKET),
             S3Credentials(access_key_id=FAKE_ACCESS_KEY_ID, secret_access_key=FAKE_SECRET_ACCESS_KEY),
         )
-        spec = bundle_spec()
+        spec = bundle_spec(packages, **bundle_profile)
         blob = pack(render_bundle(spec))
         d = digest(blob)
         obj = store.put(spec.key(d), blob, {"digest": d})
@@ -170,3 +182,9 @@ def node_world(tmp_path: Path, platform_sim_factory: Any) -> Iterator[NodeWorld]
             launcher_url=f"{s3.endpoint_url}/{BUCKET}/{obj.key}?versionId={obj.version_id}", tmp=tmp_path,
         )
         admin.close()
+
+
+@pytest.fixture
+def node_world(tmp_path: Path, platform_sim_factory: Any) -> Iterator[NodeWorld]:  # noqa: F811
+    with world_at(tmp_path, platform_sim_factory()) as world:
+        yield world

@@ -53,6 +53,7 @@ def test_a_node_fetches_verifies_runs_every_step_once_and_enrolls(node_world: No
     assert record.bootstrap.bundle_digest == node_world.bundle_digest  # the digest the deploy pinned
     assert [s.step for s in record.bootstrap.steps] == STEPS, "reported in the order they ran"
     assert node_world.admin.wait_for_node(node.node_id, timeout_s=10).status is NodeStatus.ACTIVE
+    assert node_world.platform.enroll_caller(node.node_id) == "127.0.0.1"  # the launcher's own request
     # the storage personality: one labelled filesystem and one enabled mount unit per data device
     units = sorted(p.name for p in (node.root / "etc/systemd/system").glob("share*.mount"))
     assert units == [f"share{i}.mount" for i in range(len(DEVICES))]
@@ -139,7 +140,7 @@ def test_a_node_restarted_mid_launcher_resumes_without_repeating_a_step(node_wor
         assert f"step {step}: recorded ok earlier, skipped" in second.stderr
     calls = node.calls()
     assert calls.count("apt-get update -q") == 1, "the packages step ran once"
-    assert sum(c.startswith("cloud-init single") for c in calls) == 4, "2 parts x 2 modules, once"
+    assert sum(c.startswith("cloud-init --file") for c in calls) == 4, "2 parts x 2 modules, once"
     assert sum(c.startswith("mkfs.ext4") for c in calls) == len(DEVICES), "each disk formatted once"
     assert node_world.admin.wait_for_node(node.node_id, timeout_s=10).status is NodeStatus.ACTIVE
     assert_private(node)

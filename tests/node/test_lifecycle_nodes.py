@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -31,26 +31,13 @@ HOSTS = ("local-gpu-1", "local-gpu-2")
 
 
 class NodeRunner:
-    """Boots every machine the MAAS simulator shows Deployed (once per user_data), in its own root."""
+    """Boots every machine the MAAS simulator shows Deployed, once per user_data, with `boot`."""
 
-    def __init__(self, maas: MaasSimulator, tmp: Path, env: dict[str, dict[str, str]]) -> None:
-        self.maas, self.tmp, self.env = maas, tmp, env
-        self.nodes: dict[str, list[Node]] = {}
+    def __init__(self, maas: MaasSimulator, boot: Callable[[str, bytes], None]) -> None:
+        self.maas, self.boot = maas, boot
         self._seen: set[bytes] = set()
         self._stop = threading.Event()
         self.errors: list[BaseException] = []
-
-    def _boot(self, hostname: str, user_data: bytes) -> None:
-        files = {f["path"]: f["content"] for f in yaml.safe_load(user_data)["write_files"]}
-        enrollment = json.loads(files["/etc/gpuaas/enrollment.json"])
-        bundle = json.loads(files["/etc/gpuaas/bundle.json"])
-        root = self.tmp / f"{hostname}-{len(self.nodes.get(hostname, []))}"  # a reimage: a fresh disk
-        root.mkdir()
-        node = Node(root=root, node_id=enrollment["node_id"], token=enrollment["enrollment_token"],
-                    url=bundle["url"], user_data=user_data)
-        node.boot()
-        node.run(**self.env.get(hostname, {}))
-        self.nodes.setdefault(hostname, []).append(node)
 
     def _loop(self) -> None:
         while not self._stop.is_set():
@@ -60,7 +47,7 @@ class NodeRunner:
                         ud = self.maas.admin.user_data(m["system_id"]) or b""
                         if ud not in self._seen:
                             self._seen.add(ud)
-                            self._boot(m["hostname"], ud)
+                            self.boot(m["hostname"], ud)
             except BaseException as e:  # noqa: BLE001 - reported by the test
                 self.errors.append(e)
                 return
@@ -74,18 +61,38 @@ class NodeRunner:
             yield self
         finally:
             self._stop.set()
-            t.join(timeout=60)
+            t.join(timeout=120)
             self._stop.clear()
 
 
-def _specs(node_world: NodeWorld) -> list[MachineSpec]:
+class TempRootNodes:
+    """`boot` for NodeRunner: the launcher against a fresh temporary root per deploy (tests/node/conftest.py)."""
+
+    def __init__(self, tmp: Path, env: dict[str, dict[str, str]]) -> None:
+        self.tmp, self.env = tmp, env
+        self.nodes: dict[str, list[Node]] = {}
+
+    def __call__(self, hostname: str, user_data: bytes) -> None:
+        files = {f["path"]: f["content"] for f in yaml.safe_load(user_data)["write_files"]}
+        enrollment = json.loads(files["/etc/gpuaas/enrollment.json"])
+        bundle = json.loads(files["/etc/gpuaas/bundle.json"])
+        root = self.tmp / f"{hostname}-{len(self.nodes.get(hostname, []))}"  # a reimage: a fresh disk
+        root.mkdir()
+        node = Node(root=root, node_id=enrollment["node_id"], token=enrollment["enrollment_token"],
+                    url=bundle["url"], user_data=user_data)
+        node.boot()
+        node.run(**self.env.get(hostname, {}))
+        self.nodes.setdefault(hostname, []).append(node)
+
+
+def specs_for_world(node_world: NodeWorld) -> list[MachineSpec]:
     specs = specs_for(load_environment("local"), roce=False)
     deploy = {"bundle_ref": node_world.bundle_ref, "bundle_digest": node_world.bundle_digest,
               "launcher_url": node_world.launcher_url}
     return [specs[h].model_copy(update={"deploy": specs[h].deploy.model_copy(update=deploy)}) for h in HOSTS]
 
 
-def _context(node_world: NodeWorld, maas: MaasSimulator) -> Context:
+def context_for(node_world: NodeWorld, maas: MaasSimulator) -> Context:
     platform = PlatformClient(node_world.platform.url, node_world.platform.creds.platform_admin)
     return Context(
         ops=MaasClient(maas.url, maas.api_key),
@@ -103,28 +110,29 @@ def test_each_machine_ends_by_its_own_nodes_report(node_world: NodeWorld, tmp_pa
                          enroll_backend=EnrollBackend.NODE)
     maas.start()
     try:
-        specs = _specs(node_world)
-        runner = NodeRunner(maas, tmp_path, {"local-gpu-2": {"GPUAAS_LAB_GPUS": "7"}})
+        specs = specs_for_world(node_world)
+        nodes = TempRootNodes(tmp_path, {"local-gpu-2": {"GPUAAS_LAB_GPUS": "7"}})
+        runner = NodeRunner(maas, nodes)
         with runner.running():
-            results = {r.hostname: r for r in Scheduler(_context(node_world, maas)).onboard(specs)}
+            results = {r.hostname: r for r in Scheduler(context_for(node_world, maas)).onboard(specs)}
         assert not runner.errors, runner.errors
         good, bad = results["local-gpu-1"], results["local-gpu-2"]
         assert good.outcome is MachineOutcome.READY, good.reason
         record = node_world.admin.get_node(good.node_id or "")
         assert record.bootstrap is not None and record.bootstrap.bundle_digest == specs[0].deploy.bundle_digest
         assert record.bootstrap.runner.value == "launcher", "the node itself reported, not the simulator"
-        assert not (runner.nodes["local-gpu-1"][0].root / "etc/gpuaas/enrollment.json").exists()
+        assert not (nodes.nodes["local-gpu-1"][0].root / "etc/gpuaas/enrollment.json").exists()
         # the failed validation ends that machine alone, naming the script and its output tail
         assert bad.outcome is MachineOutcome.VALIDATION_FAILED
         assert bad.reason.startswith("MCH021") and "validate-gpu-check" in bad.reason
         assert "expected 8 GPUs, found 7" in bad.reason
-        token = runner.nodes["local-gpu-2"][0].token
+        token = nodes.nodes["local-gpu-2"][0].token
         assert token not in bad.reason
         # fixed (the GPU is back): the next up releases the machine, deploys it afresh and it enrolls
-        runner.env.clear()
+        nodes.env.clear()
         with runner.running():
-            again = Scheduler(_context(node_world, maas)).onboard([specs[1]], {"local-gpu-2": bad.system_id or ""})
+            again = Scheduler(context_for(node_world, maas)).onboard([specs[1]], {"local-gpu-2": bad.system_id or ""})
         assert again[0].outcome is MachineOutcome.READY, again[0].reason
-        assert len(runner.nodes["local-gpu-2"]) == 2, "a fresh node: new root, new token, new URL"
+        assert len(nodes.nodes["local-gpu-2"]) == 2, "a fresh node: new root, new token, new URL"
     finally:
         maas.stop()

@@ -1,0 +1,219 @@
+"""Real nodes for the node side (issue 15): systemd-nspawn machines booted from the lab's cached image
+plus Debian's cloud-init, whose NoCloud seed is exactly a deploy's user_data, so real cloud-init writes
+its files and runs the launcher. Each node lives in its own network namespace of a lab network
+(`lab/net.py`); the servers it talks to (artifact store, platform) listen on the lab's gateway address.
+
+    with NodeLab(["lab-node-1"]) as nodes:           # network up; nothing booted yet
+        nodes.gateway                                # 10.77.N.1: bind the simulators here
+        node = nodes.boot("lab-node-1", user_data)   # overlay clone, seed, lab stand-ins, nspawn -b
+        nodes.wait_cloud_init("lab-node-1")          # until cloud-init's boot-finished (or its failure)
+        node.root / "var/lib/gpuaas/steps"           # the node's disk, read from the host
+
+The node image (`.lab/node-image-<key>/tree`) is the lab image with `cloud-init` and `locales` installed
+from the Debian mirror once, cached; cloud-init is configured for NoCloud only, with networking left to
+the lab (the namespace already has its address). The lab stand-ins of lab/node_standins (GPU and fabric
+tools) are copied to /usr/local/bin of each node. Data disks (loop devices) are not attached yet.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import os
+import secrets
+import shutil
+import signal
+import subprocess
+import time
+from pathlib import Path
+from types import TracebackType
+
+from pydantic import BaseModel, ConfigDict
+
+from . import net
+from .image import MIRROR, SUITE, cache_key, ensure_image
+from .lab import LAB_DIR, _Run, _undo
+
+NODE_PACKAGES = ("cloud-init", "locales")
+NODE_REVISION = 1
+STANDINS = Path(__file__).resolve().parent / "node_standins"
+CLOUD_CFG = """# gpuaas lab node: the deploy's user_data comes from the NoCloud seed; the lab configured the network.
+datasource_list: [ NoCloud, None ]
+network: {config: disabled}
+"""
+
+
+def node_image_key() -> str:
+    spec = f"{cache_key()}/{','.join(NODE_PACKAGES)}/{NODE_REVISION}"
+    return hashlib.sha256(spec.encode()).hexdigest()[:16]
+
+
+def ensure_node_image(lab_dir: Path = LAB_DIR) -> Path:
+    """The node tree, built once from the lab image (under a lock: concurrent runs build once)."""
+    final = lab_dir / f"node-image-{node_image_key()}"
+    with (lab_dir / "image.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if (final / "READY").exists():
+            return final / "tree"
+    base = ensure_image(lab_dir).tree
+    with (lab_dir / "image.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (final / "READY").exists():
+            work = lab_dir / f"node-image-{node_image_key()}.building"
+            shutil.rmtree(work, ignore_errors=True)
+            work.mkdir(parents=True)
+            _build(base, work / "tree", work / "build.log")
+            (work / "READY").write_text(node_image_key() + "\n")
+            shutil.rmtree(final, ignore_errors=True)
+            work.rename(final)
+    return final / "tree"
+
+
+def _build(base: Path, tree: Path, log: Path) -> None:
+    subprocess.run(["cp", "-a", str(base), str(tree)], check=True)
+    shutil.copy("/etc/resolv.conf", tree / "etc/resolv.conf")
+    (tree / "etc/apt/sources.list").write_text(f"deb {MIRROR} {SUITE} main\n")
+    with log.open("a") as out:
+        for cmd in (["apt-get", "update", "-qq"],
+                    ["apt-get", "install", "-y", "-qq", "--no-install-recommends", *NODE_PACKAGES]):
+            subprocess.run(["chroot", str(tree), *cmd], check=True, stdout=out, stderr=subprocess.STDOUT,
+                           env={**os.environ, "DEBIAN_FRONTEND": "noninteractive"})
+    (tree / "etc/apt/sources.list").write_text("")  # lab nodes have no route out
+    for p in (tree / "var/lib/apt/lists").glob("*_*"):
+        p.unlink()
+    (tree / "etc/resolv.conf").unlink()
+    (tree / "etc/cloud/cloud.cfg.d/90-gpuaas-lab.cfg").write_text(CLOUD_CFG)
+
+
+class BootedNode(BaseModel):
+    model_config = ConfigDict(frozen=True)
+    hostname: str
+    root: Path
+    """The node's disk (its overlay, merged), readable from the host."""
+    instance_id: str
+    console: Path
+
+
+class NodeLab:
+    """Lab network plus nodes booted on demand; `stop` (or the context's end) undoes everything."""
+
+    def __init__(self, hostnames: list[str]) -> None:
+        self.hostnames = hostnames
+        self.run_id = secrets.token_hex(3)
+        self.run_dir = LAB_DIR / "runs" / self.run_id
+        self._run = _Run(owner_pid=os.getpid())
+        self._procs: dict[str, subprocess.Popen[bytes]] = {}
+        self.nodes: dict[str, BootedNode] = {}
+        self.image: Path | None = None
+
+    @property
+    def gateway(self) -> str:
+        assert self._run.network is not None
+        return str(self._run.network.gateway)
+
+    def address(self, hostname: str) -> str:
+        """The node's address on the lab network (its namespace's only interface)."""
+        assert self._run.network is not None
+        return str(self._run.network.host_addresses[hostname])
+
+    def _save(self) -> None:
+        (self.run_dir / "state.json").write_text(self._run.model_dump_json())
+
+    def start(self) -> NodeLab:
+        self.image = ensure_node_image()
+        self.run_dir.mkdir(parents=True)
+        self._save()
+        self._run.network = net.create(self.run_id, self.hostnames, LAB_DIR)
+        self._save()
+        return self
+
+    def boot(self, hostname: str, user_data: bytes, knobs: dict[str, str] | None = None) -> BootedNode:
+        """`knobs`: lab stand-in settings written to /etc/gpuaas-lab/<name> (e.g. {"gpus": "7"})."""
+        # size: one sequence (overlay, identity, seed, stand-ins, nspawn); each line is one step of it
+        assert self.image is not None and self._run.network is not None
+        self.halt(hostname)  # a redeploy: the previous node on this machine goes first (a fresh disk follows)
+        hdir = self.run_dir / f"{hostname}-{sum(1 for p in self.run_dir.glob(hostname + '-*'))}"
+        upper, work, merged = hdir / "upper", hdir / "work", hdir / "merged"
+        for d in (upper, work, merged):
+            d.mkdir(parents=True)
+        subprocess.run(["mount", "-t", "overlay", "overlay", "-o",
+                        f"lowerdir={self.image},upperdir={upper},workdir={work}", str(merged)], check=True)
+        self._run.merged.append(merged)
+        self._save()
+        (merged / "etc/hostname").write_text(hostname + "\n")
+        (merged / "etc/hosts").write_text(f"127.0.0.1 localhost\n127.0.1.1 {hostname}\n")
+        iid = f"{hostname}-{secrets.token_hex(4)}"
+        seed = merged / "var/lib/cloud/seed/nocloud"
+        seed.mkdir(parents=True, mode=0o700)
+        (seed / "meta-data").write_text(f"instance-id: {iid}\nlocal-hostname: {hostname}\n")
+        (seed / "user-data").write_bytes(user_data)  # exactly what the deploy gave MAAS
+        (seed / "user-data").chmod(0o600)
+        (merged / "etc/gpuaas-lab").mkdir(exist_ok=True)
+        for name, value in (knobs or {}).items():
+            (merged / "etc/gpuaas-lab" / name).write_text(value + "\n")
+        for tool in STANDINS.iterdir():
+            if tool.is_file() and os.access(tool, os.X_OK):
+                shutil.copy(tool, merged / "usr/local/bin" / tool.name)
+        node = BootedNode(hostname=hostname, root=merged, instance_id=iid, console=hdir / "console.log")
+        self.nodes[hostname] = node
+        self._start(node)
+        return node
+
+    def _start(self, node: BootedNode) -> None:
+        assert self._run.network is not None
+        self._procs[node.hostname] = subprocess.Popen(
+            ["systemd-nspawn", "-b", "--register=no", "--keep-unit", "-q", "-D", str(node.root), "-M", node.hostname,
+             f"--hostname={node.hostname}", "--kill-signal=SIGKILL",
+             f"--network-namespace-path=/run/netns/{self._run.network.host_netns[node.hostname]}"],
+            stdin=subprocess.DEVNULL, stdout=node.console.open("ab"), stderr=subprocess.STDOUT,
+            start_new_session=True)
+
+    def restart(self, hostname: str) -> BootedNode:
+        """Power loss and power on: kill the node, boot the same disk again (cloud-init does not rerun
+        runcmd for the same instance; what the node enabled, e.g. the launcher's unit, runs)."""
+        self.halt(hostname)
+        node = self.nodes[hostname]
+        self._start(node)
+        return node
+
+    def wait_cloud_init(self, hostname: str, timeout_s: float = 180.0) -> None:
+        """Until cloud-init wrote boot-finished for this instance; the console's tail if nspawn died."""
+        node, proc = self.nodes[hostname], self._procs[hostname]
+        done = node.root / "var/lib/cloud/instances" / node.instance_id / "boot-finished"
+        deadline = time.monotonic() + timeout_s
+        while not done.exists():
+            if proc.poll() is not None:
+                tail = node.console.read_text(errors="replace")[-2000:]
+                raise RuntimeError(f"node {hostname}: systemd-nspawn exited ({proc.returncode}):\n{tail}")
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"node {hostname}: cloud-init did not finish in {timeout_s:.0f}s")
+            time.sleep(0.25)  # poll interval for a file the node writes, not a wait for an event
+
+    def halt(self, hostname: str) -> None:
+        proc = self._procs.get(hostname)
+        if proc is not None and proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)  # nspawn passes --kill-signal (SIGKILL) to the node's PID 1
+            try:
+                proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+
+    def stop(self) -> None:
+        for hostname in list(self._procs):
+            self.halt(hostname)
+        if self.run_dir.exists():
+            _undo(self.run_dir, self._run)
+        self._procs.clear()
+
+    def __enter__(self) -> NodeLab:
+        try:
+            return self.start()
+        except BaseException:
+            self.stop()
+            raise
+
+    def __exit__(self, t: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None) -> None:
+        self.stop()

@@ -1,0 +1,161 @@
+"""Real nodes (lab/node.py): systemd-nspawn machines from the lab's cached image with Debian's
+cloud-init, whose NoCloud seed is exactly the deploy's user_data. Real cloud-init writes the files and
+runs the launcher; the nodes fetch their bundle from moto's S3 server and enroll with the platform
+simulator, both listening on the lab network's gateway address (the nodes' only route).
+
+Like the lab tier (tests/lab/conftest.py): skipped, loudly, only where the machine cannot run nspawn
+nodes at all (not root, packages missing); in CI that is a failure."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from clients.platform.models import NodeStatus
+from environments import load_environment
+from lab import preflight
+from lab.node import NodeLab
+from providers.machines.scheduler import Scheduler
+from providers.machines.status import MachineOutcome
+from simulators.localstack import maas_inventory
+from simulators.maas import EnrollBackend, MaasSimulator
+from tests.fixtures.maas_sim import TEST_TIME_SCALE as MAAS_SCALE
+from tests.fixtures.platform_sim import platform_sim_factory  # noqa: F401
+
+from .conftest import HOSTNAME, NodeWorld, world_at
+from .test_lifecycle_nodes import HOSTS, NodeRunner, context_for, specs_for_world
+
+# What a lab node can run: no packages (no mirror), no data disks yet, no MAAS hw-sync timer.
+LAB_BUNDLE: dict[str, Any] = {"packages": False, "storage_layout_profile": "flat", "data_devices": (),
+                              "require_hw_sync": False}
+
+
+@pytest.fixture
+def lab_world(tmp_path: Path, platform_sim_factory: Any) -> Callable[..., Any]:  # noqa: F811
+    reason = preflight()
+    if reason:
+        if os.environ.get("CI") and not reason.startswith("disabled"):
+            pytest.fail(f"nspawn nodes cannot run in CI: {reason}")
+        pytest.skip(f"nspawn nodes cannot run on this machine: {reason}")
+
+    @contextmanager
+    def make(hostnames: list[str]) -> Iterator[tuple[NodeLab, NodeWorld]]:
+        with NodeLab(hostnames) as nodes:
+            platform = platform_sim_factory(host=nodes.gateway)
+            with world_at(tmp_path, platform, host=nodes.gateway, **LAB_BUNDLE) as world:
+                yield nodes, world
+
+    return make
+
+
+def _steps(root: Path) -> dict[str, Any]:
+    return {p.stem: json.loads(p.read_text()) for p in (root / "var/lib/gpuaas/steps").glob("*.json")}
+
+
+def test_cloud_init_runs_the_deploy_user_data_and_the_node_enrolls_itself(lab_world: Callable[..., Any]) -> None:
+    with lab_world([HOSTNAME]) as (nodes, world):
+        node_id, token, url, user_data = world.user_data()
+        node = nodes.boot(HOSTNAME, user_data)
+        nodes.wait_cloud_init(HOSTNAME)
+        steps = _steps(node.root)
+        failed = {k: s["output_tail"][-800:] for k, s in steps.items() if not s["ok"]}
+        assert not failed, failed
+        assert "enroll" in steps, node.console.read_text(errors="replace")[-3000:]
+        record = world.admin.wait_for_node(node_id, timeout_s=20)
+        assert record.status is NodeStatus.ACTIVE
+        # the token was consumed by a request from the node itself (its lab address), not from the host
+        assert world.platform.enroll_caller(node_id) == nodes.address(HOSTNAME) != nodes.gateway
+        assert record.bootstrap is not None and record.bootstrap.bundle_digest == world.bundle_digest
+        assert [s.step for s in record.bootstrap.steps][:3] == ["fetch", "packages", "cloud-init"]
+        assert not (node.root / "etc/gpuaas/enrollment.json").exists(), "the token file is gone"
+        # files holding user_data (the seed, cloud-init's copy) or the bundle URL are root-only
+        instance = f"var/lib/cloud/instances/{node.instance_id}"
+        for rel in ("var/lib/cloud/seed/nocloud/user-data", "etc/gpuaas/bundle.json",
+                    "usr/local/sbin/gpuaas-bundle-launcher", f"{instance}/user-data.txt"):
+            mode = stat.S_IMODE((node.root / rel).stat().st_mode)
+            assert mode & 0o077 == 0, f"{rel} is {oct(mode)}"
+        assert stat.S_IMODE((node.root / "var/lib/gpuaas/steps").stat().st_mode) == 0o700
+        # every file the node wrote (its overlay's upper layer) that holds the token or the URL's signature
+        signature = url.split("X-Amz-Signature=")[1].encode()
+        upper = node.root.parent / "upper"
+
+        def holds(p: Path) -> bool:
+            data = p.read_bytes()
+            return token.encode() in data or signature in data
+
+        holders = {p.relative_to(upper).as_posix(): stat.S_IMODE(p.stat().st_mode)
+                   for p in upper.rglob("*") if p.is_file() and not p.is_symlink() and holds(p)}
+        assert holders and all(mode & 0o077 == 0 for mode in holders.values()), holders
+        # named in docs/node-bootstrap.md; enrollment.json is gone: the (expiring) URL and cloud-init's copies
+        expected = {"var/lib/cloud/seed/nocloud/user-data", "etc/gpuaas/bundle.json", f"{instance}/user-data.txt",
+                    f"{instance}/user-data.txt.i", f"{instance}/cloud-config.txt"}
+        assert set(holders) - {f"{instance}/obj.pkl"} == expected, sorted(holders)
+        assert "GPUAAS_FABRIC_MODE=roce" in (node.root / "etc/gpuaas/fabric.env").read_text()
+        # the bundle's cloud-init part, applied by the node's own cloud-init
+        assert "GPUAAS_HW_SYNC_INTERVAL=" in (node.root / "etc/gpuaas/hw-sync.env").read_text()
+
+
+def test_the_lifecycle_on_real_nodes_one_validation_failure(lab_world: Callable[..., Any]) -> None:
+    """The machine lifecycle (MAAS simulator, NODE enrollment backend) with an nspawn node booted for each
+    machine MAAS deploys, from exactly the user_data MAAS holds: local-gpu-2's node shows 7 GPUs."""
+    with lab_world(list(HOSTS)) as (nodes, world):
+        maas = MaasSimulator(maas_inventory(load_environment("local"), enlisted=False), time_scale=MAAS_SCALE,
+                             enroll_backend=EnrollBackend.NODE)
+        maas.start()
+        knobs = {"local-gpu-2": {"gpus": "7"}}
+        booted: dict[str, Path] = {}
+
+        def boot(hostname: str, user_data: bytes) -> None:
+            booted[hostname] = nodes.boot(hostname, user_data, knobs.get(hostname)).root
+            nodes.wait_cloud_init(hostname)
+
+        try:
+            runner = NodeRunner(maas, boot)
+            with runner.running():
+                results = {r.hostname: r for r in Scheduler(context_for(world, maas)).onboard(specs_for_world(world))}
+        finally:
+            maas.stop()
+        assert not runner.errors, runner.errors
+        good, bad = results["local-gpu-1"], results["local-gpu-2"]
+        assert good.outcome is MachineOutcome.READY, good.reason
+        assert not (booted["local-gpu-1"] / "etc/gpuaas/enrollment.json").exists()
+        assert bad.outcome is MachineOutcome.VALIDATION_FAILED, bad.reason
+        assert "validate-gpu-check" in bad.reason and "expected 8 GPUs, found 7" in bad.reason
+        assert (booted["local-gpu-2"] / "etc/gpuaas/enrollment.json").exists(), "no enrollment: the token stays"
+
+
+def test_a_real_node_restarted_mid_launcher_resumes_through_its_unit(lab_world: Callable[..., Any]) -> None:
+    """Power lost during validation (the GPU stand-in hangs once); on the next boot cloud-init does not
+    rerun runcmd, the launcher's unit resumes: no step recorded ok runs again, the node enrolls."""
+    with lab_world([HOSTNAME]) as (nodes, world):
+        node_id, _token, _url, user_data = world.user_data()
+        node = nodes.boot(HOSTNAME, user_data, {"hang-once": "1"})
+        hung = node.root / "var/lib/gpuaas-lab/hung"
+        deadline = time.monotonic() + 120
+        while not hung.exists():
+            assert time.monotonic() < deadline, node.console.read_text(errors="replace")[-2000:]
+            time.sleep(0.2)  # poll interval for a file the node writes
+        before = _steps(node.root)
+        assert "mounts" in before and "validate-gpu-check" not in before and "enroll" not in before
+        nodes.restart(HOSTNAME)
+        done = node.root / "var/lib/gpuaas/steps/enroll.json"
+        deadline = time.monotonic() + 120
+        while not done.exists():
+            assert time.monotonic() < deadline, (node.root / "var/log/gpuaas-launcher.log").read_text()[-3000:]
+            time.sleep(0.2)  # poll interval for a file the node writes
+        after = _steps(node.root)
+        assert all(s["ok"] for s in after.values()), after
+        for step, result in before.items():
+            assert after[step]["finished_at"] == result["finished_at"], f"{step} ran again"
+        log = (node.root / "var/log/gpuaas-launcher.log").read_text()
+        assert all(f"step {step}: recorded ok earlier, skipped" in log for step in before)
+        assert world.admin.wait_for_node(node_id, timeout_s=20).status is NodeStatus.ACTIVE
+        assert not (node.root / "etc/gpuaas/enrollment.json").exists()
