@@ -127,7 +127,10 @@ class Engine:
             args += ["--target", urn]
         env = dict(os.environ)
         env.update(self.env)
-        env[CONFIG_ENV] = json.dumps(self.config_overrides)
+        config_file = workdir / "config.json"  # 0600 in a 0700 mkdtemp directory; removed with it
+        config_file.write_text(json.dumps(self.config_overrides))
+        config_file.chmod(0o600)
+        env[CONFIG_ENV] = str(config_file)
         env["PYTHONPATH"] = os.pathsep.join(p for p in (str(_REPO_ROOT), env.get("PYTHONPATH", "")) if p)
         if self.passphrase is not None:
             env["PULUMI_CONFIG_PASSPHRASE"] = self.passphrase

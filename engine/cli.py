@@ -20,8 +20,16 @@ from engine.model import Diagnostic, EngineResult, Operation, Severity, StepOp
 from engine.runner import EXIT_USAGE, RunOptions, run_operation
 from engine.values import UNKNOWN
 
-# The Python API passes config overrides here rather than on argv (argv is visible to every user).
-CONFIG_ENV = "GPUAAS_ENGINE_CONFIG"
+# The Python API passes config overrides in a file named here rather than on argv (argv is visible to
+# every user) or in the environment itself (one environment string is capped at 128 KiB by Linux, and a
+# fleet's machine specs are larger).
+CONFIG_ENV = "GPUAAS_ENGINE_CONFIG_FILE"
+
+
+def read_config_file() -> dict[str, str]:
+    """The overrides the Python API wrote (see CONFIG_ENV); empty when none were passed."""
+    path = os.environ.get(CONFIG_ENV)
+    return json.loads(Path(path).read_text()) if path else {}
 
 _VERB = {
     StepOp.CREATE: "created",
@@ -111,7 +119,10 @@ def _preview_first(args: argparse.Namespace, overrides: dict[str, str], out: Tex
             cmd += ["--target", urn]
         for item in args.stack_state:
             cmd += ["--stack-state", item]
-        env = {**os.environ, CONFIG_ENV: json.dumps(overrides)}
+        config_file = Path(tmp) / "config.json"
+        config_file.write_text(json.dumps(overrides))
+        config_file.chmod(0o600)
+        env = {**os.environ, CONFIG_ENV: str(config_file)}
         out.write("Previewing update:\n")
         out.flush()
         proc = subprocess.run(cmd, env=env, stdout=subprocess.DEVNULL, stderr=out, check=False)
@@ -161,7 +172,7 @@ def main(argv: list[str] | None = None) -> int:
         )
         return EXIT_USAGE
     try:
-        overrides = json.loads(os.environ.get(CONFIG_ENV, "{}"))
+        overrides = read_config_file()
         overrides.update(parse_overrides(args.config))
         stack_states = _stack_states(args.stack_state)
     except (ConfigError, json.JSONDecodeError) as exn:
