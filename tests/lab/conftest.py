@@ -26,10 +26,11 @@ from components.host_roles import spec_for
 from components.settings import NAMESPACE, ArtifactPin, StackSettings
 from engine.config import load_stack_config
 from environments import load_environment
-from lab import Lab, LabInfo, preflight
+from lab import Lab, LabInfo
 from providers.common import VaultInputs
 from providers.host_convergence import HostConvergenceSpec, SecretReader
 from simulators.openbao import OpenBaoDevServer
+from tests.fixtures.lab_gate import require_lab
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -44,9 +45,7 @@ _REPORT: dict[str, object] = {}
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
-    if "skipped" in _REPORT:
-        terminalreporter.write_sep("!", f"LAB TIER SKIPPED: {_REPORT['skipped']}", red=True, bold=True)
-    elif "started" in _REPORT:
+    if "started" in _REPORT:
         wall = float(_REPORT.get("finished", time.monotonic())) - float(_REPORT["started"])  # type: ignore[arg-type]
         parts = ", ".join(f"{k} {v}s" for k, v in _REPORT.get("phases", {}).items())  # type: ignore[union-attr]
         terminalreporter.write_sep("=", f"lab tier wall time: {wall:.1f}s ({parts})", bold=True)
@@ -54,14 +53,7 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
 
 @pytest.fixture(scope="session")
 def lab() -> Iterator[LabInfo]:
-    reason = preflight()
-    if reason:
-        _REPORT["skipped"] = reason
-        if os.environ.get("CI") and not reason.startswith("disabled"):
-            # CI runs as root with the packages `make setup` installs: a failed preflight there is a
-            # broken set-up, never a reason to skip the tier.
-            pytest.fail(f"lab tier cannot run in CI: {reason}")
-        pytest.skip(f"lab tier cannot run on this machine: {reason}")
+    require_lab("lab tier")
     _REPORT["started"] = time.monotonic()
     _REPORT["phases"] = {}
     with Lab(DEV_HOSTS) as info:

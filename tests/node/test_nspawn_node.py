@@ -9,7 +9,6 @@ nodes at all (not root, packages missing); in CI that is a failure."""
 from __future__ import annotations
 
 import json
-import os
 import stat
 import time
 from collections.abc import Callable, Iterator
@@ -21,12 +20,12 @@ import pytest
 
 from clients.platform.models import NodeStatus
 from environments import load_environment
-from lab import preflight
 from lab.node import NodeLab
 from providers.machines.scheduler import Scheduler
 from providers.machines.status import MachineOutcome
 from simulators.localstack import maas_inventory
 from simulators.maas import EnrollBackend, MaasSimulator
+from tests.fixtures.lab_gate import require_lab
 from tests.fixtures.maas_sim import TEST_TIME_SCALE as MAAS_SCALE
 from tests.fixtures.platform_sim import platform_sim_factory  # noqa: F401
 
@@ -40,11 +39,7 @@ LAB_BUNDLE: dict[str, Any] = {"packages": False, "storage_layout_profile": "flat
 
 @pytest.fixture
 def lab_world(tmp_path: Path, platform_sim_factory: Any) -> Callable[..., Any]:  # noqa: F811
-    reason = preflight()
-    if reason:
-        if os.environ.get("CI") and not reason.startswith("disabled"):
-            pytest.fail(f"nspawn nodes cannot run in CI: {reason}")
-        pytest.skip(f"nspawn nodes cannot run on this machine: {reason}")
+    require_lab("nspawn nodes")
 
     @contextmanager
     def make(hostnames: list[str]) -> Iterator[tuple[NodeLab, NodeWorld]]:
