@@ -48,7 +48,7 @@ def _timed(fn: Any) -> tuple[float, Any]:
     return time.monotonic() - started, out
 
 
-def measure(n: int) -> dict[str, float]:
+def measure(n: int, keep_state: Path | None = None) -> dict[str, Any]:
     # size: one size end to end (world, first up, no-op up, preview, refresh), read top to bottom
     p = PARALLEL.get(n, max(1, n // 16))
     with tempfile.TemporaryDirectory() as tmp:
@@ -78,6 +78,10 @@ def measure(n: int) -> dict[str, float]:
             requests = sum(v for actions in counts.values() for v in actions.values())
             peak = max((x.get("busy", 0) for x in world.maas.admin.peak_concurrency().values()), default=0)
             state_bytes = state.stat().st_size
+            if keep_state:
+                keep_state.mkdir(parents=True, exist_ok=True)
+                (keep_state / f"state-{n}.json").write_bytes(state.read_bytes())
+            top = sorted(((v, f"{h}.{a}") for h, acts in counts.items() for a, v in acts.items()), reverse=True)[:14]
             noop, _ = _timed(lambda: engine.up(timeout=3600, flags=["--skip-preview"]))
             preview, _ = _timed(lambda: engine.preview(timeout=3600))
             world.maas.admin.reset_stats()
@@ -99,14 +103,17 @@ def measure(n: int) -> dict[str, float]:
         "preview_s": preview,
         "refresh_s": refresh,
         "refresh_requests": refresh_requests,
+        "top_requests": ", ".join(f"{name} {v / machines:.1f}" for v, name in top),
     }
 
 
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--sizes", default="64,256,1024")
-    sizes = [int(s) for s in ap.parse_args().sizes.split(",")]
-    rows = [measure(n) for n in sizes]
+    ap.add_argument("--keep-state", type=Path, default=None, help="copy each size's state file here")
+    args = ap.parse_args()
+    sizes = [int(s) for s in args.sizes.split(",")]
+    rows = [measure(n, args.keep_state) for n in sizes]
     print(f"\nFleet scale, one MachinePool, MAAS time scale {MAAS_SCALE} (targets: {TARGETS})")
     head = ("N:P", "first up", "ideal", "eff", "req/m", "peak", "state/m", "no-op up", "preview", "refresh")
     print("  " + " ".join(f"{h:>10}" for h in head))
@@ -131,6 +138,7 @@ def main() -> int:
             "no-op up": TARGETS["noop_s"] / max(r["noop_s"], 1e-9),
             "preview": TARGETS["preview_s"] / max(r["preview_s"], 1e-9),
         }
+        print(f"    MAAS requests per machine, largest: {r['top_requests']}")
         print("    ratio to target (>= 1 meets it): " + ", ".join(f"{k} {v:.2f}" for k, v in ratios.items()))
     return 0
 

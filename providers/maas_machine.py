@@ -101,7 +101,7 @@ class MaasMachineProvider(ResourceProvider):
         record = done.records[inputs.machine.hostname]
         if not record.system_id:  # converged without a MAAS machine: a lifecycle bug, never an empty id
             raise rc.MachinesFailed(f"machine {inputs.machine.hostname}: converged without a system_id")
-        return CreateResult(record.system_id, {**_inputs(props), **record.state()})
+        return CreateResult(record.system_id, {**_inputs(props), **record.state(identity=False)})
 
     def update(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
         inputs = typed_inputs(MachineInputs, news)
@@ -112,7 +112,7 @@ class MaasMachineProvider(ResourceProvider):
             rc.raise_failures(f"machine {spec.hostname}", done.results)
             rc.apply_in_place(ctx, _old_spec(olds), spec, _id)
             repair_identity(ctx.ops, [(spec, _id)])  # renamed / a declared tag removed by hand
-        return UpdateResult({**_inputs(news), **done.records[spec.hostname].state()})
+        return UpdateResult({**_inputs(news), **done.records[spec.hostname].state(identity=False)})
 
     def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
         state = {k: v for k, v in plain(props).items() if k not in DROPPED_OUTPUTS}
@@ -124,7 +124,7 @@ class MaasMachineProvider(ResourceProvider):
             inputs.connection, getattr(self, "_credentials", None), time_scale=getattr(self, "_time_scale", 1.0)
         )
         fresh = rc.observe(maas, {record.hostname: record}, {record.hostname: inputs.machine})[record.hostname]
-        return ReadResult(id_, {**state, **fresh.state()})
+        return ReadResult(id_, {**_inputs(state), **fresh.state(identity=False)})
 
     def delete(self, id_: str, props: dict[str, Any]) -> None:
         inputs = typed_inputs(MachineInputs, props)

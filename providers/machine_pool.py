@@ -27,13 +27,13 @@ from pulumi.dynamic import (
 from pydantic import ValidationError
 
 from clients.vault import credentials_from_config
-from providers.common import plain
+from providers.common import has_unknown, plain
 from providers.kind import KindDescriptor, register
 from providers.machines import reconciler as rc
 from providers.machines.drift import repair_identity
 from providers.machines.resource_io import PoolInputs, canonical, check_inputs, typed_inputs
 from providers.machines.runtime import maas_client, session, time_scale_from
-from providers.machines.spec import MachineSpec
+from providers.machines.spec import Connection, LifecyclePolicy, MachineSpec
 
 MACHINE_POOL = register(
     KindDescriptor(
@@ -49,6 +49,9 @@ MACHINE_POOL = register(
     )
 )
 INPUTS = tuple(PoolInputs.model_fields)
+# What the pool's outputs keep of its inputs: everything but the machine specs, which state holds once,
+# in the inputs (issue 18). Per machine the outputs keep the record (identity, fingerprints, MAAS facts).
+KEPT_INPUTS = tuple(k for k in INPUTS if k != "machines")
 
 
 def pool_plan(old_machines: dict[str, dict[str, Any]], new: PoolInputs) -> dict[str, list[str]]:
@@ -63,36 +66,39 @@ class MachinePoolProvider(ResourceProvider):
         self._credentials = credentials_from_config(req.config)
         self._time_scale = time_scale_from(req.config)
 
-    def _session(self, inputs: PoolInputs) -> Any:
+    def _session(self, connection: Connection, policy: LifecyclePolicy, pool: str) -> Any:
         creds, scale = getattr(self, "_credentials", None), getattr(self, "_time_scale", 1.0)
-        return session(inputs.connection, inputs.policy, creds, scale, label=f"pool {inputs.pool}")
+        return session(connection, policy, creds, scale, label=f"pool {pool}")
 
     def check(self, olds: dict[str, Any], news: dict[str, Any]) -> CheckResult:
         inputs, failures = check_inputs(PoolInputs, news, "MachinePool")
         return CheckResult(inputs, failures)
 
     def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
-        d = MACHINE_POOL.diff(canonical(PoolInputs, olds), canonical(PoolInputs, news), inputs=INPUTS)
-        records = rc.parse_records(plain(olds).get("machines_state"))
+        d = MACHINE_POOL.diff(canonical(PoolInputs, olds), canonical(PoolInputs, news), inputs=KEPT_INPUTS)
+        records = prior_records(olds)
         attention = any(r.needs_attention for r in records.values())  # drift, or a release to retry
-        return DiffResult(changes=d.changed or attention, replaces=[], delete_before_replace=False)
+        return DiffResult(
+            changes=d.changed or attention or machines_changed(records, news), replaces=[], delete_before_replace=False
+        )
 
     def create(self, props: dict[str, Any]) -> CreateResult:
         inputs = typed_inputs(PoolInputs, props)
-        with self._session(inputs) as ctx:
+        with self._session(inputs.connection, inputs.policy, inputs.pool) as ctx:
             done = rc.converge(ctx, inputs.machines, {})
         rc.raise_failures(f"pool {inputs.pool}", done.results)
         return CreateResult(f"pool-{inputs.connection.maas.site}-{inputs.pool}", _outputs(props, done.records))
 
     def update(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
         inputs = typed_inputs(PoolInputs, news)
-        old_specs = _old_specs(olds)
+        records = prior_records(olds)
+        old_specs = {h: ident for h, r in records.items() if (ident := r.identity()) is not None}
         moved = rc.renames(old_specs, inputs.machines)  # renamed in place, not released and redeployed
-        prior = rc.rekey(rc.parse_records(plain(olds).get("machines_state")), moved)
+        prior = rc.rekey(records, moved)
         old_specs = {moved.get(h, h): s for h, s in old_specs.items()}
         wanted = {m.hostname for m in inputs.machines}
         leaving = [(s, prior.get(h)) for h, s in old_specs.items() if h not in wanted]
-        with self._session(inputs) as ctx:
+        with self._session(inputs.connection, inputs.policy, inputs.pool) as ctx:
             done = rc.converge(ctx, inputs.machines, prior, leaving)
             rc.raise_failures(f"pool {inputs.pool}", done.results)
             for spec in inputs.machines:
@@ -106,31 +112,58 @@ class MachinePoolProvider(ResourceProvider):
 
     def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
         state = plain(props)
-        inputs = typed_inputs(PoolInputs, state)
-        records = rc.parse_records(state.get("machines_state"))
+        connection = Connection.model_validate(state["connection"])
+        records = prior_records(state)
         maas = maas_client(
-            inputs.connection, getattr(self, "_credentials", None), time_scale=getattr(self, "_time_scale", 1.0)
+            connection, getattr(self, "_credentials", None), time_scale=getattr(self, "_time_scale", 1.0)
         )
-        specs = {m.hostname: m for m in inputs.machines}
-        return ReadResult(id_, _outputs(state, rc.observe(maas, records, specs)))
+        idents = {h: ident for h, r in records.items() if (ident := r.identity()) is not None}
+        return ReadResult(id_, _outputs(state, rc.observe(maas, records, idents)))
 
     def delete(self, id_: str, props: dict[str, Any]) -> None:
-        inputs = typed_inputs(PoolInputs, props)
-        records = rc.parse_records(plain(props).get("machines_state"))
-        with self._session(inputs) as ctx:
-            results = rc.release(ctx, [(m, records.get(m.hostname)) for m in inputs.machines])
-        rc.raise_failures(f"pool {inputs.pool}", results)
+        state = plain(props)
+        records = prior_records(state)
+        items = [(ident, r) for r in records.values() if (ident := r.identity()) is not None]
+        connection, policy = (
+            Connection.model_validate(state["connection"]),
+            LifecyclePolicy.model_validate(state["policy"]),
+        )
+        with self._session(connection, policy, str(state.get("pool"))) as ctx:
+            results = rc.release(ctx, items)
+        rc.raise_failures(f"pool {state.get('pool')}", results)
 
 
-def _old_specs(olds: dict[str, Any]) -> dict[str, MachineSpec]:
-    out: dict[str, MachineSpec] = {}
-    for raw in plain(olds).get("machines") or ():
+def prior_records(olds: dict[str, Any]) -> dict[str, rc.MachineRecord]:
+    """The pool's records from its outputs. State written before issue 18 kept each machine's spec in
+    the outputs (`machines`) and no identity in the record: the identity and spec fingerprint come from
+    that spec, so old state diffs, renames, releases and refreshes exactly as new state does."""
+    raw = plain(olds)
+    records = rc.parse_records(raw.get("machines_state"))
+    for item in raw.get("machines") or ():
         try:
-            spec = MachineSpec.model_validate(raw)
+            spec = MachineSpec.model_validate(item)
         except ValidationError:
-            continue  # a spec this version can't read: it can't be released by spec either
-        out[spec.hostname] = spec
-    return out
+            continue  # a spec this version can't read: its record stays without identity
+        rec = records.get(spec.hostname)
+        if rec is not None and rec.identity() is None:
+            records[spec.hostname] = rc.written_for(rec, spec)
+    return records
+
+
+def machines_changed(records: dict[str, rc.MachineRecord], news: dict[str, Any]) -> bool:
+    """Whether the declared machines differ from what the records were written for (a machine joins,
+    leaves, or any field of its spec changed); unknown or unreadable specs count as changed."""
+    raw = plain(news).get("machines")
+    if has_unknown(raw) or not isinstance(raw, list):
+        return True
+    try:
+        specs = [MachineSpec.model_validate(m) for m in raw]
+    except ValidationError:
+        return True
+    wanted = {r.hostname for r in records.values() if not r.leaving}
+    if wanted != {s.hostname for s in specs}:
+        return True
+    return any(records[s.hostname].spec_fingerprint != s.spec_fingerprint() for s in specs)
 
 
 def _outputs(props: dict[str, Any], records: dict[str, rc.MachineRecord]) -> dict[str, Any]:
@@ -140,7 +173,7 @@ def _outputs(props: dict[str, Any], records: dict[str, rc.MachineRecord]) -> dic
         key = r.outcome.value if r.outcome else "unknown"
         counts[key] = counts.get(key, 0) + 1
     return {
-        **{k: raw[k] for k in INPUTS if k in raw},
+        **{k: raw[k] for k in KEPT_INPUTS if k in raw},
         "machines_state": {h: r.state() for h, r in records.items()},
         "counts": counts,
     }

@@ -16,14 +16,14 @@ from collections.abc import Sequence
 
 from .ports import MachineOps, MachineView
 from .records import FailCode
-from .spec import MachineSpec
+from .spec import MachineIdentity, MachineSpec
 
 
 class IdentityNotApplied(Exception):
     """MAAS still shows another hostname or lacks a declared tag after the repair (read back)."""
 
 
-def identity_drift(spec: MachineSpec, view: MachineView) -> list[str]:
+def identity_drift(spec: MachineSpec | MachineIdentity, view: MachineView) -> list[str]:
     """What differs between the declared identity and MAAS's (empty: nothing)."""
     out: list[str] = []
     if view.hostname != spec.hostname:
@@ -34,7 +34,9 @@ def identity_drift(spec: MachineSpec, view: MachineView) -> list[str]:
     return out
 
 
-def repair_identity(ops: MachineOps, items: Sequence[tuple[MachineSpec, str]]) -> dict[str, list[str]]:
+def repair_identity(
+    ops: MachineOps, items: Sequence[tuple[MachineSpec | MachineIdentity, str]]
+) -> dict[str, list[str]]:
     """Rename back and re-add missing declared tags (one bulk read, then a read back of the machines
     changed). Returns hostname -> what was repaired; raises if MAAS did not take it."""
     if not items:
@@ -63,7 +65,8 @@ def repair_identity(ops: MachineOps, items: Sequence[tuple[MachineSpec, str]]) -
     if still:
         raise IdentityNotApplied(
             FailCode.IDENTITY_NOT_APPLIED(
-                "MAAS did not take the hostname/tag repair: " + " | ".join(still)
+                "MAAS did not take the hostname/tag repair: "
+                + " | ".join(still)
                 + ". Check the machine in MAAS (a name taken by another machine?), then run up again."
             )
         )

@@ -19,13 +19,12 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from .cloud_init import user_data_digest
 from .drift import identity_drift
 from .ports import MachineOps, MachineView
 from .progress import report_line
 from .records import OWNER_FINGERPRINT, Context, FailCode
 from .scheduler import MachineResult, Scheduler
-from .spec import MachineSpec, PowerType
+from .spec import MachineIdentity, MachineSpec, PowerType, TeardownMode
 from .status import MachineOutcome, Stage
 
 DEPLOYED = "Deployed"
@@ -35,8 +34,9 @@ REPORT_MAX_CHARS = 4000
 
 
 class MachineRecord(BaseModel):
-    """What state keeps per machine: what diff, drift and teardown need, never a secret.
-    Reads old state too (extra keys such as notes and stage_seconds are dropped)."""
+    """What state keeps per machine: what diff, drift and teardown need, never a secret (issue 18:
+    a few hundred bytes; the spec itself is only in the pool's inputs). Reads old state too (extra
+    keys such as notes, stage_seconds, user_data_digest and bundle_digest are dropped)."""
 
     model_config = ConfigDict(frozen=True, extra="ignore")
 
@@ -48,8 +48,17 @@ class MachineRecord(BaseModel):
     outcome: MachineOutcome | None = None
     node_id: str | None = None
     deploy_fingerprint: str | None = None
-    user_data_digest: str | None = None
-    bundle_digest: str | None = None
+    spec_fingerprint: str | None = None
+    """MachineSpec.spec_fingerprint of the spec this record was written for: what a pool's diff compares."""
+    # The spec's identity (MachineIdentity), so a pool needs no old spec: rename, in place, teardown.
+    ipmi_address: str | None = None
+    pxe_mac: str | None = None
+    power_type: PowerType = PowerType.IPMI
+    power_user_path: str | None = None
+    site: str | None = None
+    profile: str | None = None
+    tags: tuple[str, ...] = ()
+    teardown_mode: TeardownMode = TeardownMode.FULL_DECOMMISSION
     deploy_attempts: int = 0
     adopted: bool = False
     leaving: bool = False
@@ -66,9 +75,19 @@ class MachineRecord(BaseModel):
             return False
         return self.status not in (None, DEPLOYED) or self.outcome not in (None, MachineOutcome.READY)
 
-    def state(self) -> dict[str, Any]:
-        # `drift` only when there is some: a clean create and a clean read write the same shape.
-        return self.model_dump(mode="json", exclude_none=True, exclude=None if self.drift else {"drift"})
+    def state(self, identity: bool = True) -> dict[str, Any]:
+        """The record as state keeps it: defaults left out (a clean create and a clean read write the
+        same shape). `identity=False` for a MaasMachine, whose state holds its whole spec anyway."""
+        drop = set() if identity else (set(MachineIdentity.model_fields) | {"spec_fingerprint"}) - {"hostname"}
+        return self.model_dump(mode="json", exclude_none=True, exclude_defaults=True, exclude=drop) | {
+            "hostname": self.hostname
+        }
+
+    def identity(self) -> MachineIdentity | None:
+        """The identity of the spec this record was written for (None: state older than issue 18)."""
+        if self.ipmi_address is None or self.pxe_mac is None or self.site is None or self.profile is None:
+            return None
+        return MachineIdentity.model_validate({k: getattr(self, k) for k in MachineIdentity.model_fields})
 
     @staticmethod
     def parse(hostname: str, raw: Any) -> MachineRecord | None:
@@ -128,7 +147,7 @@ def plan(prior: Mapping[str, MachineRecord], specs: Iterable[MachineSpec]) -> Pl
     )
 
 
-def renames(old_specs: Mapping[str, MachineSpec], specs: Iterable[MachineSpec]) -> dict[str, str]:
+def renames(old_specs: Mapping[str, MachineIdentity], specs: Iterable[MachineSpec]) -> dict[str, str]:
     """old hostname -> new hostname for machines renamed in place: the same hardware (PXE MAC)
     under a new name. Without this a rename would release the machine and deploy it again."""
     wanted = {s.hostname: s for s in specs}
@@ -143,6 +162,11 @@ def rekey(records: Mapping[str, MachineRecord], moved: Mapping[str, str]) -> dic
     }
 
 
+def written_for(rec: MachineRecord, spec: MachineSpec) -> MachineRecord:
+    """`rec`, now recording `spec` (its identity and spec fingerprint); MAAS facts unchanged."""
+    return rec.model_copy(update={**dict(spec.identity()), "spec_fingerprint": spec.spec_fingerprint()})
+
+
 @dataclass(frozen=True)
 class Converged:
     plan: Plan
@@ -154,16 +178,15 @@ class Converged:
 def record_of(
     spec: MachineSpec, result: MachineResult | None, platform_url: str, prior: MachineRecord | None
 ) -> MachineRecord:
-    """The record after a run: the result's facts, or the prior record unchanged if the machine
-    was not part of the run (its spec-derived fields are filled in only when it has none)."""
+    """The record after a run: the result's facts, or, for a machine not part of the run, the prior
+    record's facts unchanged under the spec it now has (in-place fields are applied by the caller)."""
     if result is None and prior is not None:
-        return prior
+        return written_for(prior, spec)
     base: dict[str, Any] = {
-        "hostname": spec.hostname,
+        **spec.identity().model_dump(),
         "system_id": (result.system_id if result else None) or (prior.system_id if prior else None),
         "deploy_fingerprint": spec.deploy_fingerprint(),
-        "user_data_digest": user_data_digest(spec, platform_url),
-        "bundle_digest": spec.deploy.bundle_digest,
+        "spec_fingerprint": spec.spec_fingerprint(),
     }
     if result is not None:
         base |= {
@@ -181,7 +204,7 @@ def converge(
     ctx: Context,
     specs: Sequence[MachineSpec],
     prior: Mapping[str, MachineRecord],
-    leaving: Sequence[tuple[MachineSpec, MachineRecord | None]] = (),
+    leaving: Sequence[tuple[Departing, MachineRecord | None]] = (),
 ) -> Converged:
     """Bring `specs` to Deployed + enrolled; release `leaving`. Machines the plan leaves alone
     are not touched, and their records are carried forward exactly as they were."""
@@ -203,11 +226,15 @@ def converge(
         r = by_host.get(spec.hostname)
         if r is not None and r.outcome.failed:
             base = rec or MachineRecord(hostname=spec.hostname)
-            records[spec.hostname] = base.model_copy(update={"leaving": True, "outcome": r.outcome})
+            ident = spec if isinstance(spec, MachineIdentity) else spec.identity()
+            records[spec.hostname] = base.model_copy(update={**dict(ident), "leaving": True, "outcome": r.outcome})
     return Converged(p, records, results)
 
 
-def release(ctx: Context, items: Sequence[tuple[MachineSpec, MachineRecord | None]]) -> list[MachineResult]:
+Departing = MachineSpec | MachineIdentity  # what a machine to release is known by
+
+
+def release(ctx: Context, items: Sequence[tuple[Departing, MachineRecord | None]]) -> list[MachineResult]:
     """Release each machine per its teardown mode (detach never touches MAAS); the per-machine
     report (notes such as "released WITHOUT erase") goes to the run's output."""
     results = _teardown(ctx, items)
@@ -215,15 +242,16 @@ def release(ctx: Context, items: Sequence[tuple[MachineSpec, MachineRecord | Non
     return results
 
 
-def _teardown(ctx: Context, items: Sequence[tuple[MachineSpec, MachineRecord | None]]) -> list[MachineResult]:
+def _teardown(ctx: Context, items: Sequence[tuple[Departing, MachineRecord | None]]) -> list[MachineResult]:
     node_ids = {s.hostname: r.node_id for s, r in items if r is not None and r.node_id}
-    return Scheduler(ctx).teardown(
-        [(s, r.system_id if r else None, s.teardown_mode) for s, r in items], node_ids
-    )
+    specs = [(s if isinstance(s, MachineSpec) else s.teardown_spec(), r) for s, r in items]
+    return Scheduler(ctx).teardown([(s, r.system_id if r else None, s.teardown_mode) for s, r in specs], node_ids)
 
 
 def observe(
-    ops: MachineOps, records: Mapping[str, MachineRecord], specs: Mapping[str, MachineSpec] | None = None
+    ops: MachineOps,
+    records: Mapping[str, MachineRecord],
+    specs: Mapping[str, MachineSpec | MachineIdentity] | None = None,
 ) -> dict[str, MachineRecord]:
     """What refresh records: MAAS's status per machine (one bulk read) and drift as an outcome;
     with `specs` (hostname -> spec), a hostname or declared tags changed by hand are drift too."""
@@ -235,7 +263,9 @@ def observe(
     return out
 
 
-def observed(rec: MachineRecord, view: MachineView | None, spec: MachineSpec | None = None) -> MachineRecord:
+def observed(
+    rec: MachineRecord, view: MachineView | None, spec: MachineSpec | MachineIdentity | None = None
+) -> MachineRecord:
     """One machine's record after a read: gone, not Deployed, deployed from other inputs, renamed or
     missing a declared tag is drift (`drift` says what differs)."""
     if view is None:
@@ -264,7 +294,7 @@ class InPlaceError(Exception):
 POWER_FIELDS = ("power_type", "ipmi_address", "power_user_path")
 
 
-def apply_in_place(ctx: Context, old: MachineSpec | None, new: MachineSpec, system_id: str) -> list[str]:
+def apply_in_place(ctx: Context, old: MachineIdentity | None, new: MachineSpec, system_id: str) -> list[str]:
     """Hostname, tags and power settings changed on the machine as it is (no redeploy); the power
     settings are read back, because an ignored parameter must fail here, not look applied."""
     done: list[str] = []

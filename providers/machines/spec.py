@@ -136,6 +136,26 @@ class Deadlines(_Spec):
         return Deadlines(**{k: v * factor for k, v in self.model_dump().items()})
 
 
+class MachineIdentity(_Spec):
+    """What a pool's state keeps of a machine's spec (issue 18: no spec stored twice): enough to find
+    it in MAAS, see a rename (same PXE MAC), apply in-place changes against it and tear it down."""
+
+    hostname: str
+    ipmi_address: str
+    pxe_mac: str
+    power_type: PowerType = PowerType.IPMI
+    power_user_path: str | None = None
+    site: str
+    profile: str
+    tags: tuple[str, ...] = ()
+    teardown_mode: TeardownMode = TeardownMode.FULL_DECOMMISSION
+
+    def teardown_spec(self) -> MachineSpec:
+        """A MachineSpec for the teardown path only: release reads these fields and nothing else
+        (storage, deploy, RoCE are absent, and touching them fails loudly rather than guessing)."""
+        return MachineSpec.model_construct(**dict(self))
+
+
 class MachineSpec(_Spec):
     hostname: str
     ipmi_address: str
@@ -159,6 +179,13 @@ class MachineSpec(_Spec):
     @classmethod
     def _lower(cls, v: str) -> str:
         return v.lower()
+
+    def identity(self) -> MachineIdentity:
+        return MachineIdentity.model_validate({k: getattr(self, k) for k in MachineIdentity.model_fields})
+
+    def spec_fingerprint(self) -> str:
+        """Digest of the whole spec (a pool's diff compares it, instead of keeping old specs in state)."""
+        return hashlib.sha256(json.dumps(self.model_dump(mode="json"), sort_keys=True).encode()).hexdigest()[:32]
 
     def deploy_fingerprint(self) -> str:
         """Digest of every input whose change redeploys the machine (stored in MAAS owner data)."""

@@ -12,7 +12,7 @@ from providers.machines import reconciler as rc
 from providers.machines.lifecycle import MAX_ERRORS, failed_call, precheck, run_step
 from providers.machines.records import OWNER_FINGERPRINT, Context, Goal, LifecycleRecord, StepKind
 from providers.machines.scheduler import MachineResult
-from providers.machines.spec import Deadlines, LifecyclePolicy, MachineSpec, TeardownMode
+from providers.machines.spec import Deadlines, LifecyclePolicy, MachineIdentity, MachineSpec, TeardownMode
 from providers.machines.status import MachineOutcome, Stage
 from simulators.localstack import machine_specs
 
@@ -62,7 +62,11 @@ def test_converge_leaves_untouched_machines_and_their_records_alone() -> None:
     prior = {h: _record(h, deploy_attempts=2, adopted=True) for h in hosts}
     done = rc.converge(_ctx(), [SPECS[h] for h in hosts], prior)  # any MAAS/platform call would fail
     assert done.plan.stay == hosts and done.results == []
-    assert done.records == prior
+    facts = lambda r: r.model_dump(exclude={*MachineIdentity.model_fields, "spec_fingerprint"})  # noqa: E731
+    assert {h: facts(r) for h, r in done.records.items()} == {h: facts(r) for h, r in prior.items()}
+    # ... now recording the spec they stay under (issue 18: the pool's state keeps no old spec).
+    assert all(done.records[h].identity() == SPECS[h].identity() for h in hosts)
+    assert all(done.records[h].spec_fingerprint == SPECS[h].spec_fingerprint() for h in hosts)
 
 
 # --- observe (drift, once) -------------------------------------------------------------------
