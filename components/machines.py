@@ -183,7 +183,8 @@ def _options(parents: dict[str, SiteMachines], site: str, protect: bool) -> pulu
 
 
 def declare_machines(env: Environment, settings: StackSettings, sites: SiteOutputs) -> dict[str, Any]:
-    """hostname -> {system_id, status, node_id} per standalone machine; `pool:<name>` -> machines_state."""
+    """hostname -> {system_id, status, node_id} per standalone machine; `pool:<name>` -> hostname ->
+    {system_id, status, outcome, node_id} per pool machine."""
     protect = env.tier.value == "prod"  # machines and pools in prod are protected (policy pack checks it)
     outputs: dict[str, Any] = {}
     parents: dict[str, SiteMachines] = {}
@@ -201,8 +202,20 @@ def declare_machines(env: Environment, settings: StackSettings, sites: SiteOutpu
         specs = pulumi.Output.all(*[_spec_output(env, sites, m) for m in members])
         props = {"pool": pool.name, "machines": specs, **_props(env, settings, sites, pool.site, pool.profile)}
         resource = MachinePool(f"pool-{pool.name}", props, _options(parents, pool.site, protect))
-        outputs[f"pool:{pool.name}"] = resource.machines_state
+        outputs[f"pool:{pool.name}"] = resource.machines_state.apply(_summary_records)
     return outputs
+
+
+# What the stack outputs show per pool machine (the full record stays in the pool's own state: a stack
+# output copies it into the state once more, issue 18).
+_SUMMARY_FIELDS = ("system_id", "status", "outcome", "node_id")
+
+
+def _summary_records(records: dict[str, Any] | None) -> dict[str, dict[str, Any]]:
+    return {
+        host: {k: rec[k] for k in _SUMMARY_FIELDS if isinstance(rec, dict) and rec.get(k) is not None}
+        for host, rec in (records or {}).items()
+    }
 
 
 def build_machines(env: Environment, settings: StackSettings, sites: SiteOutputs) -> MachinesResult:

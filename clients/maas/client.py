@@ -19,6 +19,7 @@ import asyncio
 import base64
 import hashlib
 import threading
+from collections.abc import Sequence
 from typing import Any
 
 import aiohttp
@@ -77,6 +78,7 @@ class MaasClient:
         self.site = site
         self.retry = retry
         self.requests = 0
+        self._tags_seen: set[str] = set()  # tags known to exist in this region (they are never deleted by us)
 
     def _count(self) -> None:
         self.requests += 1
@@ -217,7 +219,17 @@ class MaasClient:
         return out
 
     def detail(self, system_id: str) -> MachineDetail:
-        raw = self._call("Machine", "read", read=True, system_id=system_id)
+        return self._detail(self._call("Machine", "read", read=True, system_id=system_id))
+
+    def read_many_detail(self, system_ids: list[str]) -> list[MachineDetail]:
+        """`read_many` with each machine's interfaces and block devices: MAAS's machine list carries
+        them anyway, so the bulk poll that sees commissioning end also serves the preflight."""
+        if not system_ids:
+            return []
+        return [self._detail(r) for r in self._call("Machines", "read", read=True, id=system_ids)]
+
+    @classmethod
+    def _detail(cls, raw: dict[str, Any]) -> MachineDetail:
         interfaces = tuple(
             InterfaceView(
                 id=i["id"],
@@ -234,7 +246,7 @@ class MaasClient:
         boot = raw.get("boot_interface") or {}
         boot_disk = raw.get("boot_disk") or {}
         return MachineDetail(
-            machine=self._view(raw),
+            machine=cls._view(raw),
             boot_interface_mac=(boot.get("mac_address") or "").lower() or None,
             interfaces=interfaces,
             block_devices=disks,
@@ -389,11 +401,26 @@ class MaasClient:
         self._call("Machine", "abort", read=False, system_id=system_id)
 
     def set_tags(self, system_id: str, tags: list[str], remove: list[str] | None = None) -> None:
-        existing = {t["name"] for t in self._call("Tags", "read", read=True)}
         for tag in tags:
-            if tag not in existing:
-                self._call("Tags", "create", read=False, name=tag)
-            self._call("Tag", "update_nodes", read=False, idempotent=True, name=tag, add=[system_id])
+            self.tag_machines(tag, add=[system_id])
         for tag in remove or ():
-            if tag in existing and tag not in tags:
-                self._call("Tag", "update_nodes", read=False, idempotent=True, name=tag, remove=[system_id])
+            if tag not in tags:
+                self.tag_machines(tag, remove=[system_id])
+
+    def tag_machines(self, tag: str, *, add: Sequence[str] = (), remove: Sequence[str] = ()) -> None:
+        """Add and remove `tag` on many machines in one request (creating the tag once if MAAS lacks it;
+        removing a tag MAAS lacks is nothing to do)."""
+        if not add and not remove:
+            return
+        if tag not in self._tags_seen:
+            existing = {t["name"] for t in self._call("Tags", "read", read=True)}
+            self._tags_seen |= existing
+            if tag not in existing:
+                if not add:
+                    return
+                self._call("Tags", "create", read=False, name=tag)
+                self._tags_seen.add(tag)
+        params: dict[str, Any] = {"add": list(add)} if add else {}
+        if remove:
+            params["remove"] = list(remove)
+        self._call("Tag", "update_nodes", read=False, idempotent=True, name=tag, **params)

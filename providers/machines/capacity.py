@@ -3,15 +3,18 @@
 A slot is counted from two places:
 - this process: every machine any scheduler here holds a slot for (all dynamic resources of one
   `up` run in one provider process, so two pools of a profile see each other at once, no race);
-- MAAS itself: machines carrying the profile's tag (`gpuaas-profile-<site>-<profile>`, written on
-  the machine before its first heavy stage) that are Commissioning, Testing, Deploying, Releasing or
+- MAAS itself: machines carrying the profile's busy tag (`gpuaas-busy-<site>-<profile>`, on a machine
+  exactly while a run holds a slot for it) that are Commissioning, Testing, Deploying, Releasing or
   Disk erasing, which covers other processes (a concurrent `up`, a killed run's machines still busy).
 
-Cost: one `Machines.read?tags=<profile tag>` (every machine of the profile, one request) each time
-a machine asks for a slot while this process holds fewer than the limit, plus, once per machine,
-the tag write (`Tags.read`, `Tag.update_nodes`, and `Tags.create` the first time). Two processes
-asking in the same instant can each see a free slot (the MAAS read and the MAAS call are not one
-transaction): the bound is exact within a process and best-effort across processes.
+Cost (issue 18: nothing grows with the machines in MAAS): at most one `Machines.read?tags=<busy tag>`
+per scheduling tick, and only while this process holds fewer than the limit; it returns the busy
+machines only (at most the limit, plus what a killed run left tagged). Tag writes are batched: one
+`Tag.update_nodes` per tick adds the tag to every machine that took a slot and removes it from every
+machine that gave one back (`Tags.read` once per process, `Tags.create` the first time). The tag is
+written at the end of the tick in which the machine took its slot, right after its heavy call, so
+two processes asking in the same instant can each see a free slot: the bound is exact within a
+process and best-effort across processes.
 """
 
 from __future__ import annotations
@@ -30,9 +33,9 @@ _lock = threading.Lock()
 _held: dict[str, set[str]] = {}  # region + profile tag -> system_ids holding a slot in this process
 
 
-def profile_tag(site: str, profile: str) -> str:
-    """The MAAS tag that marks a machine as one of this profile's (tag names: [a-zA-Z0-9_-])."""
-    return re.sub(r"[^a-zA-Z0-9_-]", "-", f"gpuaas-profile-{site}-{profile}")
+def busy_tag(site: str, profile: str) -> str:
+    """The MAAS tag on a machine while a run holds one of its profile's slots (tag names: [a-zA-Z0-9_-])."""
+    return re.sub(r"[^a-zA-Z0-9_-]", "-", f"gpuaas-busy-{site}-{profile}")
 
 
 def try_take(key: str, system_id: str, limit: int, busy_in_maas: Callable[[], set[str]]) -> bool:

@@ -98,7 +98,7 @@ def handle_await(ctx: Context, m: LifecycleRecord) -> Step:
 
 def handle_pxe_preflight(ctx: Context, m: LifecycleRecord) -> Step:
     assert m.system_id
-    d = ctx.ops.detail(m.system_id)
+    d = m.detail or ctx.ops.detail(m.system_id)  # the bulk poll that saw commissioning end read it
     if ctx.policy.strict_pxe_preflight:
         problem = pxe_problem(m.spec, d)
         if problem:

@@ -4,8 +4,10 @@ The scheduler only schedules: which machine runs a step now (a free `batch_max_p
 a due poll), on which thread, and when to look again. What a step means is the lifecycle's
 (`lifecycle.run_step`: pre-checks, then the stage's handler); the scheduler applies the `Step`.
 One loop, no thread per machine: waiting machines are polled together with one bulk read per tick
-(its cost grows with the machines in this run, not with the machines in MAAS); every waiting
-stage has a deadline and polling backs off. One machine failing never stops the others.
+(its cost grows with the machines in this run, not with the machines in MAAS), and a poll also takes
+every waiting machine that is due within half the longest poll interval, so machines fall into step
+and a pool of P costs about one read per tick, not P; every waiting stage has a deadline and polling
+backs off. One machine failing never stops the others.
 """
 
 from __future__ import annotations
@@ -87,6 +89,12 @@ class Scheduler:
     _machines: list[_Machine] = field(default_factory=list)
     _pool: ThreadPoolExecutor | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    _busy_seen: dict[str, set[str]] = field(default_factory=dict)
+    """busy tag -> machines MAAS shows busy with it, read at most once per tick."""
+    _freed: int = 0
+    """Slots given back so far (a delayed machine retries in the same tick only after one was)."""
+    _tag_writes: dict[str, dict[str, bool]] = field(default_factory=dict)
+    """busy tag -> system_id -> add (True) or remove (False), written once per tick (_flush_tags)."""
 
     # ---------------------------------------------------------------------------------------
     def onboard(self, specs: Iterable[MachineSpec], known: dict[str, str] | None = None) -> list[MachineResult]:
@@ -134,6 +142,7 @@ class Scheduler:
                 self._pool = None
                 for m in machines:  # whatever happened, this run's slots go back
                     self._drop_slot(m)
+                self._flush_tags()
 
     def _loop(self, machines: list[_Machine]) -> list[MachineResult]:  # size: the one scheduling loop
         ctx = self.ctx
@@ -147,18 +156,28 @@ class Scheduler:
         active = [m for m in machines if m.rec.outcome is None]
         while active:
             meter.tick(states())
+            self._busy_seen.clear()  # other runs' busy machines: read again this tick if asked
             now = ctx.clock()
             due = [m for m in active if m.sched.waiting and m.sched.next_poll <= now]
             for m in due:
                 if m.rec.stage in PLATFORM_WAITS:
                     m.sched.waiting = False  # its handler asks the platform, never MAAS
-            maas_due = [m for m in due if m.rec.stage not in PLATFORM_WAITS]
-            if maas_due:
+            if any(m.rec.stage not in PLATFORM_WAITS for m in due):
+                soon = now + ctx.deadlines.poll_max_s / 2  # falls into step with the others
+                maas_due = [
+                    m
+                    for m in active
+                    if m.sched.waiting and m.rec.stage not in PLATFORM_WAITS and m.sched.next_poll <= soon
+                ]
                 self._poll(maas_due)  # one bulk read refreshes every due machine
+                self._flush_tags()
             ready = [m for m in active if not m.sched.waiting]
             while ready:
+                freed = self._freed
                 self._advance_all(ready)
-                # Machines delayed for a slot that another machine just freed go now, not a tick later.
+                self._flush_tags()
+                # Machines delayed for a slot that another machine just freed go now, not a tick later
+                # (only then: MAAS's busy count is read once per tick, so nothing else can change).
                 ready = (
                     [
                         m
@@ -168,7 +187,7 @@ class Scheduler:
                         and m.rec.stage in SLOT_STAGES
                         and not m.sched.holds_slot
                     ]
-                    if self._free_slots()
+                    if self._freed != freed and self._free_slots()
                     else []
                 )
             active = [m for m in active if m.rec.outcome is None]
@@ -192,23 +211,26 @@ class Scheduler:
 
     def _poll(self, due: list[_Machine]) -> None:
         try:
-            views = {v.system_id: v for v in self.ctx.ops.read_many([m.rec.system_id for m in due if m.rec.system_id])}
+            ids = [m.rec.system_id for m in due if m.rec.system_id]
+            details = {d.machine.system_id: d for d in self.ctx.ops.read_many_detail(ids)}
         except PortError as e:
             for m in due:
                 self._apply(m, failed_call(m.rec, e))
             return
         for m in due:
             m.rec.recent_error = ""  # MAAS answered: an earlier failure is not what holds it now
-            view = views.get(m.rec.system_id or "")
-            if view is None:
+            detail = details.get(m.rec.system_id or "")
+            if detail is None:
                 m.rec.vanished, m.sched.waiting = True, False  # the pre-check decides what that means
                 continue
-            m.rec.view = view
+            m.rec.view = detail.machine
             stage = stage_for(m.rec)
             if stage is m.rec.stage and m.rec.stage in WAIT_DEADLINE:
                 m.sched.waiting = False  # same stage: its handler looks again (e.g. the platform's node status)
             else:
                 self._enter(m, stage)
+                if stage is Stage.PXE_PREFLIGHT:
+                    m.rec.detail = detail  # commissioning just ended: this read is the preflight's
 
     def _advance(self, m: _Machine) -> None:
         for _ in range(MAX_STEPS_PER_TICK):
@@ -266,8 +288,11 @@ class Scheduler:
         m.sched.waiting = False
 
     # -- batch_max_parallel: counted per profile across this process and MAAS (capacity.py) -------
+    def _tag(self, m: _Machine) -> str:
+        return capacity.busy_tag(m.rec.spec.site, m.rec.spec.profile)
+
     def _key(self, m: _Machine) -> str:
-        return f"{getattr(self.ctx.ops, 'url', '')}|{capacity.profile_tag(m.rec.spec.site, m.rec.spec.profile)}"
+        return f"{getattr(self.ctx.ops, 'url', '')}|{self._tag(m)}"
 
     def _free_slots(self) -> int:
         keys = {self._key(x) for x in self._machines}
@@ -278,7 +303,7 @@ class Scheduler:
             return True
         if not m.rec.system_id:
             return True  # nothing in MAAS yet (a heavy stage always has a machine): never reached
-        tag = capacity.profile_tag(m.rec.spec.site, m.rec.spec.profile)
+        tag = self._tag(m)
         try:
             ok = capacity.try_take(self._key(m), m.rec.system_id, self.ctx.policy.batch_max_parallel,
                                    lambda: self._busy(tag))
@@ -287,25 +312,40 @@ class Scheduler:
             return False
         if ok:
             m.sched.holds_slot = True
-            self._mark(m, tag)
+            self._queue_tag(tag, m.rec.system_id, add=True)
         return ok
 
     def _busy(self, tag: str) -> set[str]:
-        return {v.system_id for v in self.ctx.ops.with_tag(tag) if v.status in capacity.BUSY}
+        with self._lock:
+            seen = self._busy_seen.get(tag)
+        if seen is None:
+            seen = {v.system_id for v in self.ctx.ops.with_tag(tag) if v.status in capacity.BUSY}
+            with self._lock:
+                self._busy_seen[tag] = seen
+        return seen
 
-    def _mark(self, m: _Machine, tag: str) -> None:
-        """Tag the machine with its profile before its heavy stage, so other runs count it."""
-        if m.rec.view is not None and tag in m.rec.view.tags:
-            return
-        try:
-            assert m.rec.system_id
-            self.ctx.ops.set_tags(m.rec.system_id, [tag])
-        except PortError as e:
-            self.ctx.log(f"{m.rec.spec.hostname}: profile tag {tag} not written ({e}); other runs can't count it")
+    def _queue_tag(self, tag: str, system_id: str, *, add: bool) -> None:
+        with self._lock:
+            self._tag_writes.setdefault(tag, {})[system_id] = add
+
+    def _flush_tags(self) -> None:
+        """This tick's busy-tag changes, one request per tag: other runs count the machines from now."""
+        with self._lock:
+            writes, self._tag_writes = self._tag_writes, {}
+        for tag, changes in writes.items():
+            add = sorted(s for s, a in changes.items() if a)
+            remove = sorted(s for s, a in changes.items() if not a)
+            try:  # best-effort: the bound within this process does not depend on it
+                self.ctx.ops.tag_machines(tag, add=add, remove=remove)
+            except PortError as e:
+                self.ctx.log(f"busy tag {tag} not written on {len(changes)} machine(s): {e}")
 
     def _drop_slot(self, m: _Machine) -> None:
         if m.sched.holds_slot and m.rec.system_id:
             capacity.give_back(self._key(m), m.rec.system_id)
+            self._queue_tag(self._tag(m), m.rec.system_id, add=False)
+            with self._lock:
+                self._freed += 1
         m.sched.holds_slot = False
 
     def _start_wait(self, m: _Machine, stage: Stage) -> None:

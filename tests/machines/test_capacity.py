@@ -7,7 +7,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 
-from providers.machines.capacity import profile_tag
+from providers.machines.capacity import busy_tag
 from providers.machines.scheduler import MachineResult, Scheduler
 from providers.machines.status import MachineOutcome
 
@@ -43,8 +43,8 @@ def test_two_pools_of_one_profile_at_limit_1_never_run_two_machines_at_once(
     assert not errors, errors
     assert {r.outcome for r in results} == {MachineOutcome.READY} and len(results) == 4, [r.reason for r in results]
     assert _peak_busy(w) == 1, w.maas.admin.peak_concurrency()
-    tag = profile_tag(w.specs["local-gpu-1"].site, w.specs["local-gpu-1"].profile)
-    assert {v.hostname for v in w.client().with_tag(tag)} == set(w.specs), "every machine carries the profile tag"
+    tag = busy_tag(w.specs["local-gpu-1"].site, w.specs["local-gpu-1"].profile)
+    assert w.client().with_tag(tag) == [], "a machine carries the busy tag only while a run holds its slot"
 
 
 def test_a_machine_another_run_drives_counts_against_the_limit(world_factory: Callable[..., World]) -> None:
@@ -56,7 +56,7 @@ def test_a_machine_another_run_drives_counts_against_the_limit(world_factory: Ca
         hostname=other.hostname, pxe_mac=other.pxe_mac, power_type="ipmi", power_address=other.ipmi_address,
         power_user=None, power_pass=None, commission=False,
     )
-    maas.set_tags(theirs.system_id, [profile_tag(other.site, other.profile)])
+    maas.set_tags(theirs.system_id, [busy_tag(other.site, other.profile)])
     maas.commission(theirs.system_id, [], [])
     r = Scheduler(w.context(batch_max_parallel=1)).onboard([mine])[0]
     assert r.outcome is MachineOutcome.READY, r.reason
