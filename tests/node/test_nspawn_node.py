@@ -8,8 +8,10 @@ nodes at all (not root, packages missing); in CI that is a failure."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import stat
+import subprocess
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -32,7 +34,8 @@ from tests.fixtures.platform_sim import platform_sim_factory  # noqa: F401
 from .conftest import HOSTNAME, NodeWorld, world_at
 from .test_lifecycle_nodes import HOSTS, NodeRunner, context_for, specs_for_world
 
-# What a lab node can run: no packages (no mirror), no data disks yet, no MAAS hw-sync timer.
+# What a lab node can run: no packages (no mirror), no MAAS hw-sync timer; data disks only when the
+# test boots the node with them (`data_disks`, loop devices).
 LAB_BUNDLE: dict[str, Any] = {"packages": False, "storage_layout_profile": "flat", "data_devices": (),
                               "require_hw_sync": False}
 
@@ -42,10 +45,10 @@ def lab_world(tmp_path: Path, platform_sim_factory: Any) -> Callable[..., Any]: 
     require_lab("nspawn nodes")
 
     @contextmanager
-    def make(hostnames: list[str]) -> Iterator[tuple[NodeLab, NodeWorld]]:
+    def make(hostnames: list[str], **bundle: Any) -> Iterator[tuple[NodeLab, NodeWorld]]:
         with NodeLab(hostnames) as nodes:
             platform = platform_sim_factory(host=nodes.gateway)
-            with world_at(tmp_path, platform, host=nodes.gateway, **LAB_BUNDLE) as world:
+            with world_at(tmp_path, platform, host=nodes.gateway, **{**LAB_BUNDLE, **bundle}) as world:
                 yield nodes, world
 
     return make
@@ -154,3 +157,55 @@ def test_a_real_node_restarted_mid_launcher_resumes_through_its_unit(lab_world: 
         assert all(f"step {step}: recorded ok earlier, skipped" in log for step in before)
         assert world.admin.wait_for_node(node_id, timeout_s=20).status is NodeStatus.ACTIVE
         assert not (node.root / "etc/gpuaas/enrollment.json").exists()
+
+
+DATA_DISKS = ("nvme1n1", "nvme2n1")
+
+
+def test_a_real_node_formats_and_mounts_its_data_disks_by_label(lab_world: Callable[..., Any]) -> None:
+    """The storage step on real (loop-device) data disks named as the layout's data_devices: /share0 and
+    /share1 are ext4 filesystems mounted by label through systemd mount units; a rerun of the step keeps
+    the data (label exists); after a restart the units mount them again. Loop devices detached at the end."""
+    loops: dict[str, str] = {}
+    with lab_world([HOSTNAME], storage_layout_profile="h200-boss-flat", data_devices=DATA_DISKS) as (nodes, world):
+        node_id, _token, _url, user_data = world.user_data()
+        node = nodes.boot(HOSTNAME, user_data, data_disks=DATA_DISKS)
+        loops = dict(node.data_disks)
+        assert set(loops) == set(DATA_DISKS) and all(d.startswith("/dev/loop") for d in loops.values())
+        nodes.wait_cloud_init(HOSTNAME)
+        steps = _steps(node.root)
+        assert steps["storage"]["ok"], steps["storage"]["output_tail"]
+        assert "enroll" in steps, (node.root / "var/log/gpuaas-launcher.log").read_text()[-3000:]
+
+        def mounts() -> dict[str, tuple[str, str]]:
+            out = {}
+            for share in ("/share0", "/share1"):
+                r = nodes.exec(HOSTNAME, ["findmnt", "-n", "-o", "FSTYPE,LABEL", share])
+                fstype, _, label = r.stdout.strip().partition(" ")
+                out[share] = (fstype, label.strip())
+            return out
+
+        assert mounts() == {"/share0": ("ext4", "share0"), "/share1": ("ext4", "share1")}
+        for i in (0, 1):
+            state = nodes.exec(HOSTNAME, ["systemctl", "is-enabled", f"share{i}.mount"]).stdout.strip()
+            assert state == "enabled", state
+        # a rerun of the storage step: the labels exist, nothing is reformatted, the data stays
+        assert nodes.exec(HOSTNAME, ["sh", "-c", "echo kept > /share0/marker"]).returncode == 0
+        script = f"/opt/gpuaas/bundle/{world.bundle_digest}/steps/30-storage.sh"
+        rerun = nodes.exec(HOSTNAME, ["bash", script])
+        assert rerun.returncode == 0, rerun.stdout + rerun.stderr
+        assert "share0 exists: kept" in rerun.stdout and "formatted" not in rerun.stdout, rerun.stdout
+        # persisted: after a restart the mount units mount the same filesystems (the launcher is done)
+        nodes.restart(HOSTNAME)
+        deadline = time.monotonic() + 90
+        while True:
+            with contextlib.suppress(RuntimeError):
+                if mounts() == {"/share0": ("ext4", "share0"), "/share1": ("ext4", "share1")}:
+                    break
+            assert time.monotonic() < deadline, node.console.read_text(errors="replace")[-2000:]
+            time.sleep(0.5)  # poll interval for the node's boot
+        assert nodes.exec(HOSTNAME, ["cat", "/share0/marker"]).stdout.strip() == "kept"
+        assert world.admin.wait_for_node(node_id, timeout_s=20).status is NodeStatus.ACTIVE
+    attached = subprocess.run(["losetup", "--list", "--noheadings", "--output", "NAME"], capture_output=True,
+                              text=True, check=True).stdout.split()
+    assert not set(loops.values()) & set(attached), f"loop devices left attached: {loops}"
