@@ -41,6 +41,8 @@ def _failure(m: LifecycleRecord, view: BootstrapView) -> Step:
 def verdict(ctx: Context, m: LifecycleRecord, state: NodeState) -> Step | None:
     """The step the report decides, or None: no report yet and not enrolled, keep waiting."""
     view = state.bootstrap
+    if view is not None and view.pending:
+        return None  # enrolled; the node agent install and the launcher's final report are still to come
     if view is not None and not view.ok:
         if m.deploy_attempts == 0:
             # Found failed from an earlier run: release (as a changed deploy does), then the table deploys again.

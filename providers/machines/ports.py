@@ -103,6 +103,8 @@ class BootstrapView(_View):
     """The failed step's output tail (empty when ok)."""
     runner: str = "launcher"
     steps: tuple[str, ...] = ()
+    pending: bool = False
+    """Enrolled, the launcher's post-enrollment steps (node agent install) still running: not ok, not failed."""
 
 
 class NodeState(_View):

@@ -87,6 +87,7 @@ def _bootstrap_view(report: node_models.BootstrapReport | None) -> BootstrapView
         output_tail=failed.output_tail if failed else "",
         runner=report.runner.value,
         steps=tuple(st.step for st in report.steps),
+        pending=report.outcome is node_models.BootstrapOutcome.ENROLLED,
     )
 
 

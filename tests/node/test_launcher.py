@@ -12,6 +12,7 @@ from .conftest import DEVICES, Node, NodeWorld
 
 STEPS = ["fetch", "packages", "cloud-init", "storage", "fabric", "hw-sync", "mounts",
          "validate-gpu-check", "validate-fabric-state"]
+AFTER_ENROLL = ["agent-install"]  # reported in the final report (the enrollment's report says "enrolled")
 
 
 def secret_files(node: Node) -> list[Path]:
@@ -46,12 +47,20 @@ def test_a_node_fetches_verifies_runs_every_step_once_and_enrolls(node_world: No
     proc = node.run()
     assert proc.returncode == 0, proc.stderr[-2000:]
     steps = node.steps()
-    assert list(steps) == sorted([*STEPS, "enroll"]) and all(s["ok"] for s in steps.values())
+    assert list(steps) == sorted([*STEPS, "enroll", *AFTER_ENROLL, "report"]) and all(s["ok"] for s in steps.values())
     assert not (node.root / "etc/gpuaas/enrollment.json").exists(), "the token file is gone"
     record = node_world.node_record(node.node_id)
     assert record.bootstrap is not None and record.bootstrap.outcome is BootstrapOutcome.SUCCEEDED
     assert record.bootstrap.bundle_digest == node_world.bundle_digest  # the digest the deploy pinned
-    assert [s.step for s in record.bootstrap.steps] == STEPS, "reported in the order they ran"
+    assert [s.step for s in record.bootstrap.steps] == [*STEPS, *AFTER_ENROLL], "reported in the order they ran"
+    # the node agent the enrollment answer named: verified, installed, its unit enabled and started
+    agent = node_world.platform.agent_package
+    assert agent is not None and agent.sha256 in steps["agent-install"]["output_tail"]
+    assert (node.root / "usr/local/sbin/gpuaas-node-agent").read_text().count("LAB STAND-IN") == 1
+    assert (node.root / "etc/systemd/system/gpuaas-node-agent.service").exists()
+    assert "systemctl enable --now gpuaas-node-agent.service" in node.calls()
+    answer = node.root / "var/lib/gpuaas/enrollment-answer.json"
+    assert stat.S_IMODE(answer.stat().st_mode) == 0o600
     assert node_world.admin.wait_for_node(node.node_id, timeout_s=10).status is NodeStatus.ACTIVE
     assert node_world.platform.enroll_caller(node.node_id) == "127.0.0.1"  # the launcher's own request
     # the storage personality: one labelled filesystem and one enabled mount unit per data device
@@ -144,3 +153,26 @@ def test_a_node_restarted_mid_launcher_resumes_without_repeating_a_step(node_wor
     assert sum(c.startswith("mkfs.ext4") for c in calls) == len(DEVICES), "each disk formatted once"
     assert node_world.admin.wait_for_node(node.node_id, timeout_s=10).status is NodeStatus.ACTIVE
     assert_private(node)
+
+
+def test_a_node_agent_package_whose_digest_differs_is_refused_and_reported(node_world: NodeWorld) -> None:
+    """The enrollment answer names an agent package whose bytes do not match its sha256: step
+    agent-install fails naming both digests and what to do, nothing is installed, the final report says so."""
+    offered = node_world.platform.agent_package
+    assert offered is not None
+    node_world.platform.offer_agent_package(offered.model_copy(update={"sha256": "0" * 64}))
+    node = node_world.deploy()
+    proc = node.run()
+    assert proc.returncode == 1
+    assert "step agent-install FAILED" in proc.stderr
+    assert f"its sha256 is {offered.sha256}, the platform's enrollment answer names {'0' * 64}" in proc.stderr
+    assert "what to do: the node agent package the platform names" in proc.stderr
+    assert not (node.root / "usr/local/sbin/gpuaas-node-agent").exists(), "nothing installed"
+    assert not any("gpuaas-node-agent" in c for c in node.calls())
+    record = node_world.node_record(node.node_id)
+    assert record.bootstrap is not None and record.bootstrap.outcome is BootstrapOutcome.FAILED
+    assert record.bootstrap.failed_step == "agent-install"
+    assert "refused" in record.bootstrap.steps[-1].output_tail
+    assert not (node.root / "etc/gpuaas/enrollment.json").exists(), "the used token's one final report is sent"
+    assert_private(node)
+    assert_no_secret_in_output(node)

@@ -74,6 +74,12 @@ def test_cloud_init_runs_the_deploy_user_data_and_the_node_enrolls_itself(lab_wo
         assert record.bootstrap is not None and record.bootstrap.bundle_digest == world.bundle_digest
         assert [s.step for s in record.bootstrap.steps][:3] == ["fetch", "packages", "cloud-init"]
         assert not (node.root / "etc/gpuaas/enrollment.json").exists(), "the token file is gone"
+        # the node agent the enrollment answer named: installed, its unit enabled and running on the node
+        assert [s.step for s in record.bootstrap.steps][-1] == "agent-install"
+        for query in ("is-enabled", "is-active"):
+            r = nodes.exec(HOSTNAME, ["systemctl", query, "gpuaas-node-agent.service"])
+            assert r.stdout.strip() in ("enabled", "active"), (query, r.stdout, r.stderr)
+        assert "version=0.0.1-lab" in (node.root / "var/lib/gpuaas-node-agent/running").read_text()
         # files holding user_data (the seed, cloud-init's copy) or the bundle URL are root-only
         instance = f"var/lib/cloud/instances/{node.instance_id}"
         for rel in ("var/lib/cloud/seed/nocloud/user-data", "etc/gpuaas/bundle.json",
@@ -144,7 +150,7 @@ def test_a_real_node_restarted_mid_launcher_resumes_through_its_unit(lab_world: 
         before = _steps(node.root)
         assert "mounts" in before and "validate-gpu-check" not in before and "enroll" not in before
         nodes.restart(HOSTNAME)
-        done = node.root / "var/lib/gpuaas/steps/enroll.json"
+        done = node.root / "var/lib/gpuaas/steps/report.json"  # the last step: the final report
         deadline = time.monotonic() + 120
         while not done.exists():
             assert time.monotonic() < deadline, (node.root / "var/log/gpuaas-launcher.log").read_text()[-3000:]
