@@ -21,6 +21,7 @@ from providers.maas_machine import MaasMachine
 from providers.machine_pool import MachinePool
 from providers.machines.spec import (
     BootDiskHint,
+    BundlePin,
     Connection,
     DeploySpec,
     EraseMode,
@@ -57,10 +58,12 @@ class MachinesResult:
 
 
 def machine_spec(
-    env: Environment, doc: MachineDoc, bundle: Mapping[str, str], roce: list[dict[str, Any]]
+    env: Environment, doc: MachineDoc, bundle: Mapping[str, str], roce: list[dict[str, Any]],
+    validation: Mapping[str, str] | None = None,
 ) -> MachineSpec:
-    """One machine's spec from its document, its site's bundle ({ref, digest, launcher_url?}) and its
-    RoCE links ([{interface, subnet, address, mtu}])."""
+    """One machine's spec from its document, its site's bundle ({ref, digest, launcher_url?}), its
+    RoCE links ([{interface, subnet, address, mtu}]) and its profile's post-deploy validation bundle
+    (same shape; None: the profile sets none, or names the machine's own bundle)."""
     profile = env.profile(doc.site, doc.profile)
     sku = env.sku(doc.sku)
     layout = env.blueprint_model.storage_layouts[profile.storage_layout_profile]
@@ -91,6 +94,8 @@ def machine_spec(
             bundle_digest=bundle["digest"],
             launcher_url=bundle.get("launcher_url", ""),
             mount_sets=machine_mount_sets(env, doc),
+            validation_bundle=BundlePin(ref=validation["ref"], digest=validation["digest"],
+                                        url=validation.get("launcher_url", "")) if validation else None,
         ),
     )
 
@@ -143,13 +148,21 @@ def _plain(model: Any) -> dict[str, Any]:
     return cast(dict[str, Any], model.model_dump(mode="json", exclude_none=True))
 
 
+def validation_bundle_name(env: Environment, m: MachineDoc) -> str | None:
+    """The profile's post-deploy validation bundle, when it is not the machine's own bundle."""
+    name = env.profile(m.site, m.profile).post_deploy_validation_bundle_ref
+    return name if name and name != env.machine_bundle(m).name else None
+
+
 def _spec_output(env: Environment, sites: SiteOutputs, m: MachineDoc) -> pulumi.Output[dict[str, Any]]:
     bundle = sites.bundle(env.machine_bundle(m).name)
+    vname = validation_bundle_name(env, m)
+    validation = sites.bundle(vname) if vname else pulumi.Output.from_input(None)
 
     def spec(args: list[Any]) -> dict[str, Any]:
-        return _plain(machine_spec(env, m, args[0], args[1]))
+        return _plain(machine_spec(env, m, args[0], args[1], args[2]))
 
-    return pulumi.Output.all(bundle, sites.roce_links(m.hostname)).apply(spec)
+    return pulumi.Output.all(bundle, sites.roce_links(m.hostname), validation).apply(spec)
 
 
 def _props(env: Environment, settings: StackSettings, sites: SiteOutputs, site: str, profile: str) -> dict[str, Any]:

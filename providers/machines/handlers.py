@@ -184,7 +184,10 @@ def handle_deploy(ctx: Context, m: LifecycleRecord) -> Step:
     )
     m.node_id = token.node_id
     # The presigned bundle URL lives as long as the token: both must outlast the deploy and the first boot.
-    url = ctx.presign(m.spec, ctx.policy.enrollment_token_ttl_seconds) if ctx.presign is not None else ""
+    ttl = ctx.policy.enrollment_token_ttl_seconds
+    url = ctx.presign(m.spec, ttl) if ctx.presign is not None else ""
+    pin = m.spec.deploy.validation_bundle
+    validation_url = ctx.presign(m.spec, ttl, pin) if ctx.presign is not None and pin is not None else ""
     user_data = render_user_data(
         m.spec,
         platform_url=ctx.platform_url,
@@ -192,6 +195,7 @@ def handle_deploy(ctx: Context, m: LifecycleRecord) -> Step:
         token=token.token.get_secret_value(),
         system_id=m.system_id,
         bundle_url=url,
+        validation_url=validation_url,
     )
     ctx.ops.deploy(
         m.system_id,

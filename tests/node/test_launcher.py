@@ -176,3 +176,41 @@ def test_a_node_agent_package_whose_digest_differs_is_refused_and_reported(node_
     assert not (node.root / "etc/gpuaas/enrollment.json").exists(), "the used token's one final report is sent"
     assert_private(node)
     assert_no_secret_in_output(node)
+
+
+def test_a_separate_validation_bundle_runs_its_own_validation_scripts(node_world: NodeWorld) -> None:
+    """The profile's post-deploy validation bundle (expects 6 GPUs, the site bundle 8): fetched through
+    its own presigned URL, verified, and its validation scripts run (6 GPUs shown: the site bundle's
+    check would fail); the node enrolls."""
+    pin = node_world.publish("lab-h200-validate", expected_gpus=6)
+    node = node_world.deploy(validation=pin)
+    proc = node.run(GPUAAS_LAB_GPUS="6")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    steps = node.steps()
+    assert steps["fetch-validation"]["ok"] and pin.digest in steps["fetch-validation"]["output_tail"]
+    assert f"validation bundle {pin.ref} sha256 {pin.digest}" in proc.stderr
+    assert (node.root / f"opt/gpuaas/bundle/{pin.digest}/validation/10-gpu-check.sh").exists()
+    record = node_world.node_record(node.node_id)
+    assert record.bootstrap is not None and record.bootstrap.outcome is BootstrapOutcome.SUCCEEDED
+    ran = [s.step for s in record.bootstrap.steps]
+    assert ran.index("mounts") < ran.index("fetch-validation") < ran.index("validate-gpu-check")
+    assert_no_secret_in_output(node)
+
+
+def test_a_failing_script_of_the_validation_bundle_stops_the_node(node_world: NodeWorld) -> None:
+    pin = node_world.publish("lab-h200-validate", expected_gpus=9)
+    node = node_world.deploy(validation=pin)
+    proc = node.run()  # 8 GPUs: the site bundle's check would pass, the validation bundle's does not
+    assert proc.returncode == 1
+    assert "step validate-gpu-check FAILED: expected 9 GPUs, found 8" in proc.stderr
+    assert "enroll" not in node.steps()
+
+
+def test_a_validation_bundle_whose_digest_differs_is_refused(node_world: NodeWorld) -> None:
+    pin = node_world.publish("lab-h200-validate", expected_gpus=8)
+    bad = node_world.deploy(validation=pin.model_copy(update={"digest": "0" * 64}))
+    proc = bad.run()
+    assert proc.returncode == 1 and "step fetch-validation FAILED" in proc.stderr
+    assert f"its sha256 is {pin.digest}, the user_data pins {'0' * 64}" in proc.stderr
+    assert "validate-gpu-check" not in bad.steps() and "enroll" not in bad.steps()
+    assert_no_secret_in_output(bad)

@@ -9,6 +9,8 @@
 #                unless its sha256 is the digest pinned there; unpacked to /opt/gpuaas/bundle/<digest>
 #   <bundle>     the bundle's steps/NN-<name>.sh in name order (packages, cloud-init parts, storage,
 #                fabric, hardware sync, mounts), then each validation/NN-<name>.sh as validate-<name>
+#   fetch-validation  when bundle.json names a "validation" bundle (the profile's post-deploy validation
+#                bundle): fetched and verified as above; ITS validation scripts run instead
 #   enroll       POST <platform>/api/v1/node-bootstrap/enroll with the single-use token and the report
 #                (bundle digest + every step's result, outcome "enrolled"); the answer names the node
 #                agent package {url, sha256, version}
@@ -66,7 +68,7 @@ export GPUAAS_STEPS="$STEPS"
 # What to do next, per step, when it fails (the output tail says what the tool said).
 hint() {
   case "$1" in
-    fetch) echo "run \`pulumi up\` again: the lifecycle redeploys this machine with a freshly presigned bundle URL (see the output above: an expired URL, a digest mismatch or an unreachable store)" ;;
+    fetch|fetch-validation) echo "run \`pulumi up\` again: the lifecycle redeploys this machine with a freshly presigned bundle URL (see the output above: an expired URL, a digest mismatch or an unreachable store)" ;;
     enroll) echo "run \`pulumi up\` again: the lifecycle redeploys this machine with a fresh enrollment token" ;;
     agent-install) echo "the node agent package the platform names could not be fetched or does not match its sha256 (see above): fix the package the platform publishes (or its digest), then run \`pulumi up\` again (it redeploys this machine)" ;;
     report) echo "the platform did not take the final report (see above): check the platform, then run \`pulumi up\` again (it redeploys this machine)" ;;
@@ -155,10 +157,13 @@ run_step() {  # run_step <step> <command...>
   log "step $step: ok"
 }
 
-fetch() {  # download through the presigned URL, verify the pinned digest, unpack
-  python3 - "$BUNDLE_JSON" "$WORK/bundle.tar.gz" <<'PY' || return 1
+fetch() {  # fetch [<bundle.json member>]: download through the presigned URL, verify the pinned digest, unpack
+  local member=${1:-} digest=$GPUAAS_DIGEST dir=$BUNDLE_DIR
+  if [ -n "$member" ]; then digest=$VALIDATION_DIGEST dir=$VALIDATION_DIR; fi
+  python3 - "$BUNDLE_JSON" "$WORK/bundle.tar.gz" "$member" <<'PY' || return 1
 import json, sys, urllib.error, urllib.request
 bundle, dest = json.load(open(sys.argv[1])), sys.argv[2]
+bundle = bundle[sys.argv[3]] if sys.argv[3] else bundle
 url = bundle.get("url") or ""
 if not url:
     sys.exit("no presigned bundle URL in bundle.json: the deploy had no artifact store to presign with")
@@ -176,16 +181,16 @@ print(f"downloaded {bundle.get('ref', '?')}")
 PY
   local got
   got=$(sha256sum "$WORK/bundle.tar.gz" | cut -d' ' -f1)
-  if [ "$got" != "$GPUAAS_DIGEST" ]; then
-    echo "bundle refused: its sha256 is $got, the user_data pins $GPUAAS_DIGEST"
+  if [ "$got" != "$digest" ]; then
+    echo "bundle refused: its sha256 is $got, the user_data pins $digest"
     rm -f "$WORK/bundle.tar.gz"
     return 1
   fi
-  rm -rf "$BUNDLE_DIR.tmp" && mkdir -p "$BUNDLE_DIR.tmp" &&
-    tar -xzf "$WORK/bundle.tar.gz" -C "$BUNDLE_DIR.tmp" --no-same-owner &&
-    rm -rf "$BUNDLE_DIR" && mv "$BUNDLE_DIR.tmp" "$BUNDLE_DIR" || return 1
+  rm -rf "$dir.tmp" && mkdir -p "$dir.tmp" &&
+    tar -xzf "$WORK/bundle.tar.gz" -C "$dir.tmp" --no-same-owner &&
+    rm -rf "$dir" && mv "$dir.tmp" "$dir" || return 1
   rm -f "$WORK/bundle.tar.gz"
-  echo "bundle $GPUAAS_DIGEST verified and unpacked to $BUNDLE_DIR"
+  echo "bundle $digest verified and unpacked to $dir"
 }
 
 enroll() {  # the answer (with the node agent package) is kept for agent-install, 0600
@@ -254,6 +259,11 @@ main() {
   export GPUAAS_DIGEST
   BUNDLE_DIR="$BUNDLES/$GPUAAS_DIGEST"
   export BUNDLE_DIR
+  # the profile's post-deploy validation bundle, when the deploy names one: its validation scripts run
+  VALIDATION_DIGEST=$(python3 -c 'import json,sys; print((json.load(open(sys.argv[1])).get("validation") or {}).get("sha256", ""))' "$BUNDLE_JSON")
+  VALIDATION_DIR="$BUNDLE_DIR"
+  [ -n "$VALIDATION_DIGEST" ] && VALIDATION_DIR="$BUNDLES/$VALIDATION_DIGEST"
+  export VALIDATION_DIGEST VALIDATION_DIR
   if step_ok report; then
     log "enrolled earlier with bundle $GPUAAS_DIGEST: nothing to do"
     exit 0
@@ -267,7 +277,11 @@ main() {
     name=$(basename "$s" .sh)
     run_step "${name#[0-9][0-9]-}" bash "$s"
   done
-  for s in "$BUNDLE_DIR"/validation/*.sh; do
+  if [ -n "$VALIDATION_DIGEST" ]; then
+    log "validation bundle $(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["validation"].get("ref", "?"))' "$BUNDLE_JSON") sha256 $VALIDATION_DIGEST"
+    run_step fetch-validation fetch validation
+  fi
+  for s in "$VALIDATION_DIR"/validation/*.sh; do
     [ -e "$s" ] || continue
     name=$(basename "$s" .sh)
     run_step "validate-${name#[0-9][0-9]-}" bash "$s"
