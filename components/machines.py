@@ -47,6 +47,7 @@ class SiteOutputs(Protocol):
     def bundle(self, name: str) -> pulumi.Output[dict[str, str]]: ...
     def roce_links(self, hostname: str) -> pulumi.Output[list[dict[str, Any]]]: ...
     def commissioning_scripts(self, site: str, profile: str) -> pulumi.Output[list[str]]: ...
+    def testing_scripts(self, site: str, profile: str) -> pulumi.Output[list[str]]: ...
 
 
 @dataclass(frozen=True)
@@ -100,7 +101,8 @@ def machine_spec(
     )
 
 
-def lifecycle_policy(env: Environment, site: str, profile_name: str, scripts: list[str]) -> LifecyclePolicy:
+def lifecycle_policy(env: Environment, site: str, profile_name: str, scripts: list[str],
+                     testing: list[str] | None = None) -> LifecyclePolicy:
     p = env.profile(site, profile_name)
     return LifecyclePolicy(
         strict_pxe_preflight=p.strict_pxe_preflight,
@@ -114,13 +116,15 @@ def lifecycle_policy(env: Environment, site: str, profile_name: str, scripts: li
         enrollment_token_ttl_seconds=p.enrollment_token_ttl_seconds,
         release_erase_mode=EraseMode(p.release_erase_mode.value),
         commissioning_scripts=tuple(scripts),
+        testing_scripts=tuple(testing or ()),
         customer_handoff=env.site(site).customer_handoff,
     )
 
 
-def policy_input(env: Environment, site: str, profile_name: str, scripts: list[str]) -> dict[str, Any]:
+def policy_input(env: Environment, site: str, profile_name: str, scripts: list[str],
+                 testing: list[str] | None = None) -> dict[str, Any]:
     """The policy input as Pulumi carries it (benchmarks feed it to the engine as JSON)."""
-    return _plain(lifecycle_policy(env, site, profile_name, scripts))
+    return _plain(lifecycle_policy(env, site, profile_name, scripts, testing))
 
 
 def connection(env: Environment, settings: StackSettings, site_name: str, ids: tuple[str, str]) -> Connection:
@@ -171,12 +175,13 @@ def _props(env: Environment, settings: StackSettings, sites: SiteOutputs, site: 
     def conn(ids: tuple[str, str]) -> dict[str, Any]:
         return _plain(connection(env, settings, site, ids))
 
-    def policy(scripts: list[str]) -> dict[str, Any]:
-        return policy_input(env, site, profile, scripts)
+    def policy(scripts: list[Any]) -> dict[str, Any]:
+        return policy_input(env, site, profile, scripts[0], scripts[1])
 
     return {
         "connection": sites.platform_ids(site, profile).apply(conn),
-        "policy": sites.commissioning_scripts(site, profile).apply(policy),
+        "policy": pulumi.Output.all(sites.commissioning_scripts(site, profile),
+                                    sites.testing_scripts(site, profile)).apply(policy),
     }
 
 

@@ -11,7 +11,7 @@ from typing import Protocol
 
 from pydantic import BaseModel, ConfigDict, SecretStr
 
-from clients.maas import EventView, MaasError, MachineDetail, MachineView, PortError, PowerSettings
+from clients.maas import EventView, MaasError, MachineDetail, MachineView, PortError, PowerSettings, ScriptResultView
 
 # The MAAS views and error type belong to the MAAS client; re-exported for older imports.
 __all__ = [
@@ -80,6 +80,9 @@ class MachineOps(Protocol):
     def abort(self, system_id: str) -> None: ...
     def last_event(self, system_id: str) -> str: ...
     def recent_events(self, system_id: str, limit: int = 10) -> list[EventView]: ...
+    def script_results(self, system_id: str, kind: str = "testing") -> list[ScriptResultView]:
+        """Each script's result in the machine's current commissioning or testing run ([] if unknown)."""
+        ...
     def set_tags(self, system_id: str, tags: list[str], remove: list[str] | None = None) -> None: ...
     def set_power(
         self, system_id: str, *, power_type: str, power_address: str, power_user: str | None, power_pass: str | None
