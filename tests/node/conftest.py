@@ -175,10 +175,12 @@ class NodeWorld:
 
 @contextmanager
 def world_at(
-    tmp_path: Path, platform: RunningSim, host: str = "127.0.0.1", packages: bool = True, **bundle_profile: Any
+    tmp_path: Path, platform: RunningSim, host: str = "127.0.0.1", packages: bool = True,
+    extra_files: dict[str, bytes] | None = None, **bundle_profile: Any
 ) -> Iterator[NodeWorld]:
     """The artifact store (moto, private bucket) on `host` with the bundle published, and the platform's
-    site and profile. `host`: 127.0.0.1, or a lab network's gateway for nspawn nodes."""
+    site and profile. `host`: 127.0.0.1, or a lab network's gateway for nspawn nodes. `extra_files`: added
+    to the rendered bundle (e.g. a cloud-init part with a runcmd)."""
     admin = PlatformClient(platform.url, platform.creds.platform_admin)
     site = admin.create_site(site_models.MaasSiteCreate(
         name="lab", maas_url="http://127.0.0.1:9/MAAS", credential_ref=site_models.VaultCredentialRef(path="lab/maas")))
@@ -191,7 +193,7 @@ def world_at(
             S3Credentials(access_key_id=FAKE_ACCESS_KEY_ID, secret_access_key=FAKE_SECRET_ACCESS_KEY),
         )
         spec = bundle_spec(packages, **bundle_profile)
-        blob = pack(render_bundle(spec))
+        blob = pack({**render_bundle(spec), **(extra_files or {})})
         d = digest(blob)
         obj = store.put(spec.key(d), blob, {"digest": d})
         yield NodeWorld(

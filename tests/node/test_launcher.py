@@ -3,12 +3,18 @@ simulator (tests/node/conftest.py): success, each fault, a restart mid-run, and 
 
 from __future__ import annotations
 
+import contextlib
 import stat
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 from clients.platform.models import BootstrapOutcome, NodeStatus
+from tests.fixtures.platform_sim import platform_sim_factory  # noqa: F401
 
-from .conftest import DEVICES, Node, NodeWorld
+from .conftest import DEVICES, Node, NodeWorld, world_at
 
 STEPS = ["fetch", "packages", "cloud-init", "storage", "fabric", "hw-sync", "mounts",
          "validate-gpu-check", "validate-fabric-state"]
@@ -214,3 +220,48 @@ def test_a_validation_bundle_whose_digest_differs_is_refused(node_world: NodeWor
     assert f"its sha256 is {pin.digest}, the user_data pins {'0' * 64}" in proc.stderr
     assert "validate-gpu-check" not in bad.steps() and "enroll" not in bad.steps()
     assert_no_secret_in_output(bad)
+
+
+RUNCMD_PART = "cloud-init/40-lab-runcmd.yaml"
+
+
+@pytest.fixture
+def runcmd_world(tmp_path: Path, platform_sim_factory: Any) -> Iterator[Callable[[str], NodeWorld]]:  # noqa: F811
+    """A world whose bundle carries one more cloud-init part with the given runcmd (YAML list)."""
+    with contextlib.ExitStack() as stack:
+
+        def make(runcmd: str) -> NodeWorld:
+            part = f"#cloud-config\nruncmd:\n{runcmd}".encode()
+            return stack.enter_context(world_at(tmp_path, platform_sim_factory(), extra_files={RUNCMD_PART: part}))
+
+        yield make
+
+
+def test_a_cloud_init_parts_runcmd_runs_once_and_the_deploys_runcmd_stays(runcmd_world: Any) -> None:
+    world = runcmd_world('  - [sh, -c, \'echo "runcmd ran $((1 + 1))" >> "$GPUAAS_ROOT/etc/gpuaas/runcmd.out"\']\n'
+                         "  - echo second command\n")
+    node = world.deploy()
+    scripts = node.root / "var/lib/cloud/instance/scripts"
+    scripts.mkdir(parents=True)
+    (scripts / "runcmd").write_text("#!/bin/sh\nexec the-deploys-launcher\n")  # what cloud-init wrote at boot
+    proc = node.run()
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert (node.root / "etc/gpuaas/runcmd.out").read_text() == "runcmd ran 2\n", "ran once, by a shell"
+    tail = node.steps()["cloud-init"]["output_tail"]
+    assert "second command" in tail and "ran runcmd of 40-lab-runcmd.yaml" in tail
+    assert (scripts / "runcmd").read_text() == "#!/bin/sh\nexec the-deploys-launcher\n", "the deploy's runcmd is back"
+    assert "cloud-init --file" in "\n".join(node.calls()) and any(
+        c.endswith("single --name runcmd --frequency always") for c in node.calls())
+
+
+def test_a_failing_runcmd_fails_the_cloud_init_step_with_its_tail(runcmd_world: Any) -> None:
+    world = runcmd_world("  - [sh, -c, 'echo disk quota broken >&2; exit 3']\n")
+    node = world.deploy()
+    proc = node.run()
+    assert proc.returncode == 1
+    assert "step cloud-init FAILED" in proc.stderr
+    tail = node.steps()["cloud-init"]["output_tail"]
+    assert "disk quota broken" in tail and "runcmd of 40-lab-runcmd.yaml failed (exit 3)" in tail
+    assert "storage" not in node.steps() and "enroll" not in node.steps()
+    record = world.node_record(node.node_id)
+    assert record.bootstrap is not None and record.bootstrap.failed_step == "cloud-init"

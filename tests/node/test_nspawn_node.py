@@ -58,8 +58,12 @@ def _steps(root: Path) -> dict[str, Any]:
     return {p.stem: json.loads(p.read_text()) for p in (root / "var/lib/gpuaas/steps").glob("*.json")}
 
 
+RUNCMD_PART = {"cloud-init/40-lab-runcmd.yaml": (
+    b"#cloud-config\nruncmd:\n  - [sh, -c, 'echo runcmd ran on $(hostname) >> /etc/gpuaas/runcmd.out']\n")}
+
+
 def test_cloud_init_runs_the_deploy_user_data_and_the_node_enrolls_itself(lab_world: Callable[..., Any]) -> None:
-    with lab_world([HOSTNAME]) as (nodes, world):
+    with lab_world([HOSTNAME], extra_files=RUNCMD_PART) as (nodes, world):
         node_id, token, url, user_data = world.user_data()
         node = nodes.boot(HOSTNAME, user_data)
         nodes.wait_cloud_init(HOSTNAME)
@@ -105,6 +109,10 @@ def test_cloud_init_runs_the_deploy_user_data_and_the_node_enrolls_itself(lab_wo
         assert "GPUAAS_FABRIC_MODE=roce" in (node.root / "etc/gpuaas/fabric.env").read_text()
         # the bundle's cloud-init part, applied by the node's own cloud-init
         assert "GPUAAS_HW_SYNC_INTERVAL=" in (node.root / "etc/gpuaas/hw-sync.env").read_text()
+        # a part's runcmd: written by the node's cloud-init, run once; the deploy's own runcmd script is kept
+        assert (node.root / "etc/gpuaas/runcmd.out").read_text() == f"runcmd ran on {HOSTNAME}\n"
+        kept = (node.root / instance / "scripts/runcmd").read_text()
+        assert "gpuaas-bundle-launcher" in kept and "runcmd.out" not in kept
 
 
 def test_the_lifecycle_on_real_nodes_one_validation_failure(lab_world: Callable[..., Any]) -> None:
