@@ -223,3 +223,19 @@ def test_a_real_node_formats_and_mounts_its_data_disks_by_label(lab_world: Calla
     attached = subprocess.run(["losetup", "--list", "--noheadings", "--output", "NAME"], capture_output=True,
                               text=True, check=True).stdout.split()
     assert not set(loops.values()) & set(attached), f"loop devices left attached: {loops}"
+
+
+def test_a_real_node_runs_the_separate_validation_bundles_scripts(lab_world: Callable[..., Any]) -> None:
+    """The profile's post-deploy validation bundle (expects 6 GPUs; the site bundle expects 8): the node
+    fetches it through its own presigned URL, verifies it and runs its validation; 6 GPUs shown, enrolled."""
+    with lab_world([HOSTNAME]) as (nodes, world):
+        pin = world.publish("lab-h200-validate", expected_gpus=6)
+        node_id, _token, _url, user_data = world.user_data(validation=pin)
+        node = nodes.boot(HOSTNAME, user_data, {"gpus": "6"})
+        nodes.wait_cloud_init(HOSTNAME)
+        steps = _steps(node.root)
+        failed = {k: s["output_tail"][-800:] for k, s in steps.items() if not s["ok"]}
+        assert not failed, failed
+        assert pin.digest in steps["fetch-validation"]["output_tail"] and "validate-gpu-check" in steps
+        assert (node.root / f"opt/gpuaas/bundle/{pin.digest}/validation").is_dir()
+        assert world.admin.wait_for_node(node_id, timeout_s=20).status is NodeStatus.ACTIVE
