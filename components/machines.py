@@ -21,6 +21,7 @@ from providers.maas_machine import MaasMachine
 from providers.machine_pool import MachinePool
 from providers.machines.spec import (
     BootDiskHint,
+    BundlePin,
     Connection,
     DeploySpec,
     EraseMode,
@@ -46,6 +47,7 @@ class SiteOutputs(Protocol):
     def bundle(self, name: str) -> pulumi.Output[dict[str, str]]: ...
     def roce_links(self, hostname: str) -> pulumi.Output[list[dict[str, Any]]]: ...
     def commissioning_scripts(self, site: str, profile: str) -> pulumi.Output[list[str]]: ...
+    def testing_scripts(self, site: str, profile: str) -> pulumi.Output[list[str]]: ...
 
 
 @dataclass(frozen=True)
@@ -57,10 +59,12 @@ class MachinesResult:
 
 
 def machine_spec(
-    env: Environment, doc: MachineDoc, bundle: Mapping[str, str], roce: list[dict[str, Any]]
+    env: Environment, doc: MachineDoc, bundle: Mapping[str, str], roce: list[dict[str, Any]],
+    validation: Mapping[str, str] | None = None,
 ) -> MachineSpec:
-    """One machine's spec from its document, its site's bundle ({ref, digest, launcher_url?}) and its
-    RoCE links ([{interface, subnet, address, mtu}])."""
+    """One machine's spec from its document, its site's bundle ({ref, digest, launcher_url?}), its
+    RoCE links ([{interface, subnet, address, mtu}]) and its profile's post-deploy validation bundle
+    (same shape; None: the profile sets none, or names the machine's own bundle)."""
     profile = env.profile(doc.site, doc.profile)
     sku = env.sku(doc.sku)
     layout = env.blueprint_model.storage_layouts[profile.storage_layout_profile]
@@ -91,11 +95,14 @@ def machine_spec(
             bundle_digest=bundle["digest"],
             launcher_url=bundle.get("launcher_url", ""),
             mount_sets=machine_mount_sets(env, doc),
+            validation_bundle=BundlePin(ref=validation["ref"], digest=validation["digest"],
+                                        url=validation.get("launcher_url", "")) if validation else None,
         ),
     )
 
 
-def lifecycle_policy(env: Environment, site: str, profile_name: str, scripts: list[str]) -> LifecyclePolicy:
+def lifecycle_policy(env: Environment, site: str, profile_name: str, scripts: list[str],
+                     testing: list[str] | None = None) -> LifecyclePolicy:
     p = env.profile(site, profile_name)
     return LifecyclePolicy(
         strict_pxe_preflight=p.strict_pxe_preflight,
@@ -109,13 +116,15 @@ def lifecycle_policy(env: Environment, site: str, profile_name: str, scripts: li
         enrollment_token_ttl_seconds=p.enrollment_token_ttl_seconds,
         release_erase_mode=EraseMode(p.release_erase_mode.value),
         commissioning_scripts=tuple(scripts),
+        testing_scripts=tuple(testing or ()),
         customer_handoff=env.site(site).customer_handoff,
     )
 
 
-def policy_input(env: Environment, site: str, profile_name: str, scripts: list[str]) -> dict[str, Any]:
+def policy_input(env: Environment, site: str, profile_name: str, scripts: list[str],
+                 testing: list[str] | None = None) -> dict[str, Any]:
     """The policy input as Pulumi carries it (benchmarks feed it to the engine as JSON)."""
-    return _plain(lifecycle_policy(env, site, profile_name, scripts))
+    return _plain(lifecycle_policy(env, site, profile_name, scripts, testing))
 
 
 def connection(env: Environment, settings: StackSettings, site_name: str, ids: tuple[str, str]) -> Connection:
@@ -143,13 +152,21 @@ def _plain(model: Any) -> dict[str, Any]:
     return cast(dict[str, Any], model.model_dump(mode="json", exclude_none=True))
 
 
+def validation_bundle_name(env: Environment, m: MachineDoc) -> str | None:
+    """The profile's post-deploy validation bundle, when it is not the machine's own bundle."""
+    name = env.profile(m.site, m.profile).post_deploy_validation_bundle_ref
+    return name if name and name != env.machine_bundle(m).name else None
+
+
 def _spec_output(env: Environment, sites: SiteOutputs, m: MachineDoc) -> pulumi.Output[dict[str, Any]]:
     bundle = sites.bundle(env.machine_bundle(m).name)
+    vname = validation_bundle_name(env, m)
+    validation = sites.bundle(vname) if vname else pulumi.Output.from_input(None)
 
     def spec(args: list[Any]) -> dict[str, Any]:
-        return _plain(machine_spec(env, m, args[0], args[1]))
+        return _plain(machine_spec(env, m, args[0], args[1], args[2]))
 
-    return pulumi.Output.all(bundle, sites.roce_links(m.hostname)).apply(spec)
+    return pulumi.Output.all(bundle, sites.roce_links(m.hostname), validation).apply(spec)
 
 
 def _props(env: Environment, settings: StackSettings, sites: SiteOutputs, site: str, profile: str) -> dict[str, Any]:
@@ -158,12 +175,13 @@ def _props(env: Environment, settings: StackSettings, sites: SiteOutputs, site: 
     def conn(ids: tuple[str, str]) -> dict[str, Any]:
         return _plain(connection(env, settings, site, ids))
 
-    def policy(scripts: list[str]) -> dict[str, Any]:
-        return policy_input(env, site, profile, scripts)
+    def policy(scripts: list[Any]) -> dict[str, Any]:
+        return policy_input(env, site, profile, scripts[0], scripts[1])
 
     return {
         "connection": sites.platform_ids(site, profile).apply(conn),
-        "policy": sites.commissioning_scripts(site, profile).apply(policy),
+        "policy": pulumi.Output.all(sites.commissioning_scripts(site, profile),
+                                    sites.testing_scripts(site, profile)).apply(policy),
     }
 
 

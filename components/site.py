@@ -123,6 +123,10 @@ class SiteOutputs:
     def commissioning_scripts(self, site: str, profile: str) -> pulumi.Output[list[str]]:
         return self._sites[site].profiles[profile].commissioning_scripts
 
+    def testing_scripts(self, site: str, profile: str) -> pulumi.Output[list[str]]:
+        """The commissioning bundle's testing scripts (a commission asks MAAS to run them)."""
+        return self._sites[site].profiles[profile].commissioning_testing_scripts
+
     def bundle(self, name: str) -> pulumi.Output[dict[str, str]]:
         b = next(c.bundles[name] for c in self._sites.values() if name in c.bundles)
         return pulumi.Output.all(b.url, b.digest, b.ref).apply(lambda v: {

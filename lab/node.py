@@ -12,7 +12,17 @@ its files and runs the launcher. Each node lives in its own network namespace of
 The node image (`.lab/node-image-<key>/tree`) is the lab image with `cloud-init` and `locales` installed
 from the Debian mirror once, cached; cloud-init is configured for NoCloud only, with networking left to
 the lab (the namespace already has its address). The lab stand-ins of lab/node_standins (GPU and fabric
-tools) are copied to /usr/local/bin of each node. Data disks (loop devices) are not attached yet.
+tools) are copied to /usr/local/bin of each node.
+
+Data disks: `boot(..., data_disks=("nvme1n1", "nvme2n1"))` gives the node one sparse image file per
+name (under the node's run directory), attached to a loop device on the host (`losetup --partscan`)
+and bound into the node under that name (`--bind=/dev/loopN:/dev/nvme1n1`): the names are the storage
+layout's `data_devices`, which the bundle's storage step formats. A node runs no udev, so the lab's
+`udevadm` stand-in (and its unit, at every boot) makes the partition nodes and /dev/disk/by-label links
+udev would. The loop devices are detached when the node's disks are replaced (a redeploy) and at `stop`,
+always; `start` detaches those a killed run left behind. nspawn runs unregistered (`--register=no
+--keep-unit`: no scope, so no device cgroup policy): the node can open the device nodes it has, which
+are its own disks' and their partitions'.
 """
 
 from __future__ import annotations
@@ -20,12 +30,14 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import hashlib
+import json
 import os
 import secrets
 import shutil
 import signal
 import subprocess
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from types import TracebackType
 
@@ -38,6 +50,8 @@ from .lab import LAB_DIR, _Run, _undo
 NODE_PACKAGES = ("cloud-init", "locales")
 NODE_REVISION = 1
 STANDINS = Path(__file__).resolve().parent / "node_standins"
+UDEV_STANDIN_UNIT = "gpuaas-lab-udev.service"
+DATA_DISK_MB = 64
 CLOUD_CFG = """# gpuaas lab node: the deploy's user_data comes from the NoCloud seed; the lab configured the network.
 datasource_list: [ NoCloud, None ]
 network: {config: disabled}
@@ -93,6 +107,8 @@ class BootedNode(BaseModel):
     """The node's disk (its overlay, merged), readable from the host."""
     instance_id: str
     console: Path
+    data_disks: dict[str, str] = {}
+    """The node's data disks: name in the node (a layout's data device) -> the host's loop device."""
 
 
 class NodeLab:
@@ -106,6 +122,7 @@ class NodeLab:
         self._procs: dict[str, subprocess.Popen[bytes]] = {}
         self.nodes: dict[str, BootedNode] = {}
         self.image: Path | None = None
+        self._loops: dict[str, list[str]] = {}  # hostname -> its attached loop devices
 
     @property
     def gateway(self) -> str:
@@ -121,6 +138,7 @@ class NodeLab:
         (self.run_dir / "state.json").write_text(self._run.model_dump_json())
 
     def start(self) -> NodeLab:
+        detach_stale_loops()
         self.image = ensure_node_image()
         self.run_dir.mkdir(parents=True)
         self._save()
@@ -128,11 +146,14 @@ class NodeLab:
         self._save()
         return self
 
-    def boot(self, hostname: str, user_data: bytes, knobs: dict[str, str] | None = None) -> BootedNode:
-        """`knobs`: lab stand-in settings written to /etc/gpuaas-lab/<name> (e.g. {"gpus": "7"})."""
-        # size: one sequence (overlay, identity, seed, stand-ins, nspawn); each line is one step of it
+    def boot(self, hostname: str, user_data: bytes, knobs: dict[str, str] | None = None,
+             data_disks: Sequence[str] = (), disk_mb: int = DATA_DISK_MB) -> BootedNode:
+        """`knobs`: lab stand-in settings written to /etc/gpuaas-lab/<name> (e.g. {"gpus": "7"}).
+        `data_disks`: names of empty data disks (sparse `disk_mb` MiB loop devices) the node sees as /dev/<name>."""
+        # size: one sequence (overlay, identity, seed, stand-ins, disks, nspawn); each line is one step of it
         assert self.image is not None and self._run.network is not None
         self.halt(hostname)  # a redeploy: the previous node on this machine goes first (a fresh disk follows)
+        self._detach(hostname)
         hdir = self.run_dir / f"{hostname}-{sum(1 for p in self.run_dir.glob(hostname + '-*'))}"
         upper, work, merged = hdir / "upper", hdir / "work", hdir / "merged"
         for d in (upper, work, merged):
@@ -155,7 +176,16 @@ class NodeLab:
         for tool in STANDINS.iterdir():
             if tool.is_file() and os.access(tool, os.X_OK):
                 shutil.copy(tool, merged / "usr/local/bin" / tool.name)
-        node = BootedNode(hostname=hostname, root=merged, instance_id=iid, console=hdir / "console.log")
+        disks = self._attach(hostname, hdir / "disks", data_disks, disk_mb)
+        if disks:
+            (merged / "etc/gpuaas-lab/data-disks").write_text("".join(f"{n} {d}\n" for n, d in disks.items()))
+            unit = merged / "etc/systemd/system" / UDEV_STANDIN_UNIT
+            shutil.copy(STANDINS / UDEV_STANDIN_UNIT, unit)
+            (merged / "etc/systemd/system/sysinit.target.wants").mkdir(parents=True, exist_ok=True)
+            (merged / "etc/systemd/system/sysinit.target.wants" / UDEV_STANDIN_UNIT).symlink_to(
+                f"/etc/systemd/system/{UDEV_STANDIN_UNIT}")
+        node = BootedNode(hostname=hostname, root=merged, instance_id=iid, console=hdir / "console.log",
+                          data_disks=disks)
         self.nodes[hostname] = node
         self._start(node)
         return node
@@ -165,7 +195,8 @@ class NodeLab:
         self._procs[node.hostname] = subprocess.Popen(
             ["systemd-nspawn", "-b", "--register=no", "--keep-unit", "-q", "-D", str(node.root), "-M", node.hostname,
              f"--hostname={node.hostname}", "--kill-signal=SIGKILL",
-             f"--network-namespace-path=/run/netns/{self._run.network.host_netns[node.hostname]}"],
+             f"--network-namespace-path=/run/netns/{self._run.network.host_netns[node.hostname]}",
+             *(f"--bind={loop}:/dev/{name}" for name, loop in node.data_disks.items())],
             stdin=subprocess.DEVNULL, stdout=node.console.open("ab"), stderr=subprocess.STDOUT,
             start_new_session=True)
 
@@ -201,12 +232,39 @@ class NodeLab:
                     os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait()
 
+    def _attach(self, hostname: str, ddir: Path, names: Sequence[str], disk_mb: int) -> dict[str, str]:
+        disks: dict[str, str] = {}
+        for name in names:
+            ddir.mkdir(exist_ok=True)
+            image = ddir / f"{name}.img"
+            with image.open("wb") as f:
+                f.truncate(disk_mb * 1024 * 1024)  # sparse
+            loop = subprocess.run(["losetup", "--find", "--show", "--partscan", str(image)], check=True,
+                                  capture_output=True, text=True).stdout.strip()
+            self._loops.setdefault(hostname, []).append(loop)
+            disks[name] = loop
+        return disks
+
+    def _detach(self, hostname: str) -> None:
+        for loop in self._loops.pop(hostname, []):
+            subprocess.run(["losetup", "-d", loop], capture_output=True)
+
+    def exec(self, hostname: str, argv: Sequence[str], timeout_s: float = 60.0) -> subprocess.CompletedProcess[str]:
+        """Run `argv` inside the running node (all its namespaces and root), as root; output captured."""
+        leader = _leader(self._procs[hostname].pid)
+        return subprocess.run(["nsenter", "-t", str(leader), "-m", "-u", "-i", "-n", "-p", "-r", "-w", "--",
+                               *argv], capture_output=True, text=True, timeout=timeout_s)
+
     def stop(self) -> None:
-        for hostname in list(self._procs):
-            self.halt(hostname)
-        if self.run_dir.exists():
-            _undo(self.run_dir, self._run)
-        self._procs.clear()
+        try:
+            for hostname in list(self._procs):
+                self.halt(hostname)
+        finally:
+            for hostname in list(self._loops):
+                self._detach(hostname)
+            if self.run_dir.exists():
+                _undo(self.run_dir, self._run)
+            self._procs.clear()
 
     def __enter__(self) -> NodeLab:
         try:
@@ -217,3 +275,36 @@ class NodeLab:
 
     def __exit__(self, t: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None) -> None:
         self.stop()
+
+
+def _leader(nspawn_pid: int) -> int:
+    """The node's PID 1 (as the host numbers it): the child of its systemd-nspawn that is 1 in its namespace."""
+    for p in Path("/proc").iterdir():
+        if not p.name.isdigit():
+            continue
+        with contextlib.suppress(OSError):
+            status = dict(ln.split(":", 1) for ln in (p / "status").read_text().splitlines() if ":" in ln)
+            if int(status["PPid"]) == nspawn_pid and status["NSpid"].split()[-1] == "1":
+                return int(p.name)
+    raise RuntimeError(f"no running node under systemd-nspawn {nspawn_pid}")
+
+
+def detach_stale_loops(lab_dir: Path = LAB_DIR) -> list[str]:
+    """Detach loop devices whose image is a lab node's data disk of a run that is gone (a killed session)."""
+    out = subprocess.run(["losetup", "--list", "--noheadings", "--output", "NAME,BACK-FILE"],
+                         capture_output=True, text=True).stdout
+    runs, detached = (lab_dir / "runs").resolve(), []
+    for line in out.splitlines():
+        name, _, back = line.strip().partition(" ")
+        back = back.strip().removesuffix(" (deleted)")
+        if not back.startswith(f"{runs}/"):
+            continue
+        run_dir = runs / Path(back).relative_to(runs).parts[0]
+        state = run_dir / "state.json"
+        with contextlib.suppress(ProcessLookupError, PermissionError, OSError, ValueError):
+            if state.exists():
+                os.kill(json.loads(state.read_text())["owner_pid"], 0)
+                continue  # its run is alive
+        subprocess.run(["losetup", "-d", name], capture_output=True)
+        detached.append(name)
+    return detached

@@ -127,6 +127,7 @@ class SiteProfile(Resource, module="gpuaas", name="SiteProfile"):
     effective_policy: pulumi.Output[dict[str, Any]]
     commissioning_scripts: pulumi.Output[list[str]]
     testing_scripts: pulumi.Output[list[str]]
+    commissioning_testing_scripts: pulumi.Output[list[str]]
     scripts: pulumi.Output[dict[str, str]]
 
     def __init__(self, name: str, args: SiteProfileArgs, bundles: pulumi.Input[dict[str, Any]],

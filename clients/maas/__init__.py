@@ -20,6 +20,8 @@ from .vocabulary import (
     MachineView,
     PortError,
     PowerSettings,
+    ScriptResultView,
+    ScriptStatus,
     datasource_failure,
 )
 
@@ -44,6 +46,8 @@ __all__ = [
     "NicView",
     "PortError",
     "PowerSettings",
+    "ScriptResultView",
+    "ScriptStatus",
     "ScriptView",
     "StaticHolding",
     "SubnetView",

@@ -38,6 +38,7 @@ from .vocabulary import (
     MachineDetail,
     MachineView,
     PowerSettings,
+    ScriptResultView,
 )
 
 _sessions: dict[tuple[str, str, bool, str | None], SessionAPI] = {}
@@ -274,6 +275,24 @@ class MaasClient:
         return self.detail(system_id).machine.status_message
 
     # -- mutations (never retried here) ---------------------------------------------------------
+    def script_results(self, system_id: str, kind: str = "testing") -> list[ScriptResultView]:
+        """Each script's result in the machine's current `kind` run (commissioning or testing):
+        `GET nodes/{system_id}/results/current-<kind>/` (MAAS >= 2.2). [] when this MAAS has no
+        script results API, or the machine has no such run yet."""
+        if not self.has_action("NodeScriptResult", "read"):
+            return []
+        try:
+            raw = self._call("NodeScriptResult", "read", read=True, system_id=system_id, id=f"current-{kind}")
+        except MaasError as e:
+            if e.status == 404:
+                return []
+            raise
+        return [
+            ScriptResultView(name=str(r.get("name") or "?"), status=int(r.get("status") or 0),
+                             status_name=str(r.get("status_name") or ""), exit_status=r.get("exit_status"))
+            for r in (raw or {}).get("results") or []
+        ]
+
     def create(
         self,
         *,

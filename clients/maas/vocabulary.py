@@ -131,6 +131,47 @@ class PowerSettings(_View):
     power_user: str | None = None
 
 
+class ScriptStatus(IntEnum):
+    """A script result's status (canonical/maas `metadataserver/enum.py` SCRIPT_STATUS)."""
+
+    PENDING = 0
+    RUNNING = 1
+    PASSED = 2
+    FAILED = 3
+    TIMEDOUT = 4
+    ABORTED = 5
+    DEGRADED = 6
+    INSTALLING = 7
+    FAILED_INSTALLING = 8
+    SKIPPED = 9
+    APPLYING_NETCONF = 10
+    FAILED_APPLYING_NETCONF = 11
+
+
+SCRIPT_FAILED = frozenset({ScriptStatus.FAILED, ScriptStatus.TIMEDOUT, ScriptStatus.ABORTED,
+                           ScriptStatus.DEGRADED, ScriptStatus.FAILED_INSTALLING,
+                           ScriptStatus.FAILED_APPLYING_NETCONF})
+
+
+class ScriptResultView(_View):
+    """One script's result in a machine's current commissioning or testing run
+    (`GET nodes/{system_id}/results/current-<kind>/`, MAAS >= 2.2)."""
+
+    name: str
+    status: int
+    status_name: str
+    exit_status: int | None = None
+
+    @property
+    def failed(self) -> bool:
+        return self.status in {s.value for s in SCRIPT_FAILED}
+
+    def text(self) -> str:
+        """e.g. `smartctl-validate: failed, exit 1`."""
+        exit_text = f", exit {self.exit_status}" if self.exit_status is not None else ""
+        return f"{self.name}: {self.status_name.lower()}{exit_text}"
+
+
 class EventView(_View):
     """One entry of a machine's MAAS event log (`Events.query`)."""
 

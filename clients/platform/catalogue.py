@@ -239,7 +239,8 @@ ENDPOINTS: tuple[Endpoint, ...] = (
         "reportNodeBootstrap",
         Method.POST,
         "/api/v1/node-bootstrap/report",
-        "A node's launcher reports a bootstrap that stopped (the token authenticates it and stays unused)",
+        "A node's launcher reports a bootstrap that stopped (the token authenticates it and stays unused), "
+        "or, once, its final report after enrolling (with the token it enrolled with)",
         NO_BEARER,
         m.BootstrapReportAck,
         request=m.BootstrapReportRequest,

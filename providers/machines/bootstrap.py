@@ -25,13 +25,19 @@ def _tail(view: BootstrapView) -> str:
     return tail.replace("\n", " | ") or "(no output)"
 
 
+def _validation_ref(m: LifecycleRecord) -> str:
+    """The bundle whose validation scripts the node ran: the profile's validation bundle, else the site's."""
+    pin = m.spec.deploy.validation_bundle
+    return pin.ref if pin is not None else m.spec.deploy.bundle_ref
+
+
 def _failure(m: LifecycleRecord, view: BootstrapView) -> Step:
     step = view.failed_step or "unknown step"
     where = f"{m.ident()}: on the node, launcher step {step!r} failed: {_tail(view)}"
     if step.startswith("validate-"):
         return Step.fail(
             FailCode.VALIDATION,
-            f"{where}; fix the node or the validation script of bundle {m.spec.deploy.bundle_ref}, then run up "
+            f"{where}; fix the node or the validation script of bundle {_validation_ref(m)}, then run up "
             "again (it redeploys the machine)",
             MachineOutcome.VALIDATION_FAILED,
         )
@@ -41,6 +47,8 @@ def _failure(m: LifecycleRecord, view: BootstrapView) -> Step:
 def verdict(ctx: Context, m: LifecycleRecord, state: NodeState) -> Step | None:
     """The step the report decides, or None: no report yet and not enrolled, keep waiting."""
     view = state.bootstrap
+    if view is not None and view.pending:
+        return None  # enrolled; the node agent install and the launcher's final report are still to come
     if view is not None and not view.ok:
         if m.deploy_attempts == 0:
             # Found failed from an earlier run: release (as a changed deploy does), then the table deploys again.

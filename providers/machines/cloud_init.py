@@ -41,13 +41,18 @@ def launcher_digest() -> str:
     return hashlib.sha256(launcher_text().encode()).hexdigest()
 
 
-def _document(spec: MachineSpec, platform_url: str, node_id: str, token: str, bundle_url: str, system_id: str) -> str:
+def _document(spec: MachineSpec, platform_url: str, node_id: str, token: str, bundle_url: str, system_id: str,
+              validation_url: str = "") -> str:
+    pin = spec.deploy.validation_bundle
     bundle = {
         "ref": spec.deploy.bundle_ref,
         "sha256": spec.deploy.bundle_digest,
         "url": bundle_url,
         # the bundle's mount sets this machine installs (its pool's, its own); absent when none
         **({"mount_sets": list(spec.deploy.mount_sets)} if spec.deploy.mount_sets else {}),
+        # the post-deploy validation bundle (the profile's), whose validation scripts the node runs; absent
+        # when the profile sets none (or names the machine's own bundle): the site bundle's run
+        **({"validation": {"ref": pin.ref, "sha256": pin.digest, "url": validation_url}} if pin else {}),
     }
     enrollment = {
         "platform_url": platform_url,
@@ -94,12 +99,13 @@ def _dump(hostname: str, enrollment: Mapping[str, str], bundle: Mapping[str, obj
 
 
 def render_user_data(
-    spec: MachineSpec, *, platform_url: str, node_id: str, token: str, system_id: str = "", bundle_url: str = ""
+    spec: MachineSpec, *, platform_url: str, node_id: str, token: str, system_id: str = "", bundle_url: str = "",
+    validation_url: str = "",
 ) -> bytes:
-    return _document(spec, platform_url, node_id, token, bundle_url, system_id).encode()
+    return _document(spec, platform_url, node_id, token, bundle_url, system_id, validation_url).encode()
 
 
 def user_data_digest(spec: MachineSpec, platform_url: str) -> str:
     """Stable digest of the user_data with the per-attempt node id, token and presigned URL masked."""
-    masked = _document(spec, platform_url, "<node-id>", MASK, URL_MASK, "<system-id>")
+    masked = _document(spec, platform_url, "<node-id>", MASK, URL_MASK, "<system-id>", URL_MASK)
     return hashlib.sha256(masked.encode()).hexdigest()

@@ -34,11 +34,25 @@ def _event(ctx: Context, m: LifecycleRecord) -> str:
         return "(event log unavailable)"
 
 
+def _failed_scripts(ctx: Context, m: LifecycleRecord) -> str:
+    """The failing scripts of the machine's current testing (or commissioning) run as MAAS recorded them,
+    e.g. `MAAS testing results: smartctl-validate: failed, exit 1`; "" when MAAS names none."""
+    assert m.view is not None and m.system_id
+    kind = "testing" if m.view.status is MaasStatus.FAILED_TESTING else "commissioning"
+    try:
+        failed = [r.text() for r in ctx.ops.script_results(m.system_id, kind) if r.failed]
+    except MaasError:
+        return ""
+    return f"MAAS {kind} results: {'; '.join(failed)}" if failed else ""
+
+
 def handle_commission(ctx: Context, m: LifecycleRecord) -> Step:
     assert m.view is not None and m.system_id
     if m.view.status in (MaasStatus.FAILED_COMMISSIONING, MaasStatus.FAILED_TESTING):
-        # One failure (seen in this run, or found on resume) earns one automatic re-commission.
-        event = _event(ctx, m)
+        # One failure (seen in this run, or found on resume) earns one automatic re-commission. What
+        # failed: MAAS's per-script results (the failing script, its status and exit), then its last event.
+        scripts, event = _failed_scripts(ctx, m), _event(ctx, m)
+        event = f"{scripts} (MAAS event: {event})" if scripts else event
         if m.recommissions >= MAX_RECOMMISSIONS:
             return Step.fail(
                 FailCode.COMMISSIONING,
@@ -184,7 +198,10 @@ def handle_deploy(ctx: Context, m: LifecycleRecord) -> Step:
     )
     m.node_id = token.node_id
     # The presigned bundle URL lives as long as the token: both must outlast the deploy and the first boot.
-    url = ctx.presign(m.spec, ctx.policy.enrollment_token_ttl_seconds) if ctx.presign is not None else ""
+    ttl = ctx.policy.enrollment_token_ttl_seconds
+    url = ctx.presign(m.spec, ttl) if ctx.presign is not None else ""
+    pin = m.spec.deploy.validation_bundle
+    validation_url = ctx.presign(m.spec, ttl, pin) if ctx.presign is not None and pin is not None else ""
     user_data = render_user_data(
         m.spec,
         platform_url=ctx.platform_url,
@@ -192,6 +209,7 @@ def handle_deploy(ctx: Context, m: LifecycleRecord) -> Step:
         token=token.token.get_secret_value(),
         system_id=m.system_id,
         bundle_url=url,
+        validation_url=validation_url,
     )
     ctx.ops.deploy(
         m.system_id,

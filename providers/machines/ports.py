@@ -12,7 +12,7 @@ from typing import Protocol
 
 from pydantic import BaseModel, ConfigDict, SecretStr
 
-from clients.maas import EventView, MaasError, MachineDetail, MachineView, PortError, PowerSettings
+from clients.maas import EventView, MaasError, MachineDetail, MachineView, PortError, PowerSettings, ScriptResultView
 
 # The MAAS views and error type belong to the MAAS client; re-exported for older imports.
 __all__ = [
@@ -85,6 +85,9 @@ class MachineOps(Protocol):
     def abort(self, system_id: str) -> None: ...
     def last_event(self, system_id: str) -> str: ...
     def recent_events(self, system_id: str, limit: int = 10) -> list[EventView]: ...
+    def script_results(self, system_id: str, kind: str = "testing") -> list[ScriptResultView]:
+        """Each script's result in the machine's current commissioning or testing run ([] if unknown)."""
+        ...
     def set_tags(self, system_id: str, tags: list[str], remove: list[str] | None = None) -> None: ...
     def tag_machines(self, tag: str, *, add: Sequence[str] = (), remove: Sequence[str] = ()) -> None:
         """One tag added to and removed from many machines in one request."""
@@ -112,6 +115,8 @@ class BootstrapView(_View):
     """The failed step's output tail (empty when ok)."""
     runner: str = "launcher"
     steps: tuple[str, ...] = ()
+    pending: bool = False
+    """Enrolled, the launcher's post-enrollment steps (node agent install) still running: not ok, not failed."""
 
 
 class NodeState(_View):

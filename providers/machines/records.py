@@ -7,9 +7,10 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum, unique
+from typing import Protocol
 
 from .ports import Enrollment, MachineDetail, MachineOps, MachineView, PortError
-from .spec import Deadlines, LifecyclePolicy, MachineSpec, TeardownMode
+from .spec import BundlePin, Deadlines, LifecyclePolicy, MachineSpec, TeardownMode
 from .status import MachineOutcome, Stage
 
 # Owner-data keys we keep on the MAAS machine (survive a killed provider; MAAS is the record).
@@ -67,6 +68,10 @@ class StepKind(StrEnum):
     DELAYED = "delayed"  # no free batch_max_parallel slot: try again when one frees
     FAILED = "failed"  # the machine stops here; `outcome` and `reason` say why
     ERROR = "error"  # a call failed: re-read the machine and let the table decide again
+
+
+class Presign(Protocol):
+    def __call__(self, spec: MachineSpec, ttl_seconds: int, pin: BundlePin | None = None) -> str: ...
 
 
 @dataclass(frozen=True)
@@ -162,5 +167,6 @@ class Context:
     """Where progress lines go: provider stdout (the Pulumi CLI shows it while the step runs)."""
     label: str = "machines"
     """What progress lines call this run (e.g. `pool dal1-h200`)."""
-    presign: Callable[[MachineSpec, int], str] | None = None
-    """(spec, ttl seconds) -> a presigned GET URL of the spec's bundle version (runtime.bundle_presigner)."""
+    presign: Presign | None = None
+    """(spec, ttl seconds[, pin]) -> a presigned GET URL of the spec's bundle version, or of `pin`
+    (its validation bundle) (runtime.bundle_presigner)."""

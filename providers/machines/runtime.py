@@ -22,7 +22,8 @@ from providers.common import resolve_ca, vault_reader
 
 from .lifecycle import Context
 from .ports import BootstrapView, EnrollmentError, EnrollmentToken, NodeState
-from .spec import Connection, Deadlines, LifecyclePolicy, MachineSpec
+from .records import Presign
+from .spec import BundlePin, Connection, Deadlines, LifecyclePolicy, MachineSpec
 
 
 class PlatformEnrollment:
@@ -87,19 +88,22 @@ def _bootstrap_view(report: node_models.BootstrapReport | None) -> BootstrapView
         output_tail=failed.output_tail if failed else "",
         runner=report.runner.value,
         steps=tuple(st.step for st in report.steps),
+        pending=report.outcome is node_models.BootstrapOutcome.ENROLLED,
     )
 
 
-def bundle_presigner(store: ArtifactStore) -> Callable[[MachineSpec, int], str]:
-    """(spec, ttl) -> a presigned GET URL of exactly the spec's bundle version (`s3://bucket/key` ref,
-    version from its `launcher_url`). Signing is local; the URL lives `ttl` seconds."""
+def bundle_presigner(store: ArtifactStore) -> Presign:
+    """(spec, ttl[, pin]) -> a presigned GET URL of exactly the spec's bundle version (`s3://bucket/key`
+    ref, version from its `launcher_url`), or of the pinned bundle `pin` (its validation bundle).
+    Signing is local; the URL lives `ttl` seconds."""
 
-    def presign(spec: MachineSpec, ttl_seconds: int) -> str:
-        ref = urlsplit(spec.deploy.bundle_ref)
-        version = parse_qs(urlsplit(spec.deploy.launcher_url).query).get("versionId", [None])[0]
+    def presign(spec: MachineSpec, ttl_seconds: int, pin: BundlePin | None = None) -> str:
+        ref_text, url = (pin.ref, pin.url) if pin is not None else (spec.deploy.bundle_ref, spec.deploy.launcher_url)
+        ref = urlsplit(ref_text)
+        version = parse_qs(urlsplit(url).query).get("versionId", [None])[0]
         if ref.scheme != "s3" or ref.netloc != store.location.bucket:
             raise EnrollmentError(
-                f"bundle ref {spec.deploy.bundle_ref} is not in the artifact store's bucket "
+                f"bundle ref {ref_text} is not in the artifact store's bucket "
                 f"{store.location.bucket!r}; fix artifact_store.bucket or the bundle"
             )
         return store.presign_get(ref.path.lstrip("/"), version, ttl_seconds)
@@ -175,19 +179,19 @@ def build_context(
     return ctx, maas, platform
 
 
-def _presigner(conn: Connection, vault: VaultReader) -> Callable[[MachineSpec, int], str] | None:
+def _presigner(conn: Connection, vault: VaultReader) -> Presign | None:
     """Lazy: the store's credentials are read from Vault at the first deploy of the call, not for
     calls that deploy nothing (refresh, teardown)."""
     store_inputs = conn.store
     if store_inputs is None:
         return None
-    made: list[Callable[[MachineSpec, int], str]] = []
+    made: list[Presign] = []
 
-    def presign(spec: MachineSpec, ttl_seconds: int) -> str:
+    def presign(spec: MachineSpec, ttl_seconds: int, pin: BundlePin | None = None) -> str:
         if not made:
             creds = s3_credentials(vault, store_inputs.credentials_path)
             made.append(bundle_presigner(ArtifactStore(store_inputs.location(), creds)))
-        return made[0](spec, ttl_seconds)
+        return made[0](spec, ttl_seconds, pin)
 
     return presign
 

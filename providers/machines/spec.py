@@ -107,6 +107,15 @@ class RoceLink(_Spec):
     mtu: int = 9000
 
 
+class BundlePin(_Spec):
+    """A published bundle version a deploy pins: its `s3://` ref, sha256 and the path-style HTTP URL of
+    exactly that version (`?versionId=`), which the deploy presigns."""
+
+    ref: str
+    digest: str
+    url: str
+
+
 class DeploySpec(_Spec):
     """Everything that, when changed, means the machine must be redeployed."""
 
@@ -118,6 +127,10 @@ class DeploySpec(_Spec):
     mount_sets: tuple[str, ...] | None = None
     """The bundle's WEKA mount sets this machine installs (`pool-<pool>`, `machine-<hostname>`), or None:
     None, not empty, so a machine without mounts keeps the inputs and fingerprint it had before mounts."""
+    validation_bundle: BundlePin | None = None
+    """The profile's `post_deploy_validation_bundle_ref`, when it names a bundle other than the machine's:
+    the node runs that bundle's validation scripts instead of the site bundle's. None keeps the
+    fingerprint a machine had before it existed."""
 
 
 class Deadlines(_Spec):
@@ -190,7 +203,10 @@ class MachineSpec(_Spec):
     def deploy_fingerprint(self) -> str:
         """Digest of every input whose change redeploys the machine (stored in MAAS owner data)."""
         material = {
-            "deploy": self.deploy.model_dump(mode="json", exclude=None if self.deploy.mount_sets else {"mount_sets"}),
+            "deploy": self.deploy.model_dump(mode="json", exclude={
+                *(() if self.deploy.mount_sets else ("mount_sets",)),
+                *(() if self.deploy.validation_bundle else ("validation_bundle",)),
+            }),
             "storage": self.storage.model_dump(mode="json"),
             "roce": [link.model_dump(mode="json") for link in self.roce_links],
         }

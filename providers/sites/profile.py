@@ -153,6 +153,9 @@ class ProfileResult(BaseModel):
     effective_policy: dict[str, Any]
     commissioning_scripts: list[str]
     testing_scripts: list[str]
+    commissioning_testing_scripts: list[str] = []
+    """The commissioning bundle's testing scripts: what a commission asks MAAS to test (the validation
+    bundle's testing scripts are registered too, and run on the node after deploy)."""
     scripts: dict[str, str]
     """script name -> sha256 as MAAS has it ("missing" when a refresh found it gone)."""
     scripts_registered: dict[str, str]
@@ -163,6 +166,7 @@ class SiteProfileReconciler:
     """converge / observe / release one site profile. Plain Python: no Pulumi here."""
 
     def __init__(self, spec: SiteProfileSpec, credentials: VaultCredentials | None) -> None:
+        self.commissioning_testing: list[str] = []  # set by _scripts
         self.spec, self._credentials = spec, credentials
 
     def _vault(self) -> VaultReader:
@@ -200,7 +204,10 @@ class SiteProfileReconciler:
             if hashlib.sha256(data).hexdigest() != b.digest:
                 raise RuntimeError(f"bundle {name}: s3://{b.ref['bucket']}/{b.ref['key']} does not match its digest "
                                    f"{b.digest}; fix: run up again to republish it; nothing was changed")
-            out += bundle_scripts(data, folder, default_type)
+            found = bundle_scripts(data, folder, default_type)
+            if folder == "commissioning":
+                self.commissioning_testing = [x.name for x in found if x.script_type == "testing"]
+            out += found
         return out
 
     def _platform(self, vault: VaultReader) -> PlatformClient:
@@ -244,6 +251,7 @@ class SiteProfileReconciler:
             site_id=site_id, profile_id=prof.profile_id, effective_policy=prof.policy.model_dump(mode="json"),
             commissioning_scripts=[x.name for x in scripts if x.script_type == "commissioning"],
             testing_scripts=[x.name for x in scripts if x.script_type == "testing"],
+            commissioning_testing_scripts=list(self.commissioning_testing),
             scripts=registered, scripts_registered=dict(registered),
         )
 

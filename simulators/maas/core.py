@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import handlers_events, handlers_machines, handlers_misc, handlers_nodes
+from . import handlers_events, handlers_machines, handlers_misc, handlers_nodes, script_results
 from .auth import ApiKey, KeyRing
 from .enroll import EnrollBackend
 from .enums import NodeStatus
@@ -42,6 +42,7 @@ class SimCore:
         handlers_nodes.register(self.routes, self)
         handlers_misc.register(self.routes, self)
         handlers_events.register(self.routes, self)
+        script_results.register(self.routes, self)
 
     def enlist(self, macs: list[str], *, hostname: str | None, architecture: str, zone: str, power_type: str,
                power_parameters: dict[str, Any], description: str) -> Machine:

@@ -17,7 +17,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from . import errors
+from . import errors, script_results
 from .enroll import find_enrollment, post_enrollment
 from .enums import (
     ABORTABLE,
@@ -265,11 +265,17 @@ class Lifecycle:
 
     # --- phase ends (the state table's right-hand side) -----------------------------------
     def _end_commissioning(self, m: Machine) -> None:
+        names = script_results.run_names(script_results.ResultType.COMMISSIONING, m.commissioning_scripts)
         if self.faults.take("commissioning_failures", m.system_id, m.hostname):
-            m.error_description = "Commissioning script 20-maas-03-machine-resources failed (injected fault)"
+            failed = "20-maas-03-machine-resources"
+            script_results.record_run(self.store, m, script_results.ResultType.COMMISSIONING, names, failed,
+                                      self.durations.commissioning)
+            m.error_description = f"Commissioning script {failed} failed (injected fault)"
             m.power_state = PowerState.OFF
             self.transition(m, S.FAILED_COMMISSIONING, m.error_description)
             return
+        script_results.record_run(self.store, m, script_results.ResultType.COMMISSIONING, names, None,
+                                  self.durations.commissioning)
         self.store.commissioned_links(m)
         if m.testing_scripts == ["none"]:
             m.power_state = PowerState.OFF
@@ -281,10 +287,16 @@ class Lifecycle:
 
     def _end_testing(self, m: Machine) -> None:
         m.power_state = PowerState.OFF
+        names = script_results.run_names(script_results.ResultType.TESTING, m.testing_scripts)
         if self.faults.take("testing_failures", m.system_id, m.hostname):
-            m.error_description = "Testing script smartctl-validate failed (injected fault)"
+            # the first requested testing script fails (MAAS's default smartctl-validate when none was named)
+            failed = names[0]
+            script_results.record_run(self.store, m, script_results.ResultType.TESTING, names, failed,
+                                      self.durations.testing)
+            m.error_description = f"Testing script {failed} failed (injected fault)"
             self.transition(m, S.FAILED_TESTING, m.error_description)
             return
+        script_results.record_run(self.store, m, script_results.ResultType.TESTING, names, None, self.durations.testing)
         self.transition(m, S.READY, "tests passed")
 
     def _end_deploying(self, m: Machine) -> None:

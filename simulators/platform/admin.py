@@ -19,6 +19,7 @@ from clients.platform.models import NodeStatus, Role
 from clients.platform.models.codes import ErrorCode as E
 
 from . import engine
+from .agent_package import ROUTE
 from .errors import ApiError
 from .faults import FaultPlan
 from .http import error_response
@@ -144,6 +145,14 @@ def add_routes(store: Store, admin_token: str) -> Callable[[web.Application], No
         set_node_online(store, request.match_info["node_id"], b.online)
         return store.nodes[request.match_info["node_id"]].model_dump(mode="json")
 
+    async def agent_artifact(request: web.Request) -> web.Response:
+        sha = request.match_info["name"].removesuffix(".tar.gz")
+        with store.lock:
+            blob = store.agent_artifacts.get(sha)
+        if blob is None:
+            return web.Response(status=404, text="no such node agent package")
+        return web.Response(body=blob, content_type="application/gzip")
+
     def register(app: web.Application) -> None:
         r = app.router
         r.add_post(f"{PREFIX}/tenants", guarded(lambda _, b: {"tenant_id": store.create_tenant(b.name)}, TenantIn))
@@ -167,5 +176,6 @@ def add_routes(store: Store, admin_token: str) -> Callable[[web.Application], No
             guarded(lambda _, b: {"sim_seconds": store.clock.advance(b.seconds)}, AdvanceIn),
         )
         r.add_post(f"{PREFIX}/nodes/{{node_id}}/heartbeat", guarded(heartbeat, HeartbeatIn))
+        r.add_get(f"{ROUTE}/{{name}}", agent_artifact)  # unguarded: what a node downloads holds no secret
 
     return register

@@ -8,6 +8,7 @@ from datetime import timedelta
 from pydantic import SecretStr
 
 from clients.platform.models import (
+    BootstrapOutcome,
     BootstrapReportAck,
     BootstrapReportRequest,
     EnrollmentRequest,
@@ -217,14 +218,39 @@ def enroll(ctx: Ctx) -> Result:
     now = store.clock.now()
     node = node.model_copy(update={"enrolled_at": now, "bootstrap": req.report})
     node = set_status(store, node, S.ENROLLING, "enrollment accepted")
-    return Result(200, EnrollmentResult(node_id=node.node_id, status=node.status, enrolled_at=now), target=node.node_id)
+    result = EnrollmentResult(node_id=node.node_id, status=node.status, enrolled_at=now,
+                              agent_package=store.agent_package)
+    return Result(200, result, target=node.node_id)
+
+
+def _post_enrollment_node(store: Store, req: BootstrapReportRequest) -> Node | None:
+    """The node this used token enrolled, when its launcher's final report is still due (the enrollment's
+    report said `enrolled`) and this is that final report; else None."""
+    rec = store.enrollment_tokens.get(digest(req.enrollment_token.get_secret_value()))
+    node = store.nodes.get(req.node_id)
+    if rec is None or node is None or rec.used_at_s is None or rec.node_id != node.node_id:
+        return None
+    pending = node.bootstrap is not None and node.bootstrap.outcome is BootstrapOutcome.ENROLLED
+    same = (node.hostname, node.system_id) == (req.hostname, req.system_id) and node.last_token_id == rec.token_id
+    final = req.report.outcome is not BootstrapOutcome.ENROLLED
+    if not (pending and same and final and node.status in (S.ENROLLING, S.ACTIVE)):
+        return None
+    return node
 
 
 def report_bootstrap(ctx: Ctx) -> Result:
-    """A launcher that stopped says why; the node stays bootstrap_issued and its token unused."""
+    """A launcher that stopped says why; the node stays bootstrap_issued and its token unused. An enrolled
+    node's launcher sends its final report (after the node agent install) here once, with its used token."""
     store, req = ctx.store, ctx.body
     assert isinstance(req, BootstrapReportRequest)
-    _, node = _token_node(store, req)
+    try:
+        _, node = _token_node(store, req)
+    except ApiError as e:
+        # after enrolling, the launcher's final report (node agent install) comes with the token it used, once
+        late = _post_enrollment_node(store, req) if e.code == E.ENROLLMENT_TOKEN_USED else None
+        if late is None:
+            raise
+        node = late
     at = f" at {req.report.failed_step}" if req.report.failed_step else ""
     reason = f"bootstrap {req.report.outcome.value}{at}"
     node = node.model_copy(update={"bootstrap": req.report, "status_reason": reason, "updated_at": store.clock.now()})

@@ -12,9 +12,9 @@ from typing import Self
 from aiohttp import web
 from pydantic import BaseModel
 
-from clients.platform.models import AuditEvent, Operation, Role
+from clients.platform.models import AuditEvent, NodeAgentPackage, Operation, Role
 
-from . import engine
+from . import agent_package, engine
 from .admin import add_routes, set_node_online
 from .clock import SimClock
 from .faults import FaultPlan
@@ -91,6 +91,11 @@ class PlatformSimulator:
         await site.start()
         port = self._runner.addresses[0][1]
         self.url = f"http://{self._host}:{port}"
+        agent = agent_package.build()
+        with self.store.lock:
+            self.store.agent_artifacts[agent.sha256] = agent.blob
+            url = f"{self.url}{agent_package.ROUTE}/{agent.sha256}.tar.gz"
+            self.store.agent_package = NodeAgentPackage(url=url, sha256=agent.sha256, version=agent.version)
 
     def stop(self) -> None:
         if self._thread is None or self._loop is None:
@@ -106,6 +111,17 @@ class PlatformSimulator:
         self.stop()
 
     # --- admin interface for tests -----------------------------------------------------------
+    def offer_agent_package(self, package: NodeAgentPackage | None) -> None:
+        """What the enrollment response offers from now on (None: no agent). At start: the simulator's
+        own LAB STAND-IN agent (`agent_package.py`); a test offers another sha256 for a digest mismatch."""
+        with self.store.lock:
+            self.store.agent_package = package
+
+    @property
+    def agent_package(self) -> NodeAgentPackage | None:
+        with self.store.lock:
+            return self.store.agent_package
+
     def create_tenant(self, name: str = "tenant") -> str:
         return self.store.create_tenant(name)
 

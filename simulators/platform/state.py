@@ -22,6 +22,7 @@ from clients.platform.models import (
     MaasSite,
     Member,
     Node,
+    NodeAgentPackage,
     Operation,
     Role,
     SiteProfile,
@@ -128,6 +129,8 @@ class Store:
         self.op_args: dict[str, dict[str, Any]] = {}  # what an operation will apply when it finishes
         self.routes: dict[str, UiRoute] = {}  # the UI gateway's routes (seed 000 §4)
         self.cpu_only_allocations = False  # seed 000 §6: whether this platform offers CPU-only allocations
+        self.agent_package: NodeAgentPackage | None = None  # offered in the enrollment response
+        self.agent_artifacts: dict[str, bytes] = {}  # sha256 -> a node agent package the simulator serves
         self._seq = 0
         self.hits: dict[str, int] = {}  # operationId -> successful calls (coverage for tests)
         self.calls: dict[str, int] = {}  # operationId -> every request that reached a handler
@@ -140,6 +143,8 @@ class Store:
         }
         state.setdefault("cpu_only_allocations", False)
         state.setdefault("routes", {})
+        state.setdefault("agent_package", None)
+        state.setdefault("agent_artifacts", {})
         self.__dict__.update(state)
 
     # --- identities ------------------------------------------------------------------------

@@ -20,6 +20,11 @@ POST_22 = {
         ("read", "GET", None), ("delete", "DELETE", None), ("update", "PUT", None),
         ("download", "GET", "download"), ("revert", "POST", "revert"), ("add_tag", "POST", "add_tag"),
         ("remove_tag", "POST", "remove_tag")}),
+    # src/maasserver/api/scriptresults.py; urls_api.py: r"^nodes/(?P<system_id>[^/]+)/results/$" and
+    # r"^nodes/(?P<system_id>[^/]+)/results/(?P<id>[^/]+)/$"
+    "NodeScriptResultsHandler": ("/MAAS/api/2.0/nodes/{system_id}/results/", ["system_id"], {("read", "GET", None)}),
+    "NodeScriptResultHandler": ("/MAAS/api/2.0/nodes/{system_id}/results/{id}/", ["system_id", "id"], {
+        ("read", "GET", None), ("delete", "DELETE", None), ("download", "GET", "download")}),
 }
 
 
@@ -89,5 +94,6 @@ def test_lifecycle_ops_are_all_described(maas_sim) -> None:
         ("InterfaceHandler", "link_subnet"), ("InterfaceHandler", "unlink_subnet"),
         ("BlockDevicesHandler", "read"), ("BlockDeviceHandler", "read"), ("BlockDeviceHandler", "set_boot_disk"),
         ("TagsHandler", "create"), ("TagHandler", "update_nodes"), ("TagHandler", "machines"),
-        ("NodeScriptsHandler", "create"), ("NodeScriptsHandler", "read"), ("VersionHandler", "read")}
+        ("NodeScriptsHandler", "create"), ("NodeScriptsHandler", "read"), ("VersionHandler", "read"),
+        ("NodeScriptResultsHandler", "read"), ("NodeScriptResultHandler", "read")}
     assert wanted <= ops, sorted(wanted - ops)

@@ -128,6 +128,30 @@ def test_commissioning_failing_twice_fails_with_maas_text_then_next_run_recommis
     _assert_no_duplicates_subset(w)
 
 
+def test_a_testing_failure_names_the_failing_script_and_maas_result_others_ready(
+    world_factory: Callable[..., World],
+) -> None:
+    """The commission requests the profile's testing scripts; an injected testing failure (twice: the
+    automatic re-commission fails too) ends that machine alone, naming the script and MAAS's result as
+    read from MAAS's script results (`nodes/{system_id}/results/current-testing/`)."""
+    w = world_factory()
+    w.maas.admin.set_machine_faults("local-gpu-2", MachineFaults(testing_failures=2))
+    specs = [_one(w, "local-gpu-1"), _one(w, "local-gpu-2")]
+    ctx = w.context(testing_scripts=["memtester", "smartctl-validate"])
+    results = {r.hostname: r for r in Scheduler(ctx).onboard(specs)}
+    good, bad = results["local-gpu-1"], results["local-gpu-2"]
+    assert good.outcome is MachineOutcome.READY, good.reason  # one failure never stops the others
+    assert bad.outcome is MachineOutcome.FAILED and bad.reason.startswith("MCH003"), bad.reason
+    assert "MAAS testing results: memtester: failed, exit 1" in bad.reason, bad.reason
+    assert "smartctl-validate" not in bad.reason.split("(MAAS event")[0], "only the failing script is named"
+    assert w.maas.admin.status(bad.system_id).label == "Failed testing"
+    assert any("memtester: failed, exit 1" in n and "re-commissioning once" in n for n in bad.notes), bad.notes
+    passed = w.client().script_results(good.system_id, "testing")
+    assert [(r.name, r.status_name, r.exit_status) for r in passed] == [
+        ("memtester", "Passed", 0), ("smartctl-validate", "Passed", 0)]
+    _assert_no_duplicates_subset(w)
+
+
 def test_erase_failure_without_fallback_stops_then_fix_the_disks_and_run_again(
     world_factory: Callable[..., World],
 ) -> None:

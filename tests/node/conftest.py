@@ -29,7 +29,7 @@ from clients.platform.models import sites as site_models
 from clients.s3 import ArtifactStore, S3Credentials, S3Location
 from providers.machines.cloud_init import LAUNCHER, render_user_data
 from providers.machines.runtime import bundle_presigner
-from providers.machines.spec import MachineSpec
+from providers.machines.spec import BundlePin, MachineSpec
 from providers.sites.bundle import BundleProfile, BundleSite, BundleSpec, Packages, digest, pack, render_bundle
 from simulators.s3 import FAKE_ACCESS_KEY_ID, FAKE_SECRET_ACCESS_KEY, MotoS3Server
 from tests.fixtures.platform_sim import RunningSim, platform_sim_factory  # noqa: F401
@@ -58,13 +58,17 @@ def bundle_spec(packages: bool = True, **profile: Any) -> BundleSpec:
     )
 
 
-def machine_spec(bundle_ref: str, bundle_digest: str, launcher_url: str) -> MachineSpec:
-    return MachineSpec.model_validate({
+def machine_spec(bundle_ref: str, bundle_digest: str, launcher_url: str,
+                 validation: BundlePin | None = None) -> MachineSpec:
+    spec = MachineSpec.model_validate({
         "hostname": HOSTNAME, "ipmi_address": "10.0.0.10", "pxe_mac": "aa:bb:cc:dd:ee:01", "sku": "h200",
         "site": "lab", "profile": "h200", "pxe_interface": "eno8303",
         "storage": {"layout_profile": "h200-boss-flat", "maas_layout": "flat", "boot_disk_hint": {}},
         "deploy": {"bundle_ref": bundle_ref, "bundle_digest": bundle_digest, "launcher_url": launcher_url},
     })
+    if validation is None:
+        return spec
+    return spec.model_copy(update={"deploy": spec.deploy.model_copy(update={"validation_bundle": validation})})
 
 
 @dataclass
@@ -128,23 +132,37 @@ class NodeWorld:
     launcher_url: str
     tmp: Path
 
-    def user_data(self, *, pinned_digest: str | None = None, url_ttl: int = 900) -> tuple[str, str, str, bytes]:
-        """What the lifecycle's deploy does: mint a token, presign the bundle, render the user_data.
-        Returns (node id, token, presigned URL, user_data)."""
+    def publish(self, name: str, **values: Any) -> BundlePin:
+        """Another bundle (template set h200, rendered with `values`) in the store: e.g. a profile's
+        post-deploy validation bundle."""
+        spec = bundle_spec(True).model_copy(update={"name": name, "values": values})
+        blob = pack(render_bundle(spec))
+        d = digest(blob)
+        obj = self.store.put(spec.key(d), blob, {"digest": d})
+        return BundlePin(ref=f"s3://{BUCKET}/{obj.key}", digest=d,
+                         url=f"{self.s3.endpoint_url}/{BUCKET}/{obj.key}?versionId={obj.version_id}")
+
+    def user_data(self, *, pinned_digest: str | None = None, url_ttl: int = 900,
+                  validation: BundlePin | None = None) -> tuple[str, str, str, bytes]:
+        """What the lifecycle's deploy does: mint a token, presign the bundle (and the validation bundle
+        `validation`, when given), render the user_data. Returns (node id, token, presigned URL, user_data)."""
         grant = self.admin.mint_enrollment_token(
             self.site_id,
             node_models.EnrollmentTokenRequest(profile_id=self.profile_id, hostname=HOSTNAME, system_id=SYSTEM_ID),
         )
-        spec = machine_spec(self.bundle_ref, pinned_digest or self.bundle_digest, self.launcher_url)
+        spec = machine_spec(self.bundle_ref, pinned_digest or self.bundle_digest, self.launcher_url, validation)
         url = bundle_presigner(self.store)(spec, url_ttl)
+        vurl = bundle_presigner(self.store)(spec, url_ttl, validation) if validation else ""
         token = grant.enrollment_token.get_secret_value()
         user_data = render_user_data(spec, platform_url=self.platform.url, node_id=grant.node_id, token=token,
-                                     system_id=SYSTEM_ID, bundle_url=url)
+                                     system_id=SYSTEM_ID, bundle_url=url, validation_url=vurl)
         return grant.node_id, token, url, user_data
 
-    def deploy(self, *, pinned_digest: str | None = None, url_ttl: int = 900) -> Node:
+    def deploy(self, *, pinned_digest: str | None = None, url_ttl: int = 900,
+               validation: BundlePin | None = None) -> Node:
         """A deploy onto a temporary root, booted as cloud-init would (not yet run)."""
-        node_id, token, url, user_data = self.user_data(pinned_digest=pinned_digest, url_ttl=url_ttl)
+        node_id, token, url, user_data = self.user_data(pinned_digest=pinned_digest, url_ttl=url_ttl,
+                                                        validation=validation)
         root = self.tmp / f"node-{node_id}"
         root.mkdir()
         node = Node(root=root, node_id=node_id, token=token, url=url, user_data=user_data)
@@ -157,10 +175,12 @@ class NodeWorld:
 
 @contextmanager
 def world_at(
-    tmp_path: Path, platform: RunningSim, host: str = "127.0.0.1", packages: bool = True, **bundle_profile: Any
+    tmp_path: Path, platform: RunningSim, host: str = "127.0.0.1", packages: bool = True,
+    extra_files: dict[str, bytes] | None = None, **bundle_profile: Any
 ) -> Iterator[NodeWorld]:
     """The artifact store (moto, private bucket) on `host` with the bundle published, and the platform's
-    site and profile. `host`: 127.0.0.1, or a lab network's gateway for nspawn nodes."""
+    site and profile. `host`: 127.0.0.1, or a lab network's gateway for nspawn nodes. `extra_files`: added
+    to the rendered bundle (e.g. a cloud-init part with a runcmd)."""
     admin = PlatformClient(platform.url, platform.creds.platform_admin)
     site = admin.create_site(site_models.MaasSiteCreate(
         name="lab", maas_url="http://127.0.0.1:9/MAAS", credential_ref=site_models.VaultCredentialRef(path="lab/maas")))
@@ -173,7 +193,7 @@ def world_at(
             S3Credentials(access_key_id=FAKE_ACCESS_KEY_ID, secret_access_key=FAKE_SECRET_ACCESS_KEY),
         )
         spec = bundle_spec(packages, **bundle_profile)
-        blob = pack(render_bundle(spec))
+        blob = pack({**render_bundle(spec), **(extra_files or {})})
         d = digest(blob)
         obj = store.put(spec.key(d), blob, {"digest": d})
         yield NodeWorld(

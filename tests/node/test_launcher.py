@@ -3,15 +3,22 @@ simulator (tests/node/conftest.py): success, each fault, a restart mid-run, and 
 
 from __future__ import annotations
 
+import contextlib
 import stat
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 from clients.platform.models import BootstrapOutcome, NodeStatus
+from tests.fixtures.platform_sim import platform_sim_factory  # noqa: F401
 
-from .conftest import DEVICES, Node, NodeWorld
+from .conftest import DEVICES, Node, NodeWorld, world_at
 
 STEPS = ["fetch", "packages", "cloud-init", "storage", "fabric", "hw-sync", "mounts",
          "validate-gpu-check", "validate-fabric-state"]
+AFTER_ENROLL = ["agent-install"]  # reported in the final report (the enrollment's report says "enrolled")
 
 
 def secret_files(node: Node) -> list[Path]:
@@ -46,12 +53,20 @@ def test_a_node_fetches_verifies_runs_every_step_once_and_enrolls(node_world: No
     proc = node.run()
     assert proc.returncode == 0, proc.stderr[-2000:]
     steps = node.steps()
-    assert list(steps) == sorted([*STEPS, "enroll"]) and all(s["ok"] for s in steps.values())
+    assert list(steps) == sorted([*STEPS, "enroll", *AFTER_ENROLL, "report"]) and all(s["ok"] for s in steps.values())
     assert not (node.root / "etc/gpuaas/enrollment.json").exists(), "the token file is gone"
     record = node_world.node_record(node.node_id)
     assert record.bootstrap is not None and record.bootstrap.outcome is BootstrapOutcome.SUCCEEDED
     assert record.bootstrap.bundle_digest == node_world.bundle_digest  # the digest the deploy pinned
-    assert [s.step for s in record.bootstrap.steps] == STEPS, "reported in the order they ran"
+    assert [s.step for s in record.bootstrap.steps] == [*STEPS, *AFTER_ENROLL], "reported in the order they ran"
+    # the node agent the enrollment answer named: verified, installed, its unit enabled and started
+    agent = node_world.platform.agent_package
+    assert agent is not None and agent.sha256 in steps["agent-install"]["output_tail"]
+    assert (node.root / "usr/local/sbin/gpuaas-node-agent").read_text().count("LAB STAND-IN") == 1
+    assert (node.root / "etc/systemd/system/gpuaas-node-agent.service").exists()
+    assert "systemctl enable --now gpuaas-node-agent.service" in node.calls()
+    answer = node.root / "var/lib/gpuaas/enrollment-answer.json"
+    assert stat.S_IMODE(answer.stat().st_mode) == 0o600
     assert node_world.admin.wait_for_node(node.node_id, timeout_s=10).status is NodeStatus.ACTIVE
     assert node_world.platform.enroll_caller(node.node_id) == "127.0.0.1"  # the launcher's own request
     # the storage personality: one labelled filesystem and one enabled mount unit per data device
@@ -144,3 +159,109 @@ def test_a_node_restarted_mid_launcher_resumes_without_repeating_a_step(node_wor
     assert sum(c.startswith("mkfs.ext4") for c in calls) == len(DEVICES), "each disk formatted once"
     assert node_world.admin.wait_for_node(node.node_id, timeout_s=10).status is NodeStatus.ACTIVE
     assert_private(node)
+
+
+def test_a_node_agent_package_whose_digest_differs_is_refused_and_reported(node_world: NodeWorld) -> None:
+    """The enrollment answer names an agent package whose bytes do not match its sha256: step
+    agent-install fails naming both digests and what to do, nothing is installed, the final report says so."""
+    offered = node_world.platform.agent_package
+    assert offered is not None
+    node_world.platform.offer_agent_package(offered.model_copy(update={"sha256": "0" * 64}))
+    node = node_world.deploy()
+    proc = node.run()
+    assert proc.returncode == 1
+    assert "step agent-install FAILED" in proc.stderr
+    assert f"its sha256 is {offered.sha256}, the platform's enrollment answer names {'0' * 64}" in proc.stderr
+    assert "what to do: the node agent package the platform names" in proc.stderr
+    assert not (node.root / "usr/local/sbin/gpuaas-node-agent").exists(), "nothing installed"
+    assert not any("gpuaas-node-agent" in c for c in node.calls())
+    record = node_world.node_record(node.node_id)
+    assert record.bootstrap is not None and record.bootstrap.outcome is BootstrapOutcome.FAILED
+    assert record.bootstrap.failed_step == "agent-install"
+    assert "refused" in record.bootstrap.steps[-1].output_tail
+    assert not (node.root / "etc/gpuaas/enrollment.json").exists(), "the used token's one final report is sent"
+    assert_private(node)
+    assert_no_secret_in_output(node)
+
+
+def test_a_separate_validation_bundle_runs_its_own_validation_scripts(node_world: NodeWorld) -> None:
+    """The profile's post-deploy validation bundle (expects 6 GPUs, the site bundle 8): fetched through
+    its own presigned URL, verified, and its validation scripts run (6 GPUs shown: the site bundle's
+    check would fail); the node enrolls."""
+    pin = node_world.publish("lab-h200-validate", expected_gpus=6)
+    node = node_world.deploy(validation=pin)
+    proc = node.run(GPUAAS_LAB_GPUS="6")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    steps = node.steps()
+    assert steps["fetch-validation"]["ok"] and pin.digest in steps["fetch-validation"]["output_tail"]
+    assert f"validation bundle {pin.ref} sha256 {pin.digest}" in proc.stderr
+    assert (node.root / f"opt/gpuaas/bundle/{pin.digest}/validation/10-gpu-check.sh").exists()
+    record = node_world.node_record(node.node_id)
+    assert record.bootstrap is not None and record.bootstrap.outcome is BootstrapOutcome.SUCCEEDED
+    ran = [s.step for s in record.bootstrap.steps]
+    assert ran.index("mounts") < ran.index("fetch-validation") < ran.index("validate-gpu-check")
+    assert_no_secret_in_output(node)
+
+
+def test_a_failing_script_of_the_validation_bundle_stops_the_node(node_world: NodeWorld) -> None:
+    pin = node_world.publish("lab-h200-validate", expected_gpus=9)
+    node = node_world.deploy(validation=pin)
+    proc = node.run()  # 8 GPUs: the site bundle's check would pass, the validation bundle's does not
+    assert proc.returncode == 1
+    assert "step validate-gpu-check FAILED: expected 9 GPUs, found 8" in proc.stderr
+    assert "enroll" not in node.steps()
+
+
+def test_a_validation_bundle_whose_digest_differs_is_refused(node_world: NodeWorld) -> None:
+    pin = node_world.publish("lab-h200-validate", expected_gpus=8)
+    bad = node_world.deploy(validation=pin.model_copy(update={"digest": "0" * 64}))
+    proc = bad.run()
+    assert proc.returncode == 1 and "step fetch-validation FAILED" in proc.stderr
+    assert f"its sha256 is {pin.digest}, the user_data pins {'0' * 64}" in proc.stderr
+    assert "validate-gpu-check" not in bad.steps() and "enroll" not in bad.steps()
+    assert_no_secret_in_output(bad)
+
+
+RUNCMD_PART = "cloud-init/40-lab-runcmd.yaml"
+
+
+@pytest.fixture
+def runcmd_world(tmp_path: Path, platform_sim_factory: Any) -> Iterator[Callable[[str], NodeWorld]]:  # noqa: F811
+    """A world whose bundle carries one more cloud-init part with the given runcmd (YAML list)."""
+    with contextlib.ExitStack() as stack:
+
+        def make(runcmd: str) -> NodeWorld:
+            part = f"#cloud-config\nruncmd:\n{runcmd}".encode()
+            return stack.enter_context(world_at(tmp_path, platform_sim_factory(), extra_files={RUNCMD_PART: part}))
+
+        yield make
+
+
+def test_a_cloud_init_parts_runcmd_runs_once_and_the_deploys_runcmd_stays(runcmd_world: Any) -> None:
+    world = runcmd_world('  - [sh, -c, \'echo "runcmd ran $((1 + 1))" >> "$GPUAAS_ROOT/etc/gpuaas/runcmd.out"\']\n'
+                         "  - echo second command\n")
+    node = world.deploy()
+    scripts = node.root / "var/lib/cloud/instance/scripts"
+    scripts.mkdir(parents=True)
+    (scripts / "runcmd").write_text("#!/bin/sh\nexec the-deploys-launcher\n")  # what cloud-init wrote at boot
+    proc = node.run()
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert (node.root / "etc/gpuaas/runcmd.out").read_text() == "runcmd ran 2\n", "ran once, by a shell"
+    tail = node.steps()["cloud-init"]["output_tail"]
+    assert "second command" in tail and "ran runcmd of 40-lab-runcmd.yaml" in tail
+    assert (scripts / "runcmd").read_text() == "#!/bin/sh\nexec the-deploys-launcher\n", "the deploy's runcmd is back"
+    assert "cloud-init --file" in "\n".join(node.calls()) and any(
+        c.endswith("single --name runcmd --frequency always") for c in node.calls())
+
+
+def test_a_failing_runcmd_fails_the_cloud_init_step_with_its_tail(runcmd_world: Any) -> None:
+    world = runcmd_world("  - [sh, -c, 'echo disk quota broken >&2; exit 3']\n")
+    node = world.deploy()
+    proc = node.run()
+    assert proc.returncode == 1
+    assert "step cloud-init FAILED" in proc.stderr
+    tail = node.steps()["cloud-init"]["output_tail"]
+    assert "disk quota broken" in tail and "runcmd of 40-lab-runcmd.yaml failed (exit 3)" in tail
+    assert "storage" not in node.steps() and "enroll" not in node.steps()
+    record = world.node_record(node.node_id)
+    assert record.bootstrap is not None and record.bootstrap.failed_step == "cloud-init"

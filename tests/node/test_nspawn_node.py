@@ -8,8 +8,10 @@ nodes at all (not root, packages missing); in CI that is a failure."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import stat
+import subprocess
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -32,7 +34,8 @@ from tests.fixtures.platform_sim import platform_sim_factory  # noqa: F401
 from .conftest import HOSTNAME, NodeWorld, world_at
 from .test_lifecycle_nodes import HOSTS, NodeRunner, context_for, specs_for_world
 
-# What a lab node can run: no packages (no mirror), no data disks yet, no MAAS hw-sync timer.
+# What a lab node can run: no packages (no mirror), no MAAS hw-sync timer; data disks only when the
+# test boots the node with them (`data_disks`, loop devices).
 LAB_BUNDLE: dict[str, Any] = {"packages": False, "storage_layout_profile": "flat", "data_devices": (),
                               "require_hw_sync": False}
 
@@ -42,10 +45,10 @@ def lab_world(tmp_path: Path, platform_sim_factory: Any) -> Callable[..., Any]: 
     require_lab("nspawn nodes")
 
     @contextmanager
-    def make(hostnames: list[str]) -> Iterator[tuple[NodeLab, NodeWorld]]:
+    def make(hostnames: list[str], **bundle: Any) -> Iterator[tuple[NodeLab, NodeWorld]]:
         with NodeLab(hostnames) as nodes:
             platform = platform_sim_factory(host=nodes.gateway)
-            with world_at(tmp_path, platform, host=nodes.gateway, **LAB_BUNDLE) as world:
+            with world_at(tmp_path, platform, host=nodes.gateway, **{**LAB_BUNDLE, **bundle}) as world:
                 yield nodes, world
 
     return make
@@ -55,8 +58,12 @@ def _steps(root: Path) -> dict[str, Any]:
     return {p.stem: json.loads(p.read_text()) for p in (root / "var/lib/gpuaas/steps").glob("*.json")}
 
 
+RUNCMD_PART = {"cloud-init/40-lab-runcmd.yaml": (
+    b"#cloud-config\nruncmd:\n  - [sh, -c, 'echo runcmd ran on $(hostname) >> /etc/gpuaas/runcmd.out']\n")}
+
+
 def test_cloud_init_runs_the_deploy_user_data_and_the_node_enrolls_itself(lab_world: Callable[..., Any]) -> None:
-    with lab_world([HOSTNAME]) as (nodes, world):
+    with lab_world([HOSTNAME], extra_files=RUNCMD_PART) as (nodes, world):
         node_id, token, url, user_data = world.user_data()
         node = nodes.boot(HOSTNAME, user_data)
         nodes.wait_cloud_init(HOSTNAME)
@@ -71,6 +78,12 @@ def test_cloud_init_runs_the_deploy_user_data_and_the_node_enrolls_itself(lab_wo
         assert record.bootstrap is not None and record.bootstrap.bundle_digest == world.bundle_digest
         assert [s.step for s in record.bootstrap.steps][:3] == ["fetch", "packages", "cloud-init"]
         assert not (node.root / "etc/gpuaas/enrollment.json").exists(), "the token file is gone"
+        # the node agent the enrollment answer named: installed, its unit enabled and running on the node
+        assert [s.step for s in record.bootstrap.steps][-1] == "agent-install"
+        for query in ("is-enabled", "is-active"):
+            r = nodes.exec(HOSTNAME, ["systemctl", query, "gpuaas-node-agent.service"])
+            assert r.stdout.strip() in ("enabled", "active"), (query, r.stdout, r.stderr)
+        assert "version=0.0.1-lab" in (node.root / "var/lib/gpuaas-node-agent/running").read_text()
         # files holding user_data (the seed, cloud-init's copy) or the bundle URL are root-only
         instance = f"var/lib/cloud/instances/{node.instance_id}"
         for rel in ("var/lib/cloud/seed/nocloud/user-data", "etc/gpuaas/bundle.json",
@@ -96,6 +109,10 @@ def test_cloud_init_runs_the_deploy_user_data_and_the_node_enrolls_itself(lab_wo
         assert "GPUAAS_FABRIC_MODE=roce" in (node.root / "etc/gpuaas/fabric.env").read_text()
         # the bundle's cloud-init part, applied by the node's own cloud-init
         assert "GPUAAS_HW_SYNC_INTERVAL=" in (node.root / "etc/gpuaas/hw-sync.env").read_text()
+        # a part's runcmd: written by the node's cloud-init, run once; the deploy's own runcmd script is kept
+        assert (node.root / "etc/gpuaas/runcmd.out").read_text() == f"runcmd ran on {HOSTNAME}\n"
+        kept = (node.root / instance / "scripts/runcmd").read_text()
+        assert "gpuaas-bundle-launcher" in kept and "runcmd.out" not in kept
 
 
 def test_the_lifecycle_on_real_nodes_one_validation_failure(lab_world: Callable[..., Any]) -> None:
@@ -141,7 +158,7 @@ def test_a_real_node_restarted_mid_launcher_resumes_through_its_unit(lab_world: 
         before = _steps(node.root)
         assert "mounts" in before and "validate-gpu-check" not in before and "enroll" not in before
         nodes.restart(HOSTNAME)
-        done = node.root / "var/lib/gpuaas/steps/enroll.json"
+        done = node.root / "var/lib/gpuaas/steps/report.json"  # the last step: the final report
         deadline = time.monotonic() + 120
         while not done.exists():
             assert time.monotonic() < deadline, (node.root / "var/log/gpuaas-launcher.log").read_text()[-3000:]
@@ -154,3 +171,71 @@ def test_a_real_node_restarted_mid_launcher_resumes_through_its_unit(lab_world: 
         assert all(f"step {step}: recorded ok earlier, skipped" in log for step in before)
         assert world.admin.wait_for_node(node_id, timeout_s=20).status is NodeStatus.ACTIVE
         assert not (node.root / "etc/gpuaas/enrollment.json").exists()
+
+
+DATA_DISKS = ("nvme1n1", "nvme2n1")
+
+
+def test_a_real_node_formats_and_mounts_its_data_disks_by_label(lab_world: Callable[..., Any]) -> None:
+    """The storage step on real (loop-device) data disks named as the layout's data_devices: /share0 and
+    /share1 are ext4 filesystems mounted by label through systemd mount units; a rerun of the step keeps
+    the data (label exists); after a restart the units mount them again. Loop devices detached at the end."""
+    loops: dict[str, str] = {}
+    with lab_world([HOSTNAME], storage_layout_profile="h200-boss-flat", data_devices=DATA_DISKS) as (nodes, world):
+        node_id, _token, _url, user_data = world.user_data()
+        node = nodes.boot(HOSTNAME, user_data, data_disks=DATA_DISKS)
+        loops = dict(node.data_disks)
+        assert set(loops) == set(DATA_DISKS) and all(d.startswith("/dev/loop") for d in loops.values())
+        nodes.wait_cloud_init(HOSTNAME)
+        steps = _steps(node.root)
+        assert steps["storage"]["ok"], steps["storage"]["output_tail"]
+        assert "enroll" in steps, (node.root / "var/log/gpuaas-launcher.log").read_text()[-3000:]
+
+        def mounts() -> dict[str, tuple[str, str]]:
+            out = {}
+            for share in ("/share0", "/share1"):
+                r = nodes.exec(HOSTNAME, ["findmnt", "-n", "-o", "FSTYPE,LABEL", share])
+                fstype, _, label = r.stdout.strip().partition(" ")
+                out[share] = (fstype, label.strip())
+            return out
+
+        assert mounts() == {"/share0": ("ext4", "share0"), "/share1": ("ext4", "share1")}
+        for i in (0, 1):
+            state = nodes.exec(HOSTNAME, ["systemctl", "is-enabled", f"share{i}.mount"]).stdout.strip()
+            assert state == "enabled", state
+        # a rerun of the storage step: the labels exist, nothing is reformatted, the data stays
+        assert nodes.exec(HOSTNAME, ["sh", "-c", "echo kept > /share0/marker"]).returncode == 0
+        script = f"/opt/gpuaas/bundle/{world.bundle_digest}/steps/30-storage.sh"
+        rerun = nodes.exec(HOSTNAME, ["bash", script])
+        assert rerun.returncode == 0, rerun.stdout + rerun.stderr
+        assert "share0 exists: kept" in rerun.stdout and "formatted" not in rerun.stdout, rerun.stdout
+        # persisted: after a restart the mount units mount the same filesystems (the launcher is done)
+        nodes.restart(HOSTNAME)
+        deadline = time.monotonic() + 90
+        while True:
+            with contextlib.suppress(RuntimeError):
+                if mounts() == {"/share0": ("ext4", "share0"), "/share1": ("ext4", "share1")}:
+                    break
+            assert time.monotonic() < deadline, node.console.read_text(errors="replace")[-2000:]
+            time.sleep(0.5)  # poll interval for the node's boot
+        assert nodes.exec(HOSTNAME, ["cat", "/share0/marker"]).stdout.strip() == "kept"
+        assert world.admin.wait_for_node(node_id, timeout_s=20).status is NodeStatus.ACTIVE
+    attached = subprocess.run(["losetup", "--list", "--noheadings", "--output", "NAME"], capture_output=True,
+                              text=True, check=True).stdout.split()
+    assert not set(loops.values()) & set(attached), f"loop devices left attached: {loops}"
+
+
+def test_a_real_node_runs_the_separate_validation_bundles_scripts(lab_world: Callable[..., Any]) -> None:
+    """The profile's post-deploy validation bundle (expects 6 GPUs; the site bundle expects 8): the node
+    fetches it through its own presigned URL, verifies it and runs its validation; 6 GPUs shown, enrolled."""
+    with lab_world([HOSTNAME]) as (nodes, world):
+        pin = world.publish("lab-h200-validate", expected_gpus=6)
+        node_id, _token, _url, user_data = world.user_data(validation=pin)
+        node = nodes.boot(HOSTNAME, user_data, {"gpus": "6"})
+        nodes.wait_cloud_init(HOSTNAME)
+        steps = _steps(node.root)
+        failed = {k: s["output_tail"][-800:] for k, s in steps.items() if not s["ok"]}
+        assert not failed, failed
+        assert pin.digest in steps["fetch-validation"]["output_tail"] and "validate-gpu-check" in steps
+        assert (node.root / f"opt/gpuaas/bundle/{pin.digest}/validation").is_dir()
+        assert world.admin.wait_for_node(node_id, timeout_s=20).status is NodeStatus.ACTIVE

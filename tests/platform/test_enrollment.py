@@ -4,6 +4,7 @@ through the MAAS simulator, which enrolls a deployed machine the way cloud-init 
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import time
 from collections.abc import Callable
@@ -187,3 +188,27 @@ def test_maas_deploy_with_token_enrolls_the_node_end_to_end(
     third.deploy(user_data=_user_data(g3), wait=True, wait_interval=0.01)
     assert "enrollment_token_expired" in _wait_enroll_event(maas_sim, third.hostname)
     assert admin.get_node(g3.node_id).status is m.NodeStatus.BOOTSTRAP_ISSUED
+
+
+def test_the_answer_names_the_agent_package_and_the_used_token_sends_one_final_report(
+    platform_sim: RunningSim, admin: PlatformClient, grant
+) -> None:
+    _, _, g = grant
+    report = {"bundle_digest": "a" * 64, "outcome": "enrolled", "steps": [], "runner": "launcher"}
+    first = enroll(platform_sim, g, report=report)  # type: ignore[arg-type]
+    assert first.status_code == 200, first.text
+    agent = m.NodeAgentPackage.model_validate(first.json()["agent_package"])
+    assert agent == platform_sim.agent_package
+    blob = HTTP.get(agent.url).content  # unauthenticated: the package holds no secret
+    assert hashlib.sha256(blob).hexdigest() == agent.sha256
+    body = {"node_id": g.node_id, "enrollment_token": g.enrollment_token.get_secret_value(), "hostname": "gpu-01",
+            "system_id": "abc123"}
+    final = {**report, "outcome": "failed", "failed_step": "agent-install",
+             "steps": [{"step": "agent-install", "ok": False, "duration_s": 0.1, "output_tail": "refused"}]}
+    url = f"{platform_sim.url}/api/v1/node-bootstrap/report"
+    assert HTTP.post(url, json={**body, "report": final}).status_code == 200
+    node = admin.get_node(g.node_id)
+    assert node.bootstrap is not None and node.bootstrap.failed_step == "agent-install"
+    # once: the final report is in, the used token is refused again
+    assert_denied(HTTP.post(url, json={**body, "report": final}), 409, "enrollment_token_used",
+                  g.enrollment_token.get_secret_value())

@@ -73,6 +73,8 @@ def test_create_registers_site_profile_and_scripts(world: dict[str, Any]) -> Non
     assert outs["effective_policy"]["hardware_sync_interval"] == "900s"
     assert "gpuaas-lab-h200-inventory" in outs["commissioning_scripts"]
     assert {"gpuaas-lab-h200-gpu-check", "gpuaas-lab-h200-fabric-check"} <= set(outs["testing_scripts"])
+    # what a commission asks MAAS to test: the commissioning bundle's testing scripts, not the validation ones
+    assert outs["commissioning_testing_scripts"] == ["gpuaas-lab-h200-fabric-check"]
     maas = MaasSiteClient(world["maas"].url, world["maas"].api_key, tls_verify=False)
     present = maas.scripts()
     for name, sha in outs["scripts"].items():

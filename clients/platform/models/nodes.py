@@ -70,6 +70,9 @@ class EnrollmentTokenGrant(ResponseModel):
 class BootstrapOutcome(StrEnum):
     SUCCEEDED = "succeeded"
     FAILED = "failed"
+    ENROLLED = "enrolled"
+    """Sent with the enrollment: the launcher's post-enrollment steps (node agent install) still run; its
+    final report (succeeded or failed) follows on /api/v1/node-bootstrap/report with the same token."""
 
 
 class BootstrapRunner(StrEnum):
@@ -125,10 +128,25 @@ class BootstrapReportAck(ResponseModel):
     status: NodeStatus
 
 
+class NodeAgentPackage(ResponseModel):
+    """The node agent the enrolled node installs: a gzipped tar of files under the node's root plus
+    `gpuaas-agent.json` (`{name, version, unit}`); the launcher refuses it unless its sha256 matches."""
+
+    url: str = Field(
+        min_length=1, max_length=4096,
+        description="Where the node downloads the package (may be a short-lived signed URL: never logged).",
+    )
+    sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
+    version: str = Field(min_length=1, max_length=64)
+
+
 class EnrollmentResult(ResponseModel):
     node_id: str = Field(pattern=ID_PATTERN)
     status: NodeStatus
     enrolled_at: datetime
+    agent_package: NodeAgentPackage | None = Field(
+        default=None, description="The node agent package to install (none: the platform offers no agent)."
+    )
 
 
 class Node(ResponseModel):

@@ -9,10 +9,17 @@
 #                unless its sha256 is the digest pinned there; unpacked to /opt/gpuaas/bundle/<digest>
 #   <bundle>     the bundle's steps/NN-<name>.sh in name order (packages, cloud-init parts, storage,
 #                fabric, hardware sync, mounts), then each validation/NN-<name>.sh as validate-<name>
+#   fetch-validation  when bundle.json names a "validation" bundle (the profile's post-deploy validation
+#                bundle): fetched and verified as above; ITS validation scripts run instead
 #   enroll       POST <platform>/api/v1/node-bootstrap/enroll with the single-use token and the report
-#                (bundle digest + every step's result); then the token file is deleted
+#                (bundle digest + every step's result, outcome "enrolled"); the answer names the node
+#                agent package {url, sha256, version}
+#   agent-install  download that package, refused unless its sha256 is the one the platform named;
+#                install its files under / and enable and start its unit
+#   report       POST the final report (outcome "succeeded") to <platform>/api/v1/node-bootstrap/report
+#                with the (now used) token, accepted once; then the token file is deleted
 # A failed step stops the launcher (exit 1): it reports the results so far to
-# <platform>/api/v1/node-bootstrap/report (the token stays unused) and never enrolls.
+# <platform>/api/v1/node-bootstrap/report and (before enroll) never enrolls.
 # GPUAAS_ROOT prefixes every node path (tests run the launcher against a temporary root).
 set -uo pipefail
 umask 077
@@ -61,8 +68,10 @@ export GPUAAS_STEPS="$STEPS"
 # What to do next, per step, when it fails (the output tail says what the tool said).
 hint() {
   case "$1" in
-    fetch) echo "run \`pulumi up\` again: the lifecycle redeploys this machine with a freshly presigned bundle URL (see the output above: an expired URL, a digest mismatch or an unreachable store)" ;;
+    fetch|fetch-validation) echo "run \`pulumi up\` again: the lifecycle redeploys this machine with a freshly presigned bundle URL (see the output above: an expired URL, a digest mismatch or an unreachable store)" ;;
     enroll) echo "run \`pulumi up\` again: the lifecycle redeploys this machine with a fresh enrollment token" ;;
+    agent-install) echo "the node agent package the platform names could not be fetched or does not match its sha256 (see above): fix the package the platform publishes (or its digest), then run \`pulumi up\` again (it redeploys this machine)" ;;
+    report) echo "the platform did not take the final report (see above): check the platform, then run \`pulumi up\` again (it redeploys this machine)" ;;
     validate-*) echo "fix the node (hardware, driver) or the validation script in the bundle, then run \`pulumi up\` again" ;;
     *) echo "fix the bundle step (a new bundle digest redeploys the machine) or the node, then run \`pulumi up\` again" ;;
   esac
@@ -75,7 +84,7 @@ outcome, failed = sys.argv[1], sys.argv[2] or None
 steps = []
 for path in sorted(glob.glob(os.path.join(os.environ["GPUAAS_STEPS"], "*.json")), key=os.path.getmtime):
     d = json.load(open(path))
-    if d["step"] == "enroll":
+    if d["step"] in ("enroll", "report"):
         continue
     steps.append({k: d[k] for k in ("step", "ok", "duration_s", "output_tail")})
 print(json.dumps({"bundle_digest": os.environ["GPUAAS_DIGEST"], "outcome": outcome, "failed_step": failed,
@@ -83,16 +92,23 @@ print(json.dumps({"bundle_digest": os.environ["GPUAAS_DIGEST"], "outcome": outco
 PY
 }
 
-post() {  # post <route> <report json>: prints "<http status> <platform error code> <message>"
+post() {  # post <route> <report json> [<file>]: prints "<http status> <platform error code> <message>";
+          # the answer's body goes to <file> (0600) when given
   python3 - "$ENROLL_JSON" "$@" <<'PY'
-import json, sys, urllib.error, urllib.request
+import json, os, sys, urllib.error, urllib.request
 enrollment, route, report = json.load(open(sys.argv[1])), sys.argv[2], json.loads(sys.argv[3])
+answer = sys.argv[4] if len(sys.argv) > 4 else None
 body = {k: enrollment[k] for k in ("node_id", "enrollment_token", "hostname", "system_id")}
 body["report"] = report
 req = urllib.request.Request(enrollment["platform_url"].rstrip("/") + route, data=json.dumps(body).encode(),
                              headers={"Content-Type": "application/json"}, method="POST")
 try:
     with urllib.request.urlopen(req, timeout=30) as r:
+        body = r.read()
+        if answer:
+            fd = os.open(answer, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            with os.fdopen(fd, "wb") as f:
+                f.write(body)
         print(r.status, "-", "accepted")
 except urllib.error.HTTPError as e:
     try:
@@ -114,7 +130,12 @@ stop() {  # stop <failed step>: report what ran, name the step and what to do, n
   if [ -f "$ENROLL_JSON" ]; then
     log "reported to the platform: $(post /api/v1/node-bootstrap/report "$(report_json failed "$step")")"
   fi
-  log "stopped at step $step; the node did not enroll"
+  if step_ok enroll; then
+    rm -f "$ENROLL_JSON"  # used: its one final report is sent
+    log "stopped at step $step after enrolling"
+  else
+    log "stopped at step $step; the node did not enroll"
+  fi
   exit 1
 }
 
@@ -136,10 +157,13 @@ run_step() {  # run_step <step> <command...>
   log "step $step: ok"
 }
 
-fetch() {  # download through the presigned URL, verify the pinned digest, unpack
-  python3 - "$BUNDLE_JSON" "$WORK/bundle.tar.gz" <<'PY' || return 1
+fetch() {  # fetch [<bundle.json member>]: download through the presigned URL, verify the pinned digest, unpack
+  local member=${1:-} digest=$GPUAAS_DIGEST dir=$BUNDLE_DIR
+  if [ -n "$member" ]; then digest=$VALIDATION_DIGEST dir=$VALIDATION_DIR; fi
+  python3 - "$BUNDLE_JSON" "$WORK/bundle.tar.gz" "$member" <<'PY' || return 1
 import json, sys, urllib.error, urllib.request
 bundle, dest = json.load(open(sys.argv[1])), sys.argv[2]
+bundle = bundle[sys.argv[3]] if sys.argv[3] else bundle
 url = bundle.get("url") or ""
 if not url:
     sys.exit("no presigned bundle URL in bundle.json: the deploy had no artifact store to presign with")
@@ -157,25 +181,75 @@ print(f"downloaded {bundle.get('ref', '?')}")
 PY
   local got
   got=$(sha256sum "$WORK/bundle.tar.gz" | cut -d' ' -f1)
-  if [ "$got" != "$GPUAAS_DIGEST" ]; then
-    echo "bundle refused: its sha256 is $got, the user_data pins $GPUAAS_DIGEST"
+  if [ "$got" != "$digest" ]; then
+    echo "bundle refused: its sha256 is $got, the user_data pins $digest"
     rm -f "$WORK/bundle.tar.gz"
     return 1
   fi
-  rm -rf "$BUNDLE_DIR.tmp" && mkdir -p "$BUNDLE_DIR.tmp" &&
-    tar -xzf "$WORK/bundle.tar.gz" -C "$BUNDLE_DIR.tmp" --no-same-owner &&
-    rm -rf "$BUNDLE_DIR" && mv "$BUNDLE_DIR.tmp" "$BUNDLE_DIR" || return 1
+  rm -rf "$dir.tmp" && mkdir -p "$dir.tmp" &&
+    tar -xzf "$WORK/bundle.tar.gz" -C "$dir.tmp" --no-same-owner &&
+    rm -rf "$dir" && mv "$dir.tmp" "$dir" || return 1
   rm -f "$WORK/bundle.tar.gz"
-  echo "bundle $GPUAAS_DIGEST verified and unpacked to $BUNDLE_DIR"
+  echo "bundle $digest verified and unpacked to $dir"
 }
 
-enroll() {
+enroll() {  # the answer (with the node agent package) is kept for agent-install, 0600
   local answer
-  answer=$(post /api/v1/node-bootstrap/enroll "$(report_json succeeded "")")
+  answer=$(post /api/v1/node-bootstrap/enroll "$(report_json enrolled "")" "$STATE/enrollment-answer.json")
   echo "platform: $answer"
   case "$answer" in
-    200\ *) rm -f "$ENROLL_JSON"; echo "enrolled; token file removed" ;;
+    200\ *) echo "enrolled" ;;
     *) echo "enrollment refused; the token is single-use and short-lived"; return 1 ;;
+  esac
+}
+
+agent_install() {  # the node agent package the enrollment answer names: download, verify, install, enable
+  local rc unit pkgdir="$WORK/agent"
+  python3 - "$STATE/enrollment-answer.json" "$WORK/agent.tar.gz" <<'PY'
+import hashlib, json, sys, urllib.error, urllib.request
+answer, dest = json.load(open(sys.argv[1])), sys.argv[2]
+pkg = answer.get("agent_package")
+if not pkg:
+    print("the platform's enrollment answer names no node agent package: nothing to install")
+    sys.exit(3)
+try:  # the URL may be signed: never printed
+    with urllib.request.urlopen(pkg["url"], timeout=60) as r:
+        blob = r.read()
+except urllib.error.HTTPError as e:
+    sys.exit(f"node agent package {pkg.get('version', '?')}: download refused: HTTP {e.code} {e.reason}")
+except OSError as e:
+    sys.exit(f"node agent package {pkg.get('version', '?')}: source unreachable: {type(e).__name__}")
+got = hashlib.sha256(blob).hexdigest()
+if got != pkg["sha256"]:
+    sys.exit(f"node agent package {pkg.get('version', '?')} refused: its sha256 is {got}, "
+             f"the platform's enrollment answer names {pkg['sha256']}")
+open(dest, "wb").write(blob)
+print(f"node agent package {pkg.get('version', '?')} downloaded, sha256 {got} verified")
+PY
+  rc=$?
+  [ "$rc" -eq 3 ] && return 0
+  [ "$rc" -eq 0 ] || return 1
+  rm -rf "$pkgdir" && mkdir -p "$pkgdir" && tar -xzf "$WORK/agent.tar.gz" -C "$pkgdir" --no-same-owner || return 1
+  rm -f "$WORK/agent.tar.gz"
+  unit=$(json_get "$pkgdir/gpuaas-agent.json" unit 2>/dev/null)
+  case "$unit" in
+    *.service) [[ "$unit" =~ ^[A-Za-z0-9_.@-]+$ ]] || { echo "package unit name '$unit' is not a unit name"; return 1; } ;;
+    *) echo "package has no gpuaas-agent.json naming its .service unit (got '$unit')"; return 1 ;;
+  esac
+  [ -d "$pkgdir/root" ] || { echo "package has no root/ tree to install"; return 1; }
+  cp -a --no-preserve=ownership "$pkgdir/root/." "$R/" || return 1
+  systemctl daemon-reload && systemctl enable --now "$unit" || { echo "unit $unit did not start"; return 1; }
+  echo "installed node agent $(json_get "$pkgdir/gpuaas-agent.json" version); $unit enabled and started"
+  rm -rf "$pkgdir"
+}
+
+final_report() {
+  local answer
+  answer=$(post /api/v1/node-bootstrap/report "$(report_json succeeded "")")
+  echo "platform: $answer"
+  case "$answer" in
+    200\ *) rm -f "$ENROLL_JSON"; echo "final report accepted; token file removed" ;;
+    *) echo "final report refused"; return 1 ;;
   esac
 }
 
@@ -185,7 +259,12 @@ main() {
   export GPUAAS_DIGEST
   BUNDLE_DIR="$BUNDLES/$GPUAAS_DIGEST"
   export BUNDLE_DIR
-  if step_ok enroll; then
+  # the profile's post-deploy validation bundle, when the deploy names one: its validation scripts run
+  VALIDATION_DIGEST=$(python3 -c 'import json,sys; print((json.load(open(sys.argv[1])).get("validation") or {}).get("sha256", ""))' "$BUNDLE_JSON")
+  VALIDATION_DIR="$BUNDLE_DIR"
+  [ -n "$VALIDATION_DIGEST" ] && VALIDATION_DIR="$BUNDLES/$VALIDATION_DIGEST"
+  export VALIDATION_DIGEST VALIDATION_DIR
+  if step_ok report; then
     log "enrolled earlier with bundle $GPUAAS_DIGEST: nothing to do"
     exit 0
   fi
@@ -198,13 +277,19 @@ main() {
     name=$(basename "$s" .sh)
     run_step "${name#[0-9][0-9]-}" bash "$s"
   done
-  for s in "$BUNDLE_DIR"/validation/*.sh; do
+  if [ -n "$VALIDATION_DIGEST" ]; then
+    log "validation bundle $(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["validation"].get("ref", "?"))' "$BUNDLE_JSON") sha256 $VALIDATION_DIGEST"
+    run_step fetch-validation fetch validation
+  fi
+  for s in "$VALIDATION_DIR"/validation/*.sh; do
     [ -e "$s" ] || continue
     name=$(basename "$s" .sh)
     run_step "validate-${name#[0-9][0-9]-}" bash "$s"
   done
   run_step enroll enroll
-  log "done: bundle $GPUAAS_DIGEST applied, validated and enrolled"
+  run_step agent-install agent_install
+  run_step report final_report
+  log "done: bundle $GPUAAS_DIGEST applied, validated, enrolled, node agent installed"
 }
 
 exec 9>"$WORK/launcher.lock"

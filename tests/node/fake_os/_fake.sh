@@ -19,5 +19,17 @@ case "$tool" in
   mkfs.ext4)  # mkfs.ext4 -q -L <label> /dev/<part>
     label=""; while [ $# -gt 0 ]; do [ "$1" = "-L" ] && label=$2; shift; done
     echo "fake" > "$R/.fake-disks/labels/$label" ;;
+  cloud-init)  # cloud-init --file <part> single --name <module> --frequency always: runcmd is written as
+    # cloud-init writes it (util.shellify: a string as is, a list shell-quoted) to the instance's scripts/runcmd
+    if [ "${4:-}" = "--name" ] && [ "${5:-}" = "runcmd" ]; then
+      mkdir -p "$R/var/lib/cloud/instance/scripts"
+      python3 - "$2" "$R/var/lib/cloud/instance/scripts/runcmd" <<'PY'
+import os, shlex, sys, yaml
+cmds = (yaml.safe_load(open(sys.argv[1])) or {}).get("runcmd") or []
+lines = ["#!/bin/sh"] + [c if isinstance(c, str) else " ".join(shlex.quote(str(a)) for a in c) for c in cmds]
+open(sys.argv[2], "w").write("\n".join(lines) + "\n")
+os.chmod(sys.argv[2], 0o700)
+PY
+    fi ;;
   *) exit 0 ;;
 esac
