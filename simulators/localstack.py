@@ -246,6 +246,29 @@ class LocalStack:
         self.lab = None
 
 
+# What a lab node can run (lab/node.py): no packages (the lab has no mirror), the flat storage layout (no
+# data disks yet), no MAAS hardware-sync timer. The bundle's other steps run as written.
+LAB_NODE_PROFILE: dict[str, Any] = {"storage_layout_profile": "flat", "require_hw_sync": False}
+
+
+def write_lab_environment(source: Path, dest: Path, machines: list[str] | None = None) -> Path:
+    """A copy of an environment file that real lab nodes can deploy: `LAB_NODE_PROFILE` on every site
+    profile, no vendor packages, and (when given) only `machines` kept (hosts naming a dropped machine
+    lose that binding). The copy keeps the environment's name."""
+    import yaml
+
+    doc = yaml.safe_load(source.read_text())
+    for site in doc.get("sites", []):
+        for profile in site.get("profiles", []):
+            profile.update(LAB_NODE_PROFILE)
+    for bundle in doc.get("bootstrap_bundles", []):
+        bundle["vendor_packages"] = {}
+    if machines is not None:
+        doc["machines"] = [m for m in doc.get("machines", []) if m["hostname"] in machines]
+    dest.write_text(yaml.safe_dump(doc, sort_keys=False))
+    return dest
+
+
 def _refs(env: Environment) -> list[str]:
     refs = [s.maas_api_key_path for s in env.sites] + [
         env.platform.admin_token_path,

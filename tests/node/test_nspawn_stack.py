@@ -1,0 +1,116 @@
+"""The local stack through the CLI-free engine with real nodes behind the MAAS simulator (LocalStack,
+MachineBackend.NSPAWN): each deploy boots a systemd-nspawn node from the user_data MAAS holds, the node's
+cloud-init runs the launcher (fetch, steps, validation, enroll) and reports to MAAS's metadata status
+endpoint, which is what makes the machine Deployed. Two machines (local-gpu-1 standalone, local-gpu-2 a
+pool of one): the machine is shared with others (2 cores).
+
+Behind the lab gate (tests/fixtures/lab_gate.py): skipped loudly where nspawn nodes cannot run, a
+failure in CI."""
+
+from __future__ import annotations
+
+import json
+import stat
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from lab.node import BootedNode
+from simulators.localstack import LocalStack, write_lab_environment
+from simulators.maas import MachineBackend
+from tests.fixtures.lab_gate import require_lab
+
+REPO = Path(__file__).resolve().parents[2]
+MACHINES = ["local-gpu-1", "local-gpu-2"]
+
+
+@pytest.fixture
+def lab_env(tmp_path: Path) -> Path:
+    return write_lab_environment(REPO / "environments" / "local.yaml", tmp_path / "local.yaml", MACHINES)
+
+
+@pytest.fixture
+def real_world(lab_env: Path) -> Iterator[LocalStack]:
+    require_lab("nspawn nodes behind the MAAS simulator")
+    with LocalStack(lab_env, machine_backend=MachineBackend.NSPAWN) as world:  # halts every node at the end
+        yield world
+
+
+def _engine(engine_factory: Any, world: LocalStack, lab_env: Path, tmp_path: Path) -> Any:
+    cfg = world.stack_config()
+    cfg["gpuaas-infra:environment"] = str(lab_env)
+    return engine_factory(REPO, "local", config=cfg, state_path=tmp_path / "state.json")
+
+
+def _deployed_digests(state_path: Path) -> dict[str, str]:
+    """hostname -> the bundle digest the engine's state says each machine was deployed with."""
+    state = json.loads(state_path.read_text())
+    out: dict[str, str] = {}
+
+    def walk(value: Any) -> None:
+        if isinstance(value, dict):
+            if isinstance(value.get("hostname"), str) and isinstance(value.get("bundle_digest"), str):
+                out[value["hostname"]] = value["bundle_digest"]
+            for v in value.values():
+                walk(v)
+        elif isinstance(value, list):
+            for v in value:
+                walk(v)
+
+    walk(state)
+    return out
+
+
+def _steps(node: BootedNode) -> dict[str, dict[str, Any]]:
+    return {p.stem: json.loads(p.read_text()) for p in (node.root / "var/lib/gpuaas/steps").glob("*.json")}
+
+
+def test_up_of_the_local_stack_on_real_nodes_then_no_changes(
+    engine_factory: Any, real_world: LocalStack, lab_env: Path, tmp_path: Path
+) -> None:
+    world = real_world
+    assert world.maas is not None and world.platform is not None and world.nodes is not None
+    engine = _engine(engine_factory, world, lab_env, tmp_path)
+    up = engine.up()
+    assert up.ok, [d.message for d in up.diagnostics if d.severity == "error"]
+    assert not world.nodes.errors, world.nodes.errors
+    machines = {m["hostname"]: m for m in world.maas.admin.machines()}
+    assert {h: machines[h]["status_name"] for h in MACHINES} == {h: "Deployed" for h in MACHINES}
+    digests = _deployed_digests(tmp_path / "state.json")
+    for hostname in MACHINES:
+        node = world.nodes.latest(hostname)
+        assert node is not None, f"{hostname}: no node booted"
+        events = world.maas.admin.events(machines[hostname]["system_id"])
+        assert any("modules-final" in e["description"] and "-> Deployed" in e["description"] for e in events), \
+            f"{hostname}: Deployed did not come from the node's cloud-init"
+        record = next(n for n in world.platform.store.nodes.values() if n.hostname == hostname)
+        assert record.status.value == "active"
+        # the token was consumed by a request from the node's own lab address
+        assert world.lab is not None
+        assert world.platform.enroll_caller(record.node_id) == world.lab.address(hostname) != world.lab.gateway
+        # the digest the node ran is the one in the engine's state, and it says so in its own report
+        steps = _steps(node)
+        assert steps and all(s["ok"] for s in steps.values()), {k: s["output_tail"][-400:] for k, s in steps.items()}
+        assert record.bootstrap is not None and record.bootstrap.runner.value == "launcher"
+        assert record.bootstrap.bundle_digest == digests[hostname], (record.bootstrap.bundle_digest, digests)
+        assert (node.root / "opt/gpuaas/bundle" / digests[hostname]).is_dir(), "the node unpacked that bundle"
+        validated = [s for s in record.bootstrap.steps if s.step.startswith("validate-")]
+        assert validated and all(s.ok for s in validated), "validation results are in the node record"
+        assert not (node.root / "etc/gpuaas/enrollment.json").exists(), "the token file is gone"
+        instance = f"var/lib/cloud/instances/{node.instance_id}"
+        for rel in ("var/lib/cloud/seed/nocloud/user-data", f"{instance}/user-data.txt",
+                    f"{instance}/user-data.txt.i", f"{instance}/cloud-config.txt", "etc/gpuaas/bundle.json",
+                    "etc/cloud/cloud.cfg.d/90_maas_reporting.cfg"):
+            mode = stat.S_IMODE((node.root / rel).stat().st_mode)
+            assert mode & 0o077 == 0, f"{hostname}: {rel} is {oct(mode)}"
+    boots = len(world.nodes.boots)
+
+    again = engine.up()
+    assert again.ok, [d.message for d in again.diagnostics if d.severity == "error"]
+    changed = {k: v for k, v in (again.changeSummary or {}).items() if k != "same" and v}
+    assert not changed, changed
+    assert len(world.nodes.boots) == boots, "the second up booted no node"
+    quiet = engine.preview(expect_no_changes=True)
+    assert quiet.ok, [d.message for d in quiet.diagnostics if d.severity == "error"]
