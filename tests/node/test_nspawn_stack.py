@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from lab.node import BootedNode
 from simulators.localstack import LocalStack, write_lab_environment
@@ -114,3 +115,52 @@ def test_up_of_the_local_stack_on_real_nodes_then_no_changes(
     assert len(world.nodes.boots) == boots, "the second up booted no node"
     quiet = engine.preview(expect_no_changes=True)
     assert quiet.ok, [d.message for d in quiet.diagnostics if d.severity == "error"]
+
+
+def _running_in(root: Path) -> list[int]:
+    """Pids of the systemd-nspawn process booting the disk at `root` (it lives as long as the node)."""
+    pids = []
+    for p in Path("/proc").iterdir():
+        if p.name.isdigit():
+            try:
+                argv = (p / "cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if argv and argv[0].endswith(b"systemd-nspawn") and str(root).encode() in argv:
+                pids.append(int(p.name))
+    return pids
+
+
+def test_a_redeploy_reimages_the_node_fresh(
+    engine_factory: Any, real_world: LocalStack, lab_env: Path, tmp_path: Path
+) -> None:
+    """A changed deploy input releases the machine and deploys it again: the previous node is halted and a
+    fresh disk boots, so a marker written on the old node's root is gone."""
+    world = real_world
+    assert world.maas is not None and world.nodes is not None
+    engine = _engine(engine_factory, world, lab_env, tmp_path)
+    first = engine.up()
+    assert first.ok, [d.message for d in first.diagnostics if d.severity == "error"]
+    old = world.nodes.latest("local-gpu-1")
+    assert old is not None and _running_in(old.root), "the first node runs"
+    (old.root / "root/reimage-marker").write_text("written before the redeploy\n")
+    # TODO(wt-nodeln): once lab/node.py attaches the data disks (loop devices) the storage layout formats,
+    # also write a marker under a data mount (/mnt/shareN) and assert it SURVIVES the reimage, as the
+    # layout keeps data disks by design; today lab nodes have no data disks (flat layout), root only.
+    doc = yaml.safe_load(lab_env.read_text())
+    for m in doc["machines"]:
+        if m["hostname"] == "local-gpu-1":
+            m["hwe_kernel"] = "ga-22.04"
+    lab_env.write_text(yaml.safe_dump(doc, sort_keys=False))
+    second = engine.up()
+    assert second.ok, [d.message for d in second.diagnostics if d.severity == "error"]
+    assert not world.nodes.errors, world.nodes.errors
+    new = world.nodes.latest("local-gpu-1")
+    assert new is not None and new.instance_id != old.instance_id and new.root != old.root
+    assert not _running_in(old.root), "the released machine's node was halted"
+    assert _running_in(new.root), "the redeployed machine runs a new node"
+    assert not (new.root / "root/reimage-marker").exists(), "the redeploy booted a fresh disk"
+    assert (new.root / "var/lib/gpuaas/steps/enroll.json").exists(), "the fresh node ran its bootstrap again"
+    machines = {m["hostname"]: m for m in world.maas.admin.machines()}
+    assert machines["local-gpu-1"]["status_name"] == "Deployed"
+    assert [b.hostname for b in world.nodes.boots].count("local-gpu-2") == 1, "the other machine was left alone"
