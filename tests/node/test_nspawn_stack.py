@@ -164,3 +164,38 @@ def test_a_redeploy_reimages_the_node_fresh(
     machines = {m["hostname"]: m for m in world.maas.admin.machines()}
     assert machines["local-gpu-1"]["status_name"] == "Deployed"
     assert [b.hostname for b in world.nodes.boots].count("local-gpu-2") == 1, "the other machine was left alone"
+
+
+def test_a_node_failing_validation_fails_its_deployment_then_up_after_the_fix(
+    engine_factory: Any, lab_env: Path, tmp_path: Path
+) -> None:
+    """local-gpu-2's node shows 7 GPUs: its launcher fails validation, runcmd exits non-zero, cloud-init's
+    final stage reports FAIL, MAAS says Failed deployment; the up fails naming the machine, the script and
+    what to do (MCH021, from the node's own report), and the other machine's node is untouched. With the
+    GPU back, the next up releases the machine and deploys it on a fresh node."""
+    require_lab("nspawn nodes behind the MAAS simulator")
+    with LocalStack(lab_env, machine_backend=MachineBackend.NSPAWN,
+                    node_knobs={"local-gpu-2": {"gpus": "7"}}) as world:
+        assert world.maas is not None and world.nodes is not None
+        engine = _engine(engine_factory, world, lab_env, tmp_path)
+        failed = engine.up()
+        assert not failed.ok
+        errors = " ".join(d.message for d in failed.diagnostics if d.severity == "error")
+        assert "MCH021" in errors and "local-gpu-2" in errors, errors
+        assert "validate-gpu-check" in errors and "expected 8 GPUs, found 7" in errors, errors
+        assert "fix the node or the validation script" in errors, errors  # what to do
+        machines = {m["hostname"]: m for m in world.maas.admin.machines()}
+        assert machines["local-gpu-2"]["status_name"] == "Failed deployment"
+        assert "cloud-init reported modules-final/config-scripts-user" in machines["local-gpu-2"]["error_description"]
+        good = world.nodes.latest("local-gpu-1")
+        assert good is not None and (good.root / "var/lib/gpuaas/steps/enroll.json").exists(), \
+            "the other machine's node bootstrapped regardless"
+        assert machines["local-gpu-1"]["status_name"] == "Deployed"
+
+        world.nodes.knobs.clear()  # the GPU is back
+        fixed = engine.up()
+        assert fixed.ok, [d.message for d in fixed.diagnostics if d.severity == "error"]
+        machines = {m["hostname"]: m for m in world.maas.admin.machines()}
+        assert {h: machines[h]["status_name"] for h in MACHINES} == {h: "Deployed" for h in MACHINES}
+        assert [b.hostname for b in world.nodes.boots].count("local-gpu-2") == 2, "a fresh node for the redeploy"
+        assert [b.hostname for b in world.nodes.boots].count("local-gpu-1") == 1
