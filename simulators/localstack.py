@@ -114,6 +114,8 @@ class LocalStack:
         """`env_name`: an environment's name or the path of its file. `node_knobs` (NSPAWN): lab stand-in
         settings per hostname, e.g. {"local-gpu-2": {"gpus": "7"}}."""
         self.env = load_environment(env_name)
+        # an environment given by its file: the stack must read that file too (stack_config says so)
+        self.environment_file = Path(env_name) if Path(env_name).suffix in (".yaml", ".yml") else None
         self.maas_time_scale = maas_time_scale
         self.platform_time_scale = platform_time_scale
         self.enlisted = enlisted
@@ -211,7 +213,9 @@ class LocalStack:
         scale = machine_time_scale if machine_time_scale is not None else self.maas_time_scale
         if machine_time_scale is None and self.machine_backend is MachineBackend.NSPAWN:
             scale = NSPAWN_MACHINE_TIME_SCALE  # a real node takes seconds to deploy, not MAAS-time milliseconds
+        by_file = {"gpuaas-infra:environment": str(self.environment_file)} if self.environment_file else {}
         return {
+            **by_file,
             "gpuaas-infra:embedded_maas_url": self.maas.url,
             "gpuaas-infra:embedded_platform_url": self.platform.url,
             "gpuaas-infra:embedded_vault_url": self.vault.address,
@@ -247,14 +251,17 @@ class LocalStack:
 
 
 # What a lab node can run (lab/node.py): no packages (the lab has no mirror), the flat storage layout (no
-# data disks yet), no MAAS hardware-sync timer. The bundle's other steps run as written.
-LAB_NODE_PROFILE: dict[str, Any] = {"storage_layout_profile": "flat", "require_hw_sync": False}
+# data disks yet), no MAAS hardware-sync timer. The bundle's other steps run as written. The enrollment
+# token's TTL is in the platform simulator's time, which runs 100x fast (platform_time_scale 0.01): the
+# local profile's 900 s are 9 real seconds, less than four real nodes booting at once on two cores take
+# (their enrollment was refused as expired); 18000 s are 180 real seconds.
+LAB_NODE_PROFILE: dict[str, Any] = {"storage_layout_profile": "flat", "require_hw_sync": False,
+                                    "enrollment_token_ttl_seconds": 18000}
 
 
 def write_lab_environment(source: Path, dest: Path, machines: list[str] | None = None) -> Path:
     """A copy of an environment file that real lab nodes can deploy: `LAB_NODE_PROFILE` on every site
-    profile, no vendor packages, and (when given) only `machines` kept (hosts naming a dropped machine
-    lose that binding). The copy keeps the environment's name."""
+    profile, no vendor packages, and (when given) only `machines` kept. The copy keeps the environment's name."""
     import yaml
 
     doc = yaml.safe_load(source.read_text())
