@@ -106,6 +106,13 @@ def test_up_of_the_local_stack_on_real_nodes_then_no_changes(
                     "etc/cloud/cloud.cfg.d/90_maas_reporting.cfg"):
             mode = stat.S_IMODE((node.root / rel).stat().st_mode)
             assert mode & 0o077 == 0, f"{hostname}: {rel} is {oct(mode)}"
+        # the node's MAAS key (its reporting drop-in) is only in root-only files: the drop-in, cloud-init's pickle
+        drop_in = yaml.safe_load((node.root / "etc/cloud/cloud.cfg.d/90_maas_reporting.cfg").read_text())
+        secret = drop_in["reporting"]["maas"]["token_secret"].encode()
+        upper = node.root.parent / "upper"
+        holders = {p.relative_to(upper).as_posix(): stat.S_IMODE(p.stat().st_mode) for p in upper.rglob("*")
+                   if p.is_file() and not p.is_symlink() and secret in p.read_bytes()}
+        assert holders and all(mode & 0o077 == 0 for mode in holders.values()), holders
     boots = len(world.nodes.boots)
 
     again = engine.up()
