@@ -15,8 +15,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 import yaml
+from oauthlib import oauth1
 
 from lab.node import BootedNode
 from simulators.localstack import LocalStack, write_lab_environment
@@ -171,6 +173,25 @@ def test_a_redeploy_reimages_the_node_fresh(
     machines = {m["hostname"]: m for m in world.maas.admin.machines()}
     assert machines["local-gpu-1"]["status_name"] == "Deployed"
     assert [b.hostname for b in world.nodes.boots].count("local-gpu-2") == 1, "the other machine was left alone"
+    # the old node's MAAS key died with it: a status post signed with it is refused, and a late failure
+    # signed by the current node does not undo Deployed (MAAS only decides while Deploying)
+    sid = machines["local-gpu-1"]["system_id"]
+    failed = {"event_type": "finish", "origin": "cloudinit", "name": "modules-final", "description": "late",
+              "result": "FAIL"}
+    assert _post_status(world, sid, old, failed).status_code == 401
+    assert _post_status(world, sid, new, failed).status_code == 200
+    assert {m["hostname"]: m for m in world.maas.admin.machines()}["local-gpu-1"]["status_name"] == "Deployed"
+
+
+def _post_status(world: LocalStack, system_id: str, node: BootedNode, event: dict[str, str]) -> httpx.Response:
+    """POST a cloud-init event to MAAS's status endpoint as the node would: OAuth PLAINTEXT, its drop-in's key."""
+    assert world.maas is not None
+    key = yaml.safe_load((node.root / "etc/cloud/cloud.cfg.d/90_maas_reporting.cfg").read_text())["reporting"]["maas"]
+    client = oauth1.Client(key["consumer_key"], client_secret="", resource_owner_key=key["token_key"],
+                           resource_owner_secret=key["token_secret"], signature_method=oauth1.SIGNATURE_PLAINTEXT)
+    url = f"{world.maas.root_url}/MAAS/metadata/status/{system_id}"
+    _, headers, _ = client.sign(url, http_method="POST", headers={"Content-Type": "application/json"})
+    return httpx.post(url, content=json.dumps(event), headers=headers)
 
 
 def test_a_node_failing_validation_fails_its_deployment_then_up_after_the_fix(
