@@ -360,6 +360,16 @@ class Lifecycle:
         if self.nodes is not None:
             self.nodes.halt(m.system_id, m.hostname)
 
+    def power_node(self, m: Machine, on: bool) -> None:
+        """A power action on a deployed machine reaches its node: off halts it (the disk stays), on boots
+        the same disk again (cloud-init does not rerun the instance's once-only modules)."""
+        if self.nodes is None or m.status != S.DEPLOYED:
+            return
+        if on:
+            self.nodes.power_on(m.hostname)
+        else:
+            self.nodes.halt(m.system_id, m.hostname, keep_key=True)
+
     def node_status(self, m: Machine, msg: StatusMessage) -> None:
         """A cloud-init reporting event from the machine's node (metadata.py); caller holds store.lock.
         As MAAS: a start or a failure goes to the event log (sub-stage starts at DEBUG); a top-level

@@ -106,10 +106,18 @@ class NspawnNodes:
 
         return self._ops.submit(run)
 
-    def halt(self, system_id: str, hostname: str) -> Future[None]:
-        """Power off the machine's node (release, abort); its key stops working at once."""
-        self.drop_key(system_id)
+    def halt(self, system_id: str, hostname: str, *, keep_key: bool = False) -> Future[None]:
+        """Stop the machine's node. Release and abort end the deploy: its key stops working at once;
+        a power-off (`keep_key`) keeps it for the same disk's next boot."""
+        if not keep_key:
+            self.drop_key(system_id)
         return self._ops.submit(self.lab.halt, hostname)
+
+    def power_on(self, hostname: str) -> Future[BootedNode] | None:
+        """Boot the machine's current disk again (a power-on after a power-off); None if it has none."""
+        if self.latest(hostname) is None:
+            return None
+        return self._ops.submit(self.lab.restart, hostname)
 
     def latest(self, hostname: str) -> BootedNode | None:
         """The node booted last for this machine (its disk is readable from the host)."""

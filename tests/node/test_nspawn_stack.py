@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import json
 import stat
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -20,10 +21,12 @@ import pytest
 import yaml
 from oauthlib import oauth1
 
+from clients.maas import MaasClient
 from lab.node import BootedNode
 from simulators.localstack import LocalStack, write_lab_environment
 from simulators.maas import MachineBackend
 from tests.fixtures.lab_gate import require_lab
+from tests.maas_sim.conftest import connect_url
 
 REPO = Path(__file__).resolve().parents[2]
 MACHINES = ["local-gpu-1", "local-gpu-2"]
@@ -181,6 +184,24 @@ def test_a_redeploy_reimages_the_node_fresh(
     assert _post_status(world, sid, old, failed).status_code == 401
     assert _post_status(world, sid, new, failed).status_code == 200
     assert {m["hostname"]: m for m in world.maas.admin.machines()}["local-gpu-1"]["status_name"] == "Deployed"
+    # power actions reach the node: off halts it, on boots the same disk (the bootstrap does not run again)
+    other = world.nodes.latest("local-gpu-2")
+    assert other is not None
+    enrolled = json.loads((other.root / "var/lib/gpuaas/steps/enroll.json").read_text())["finished_at"]
+    sid2 = machines["local-gpu-2"]["system_id"]
+    MaasClient(world.maas.url, world.maas.api_key).power_off(sid2)
+    _until(lambda: not _running_in(other.root), "the powered-off node halts")
+    connect_url(world.maas.url, world.maas.api_key).machines.get(system_id=sid2).power_on()
+    _until(lambda: bool(_running_in(other.root)), "the powered-on node boots its disk again")
+    assert (other.root / "root").is_dir() and world.nodes.latest("local-gpu-2") == other, "the same disk"
+    assert json.loads((other.root / "var/lib/gpuaas/steps/enroll.json").read_text())["finished_at"] == enrolled
+
+
+def _until(check: Callable[[], bool], what: str, timeout_s: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not check():
+        assert time.monotonic() < deadline, f"timed out: {what}"
+        time.sleep(0.2)  # poll interval for a process the node's power action starts or stops
 
 
 def _post_status(world: LocalStack, system_id: str, node: BootedNode, event: dict[str, str]) -> httpx.Response:
