@@ -168,3 +168,25 @@ def test_a_real_node_restarted_mid_launcher_resumes_through_its_unit(lab_world: 
         assert all(f"step {step}: recorded ok earlier, skipped" in log for step in before)
         assert world.admin.wait_for_node(node_id, timeout_s=20).status is NodeStatus.ACTIVE
         assert not (node.root / "etc/gpuaas/enrollment.json").exists()
+
+
+def test_a_node_that_never_reports_fails_its_deployment_on_the_wall_clock(lab_world: Callable[..., Any]) -> None:
+    """No timer says Deployed on the NSPAWN backend: a machine whose node never reports (here: the lab has no
+    slot for it, so it cannot boot) fails its deployment after the backend's wall-clock timeout, in MAAS's
+    words, and the lifecycle says so; the other machine deploys from its node's report."""
+    with lab_world(["local-gpu-1"]) as (nodes, world):
+        backend = NspawnNodes(nodes, deploy_timeout_s=20)  # a real node deploys in ~5-8 s here
+        maas = MaasSimulator(maas_inventory(load_environment("local"), enlisted=False), time_scale=MAAS_SCALE,
+                             enroll_backend=EnrollBackend.NSPAWN, nodes=backend)
+        maas.start()
+        try:
+            results = {r.hostname: r for r in Scheduler(context_for(world, maas)).onboard(specs_for_world(world))}
+            machines = {m["hostname"]: m for m in maas.admin.machines()}
+        finally:
+            maas.stop()
+        assert results["local-gpu-1"].outcome is MachineOutcome.READY, results["local-gpu-1"].reason
+        lost = results["local-gpu-2"]
+        assert lost.outcome is MachineOutcome.FAILED and lost.reason.startswith("MCH008"), lost.reason
+        assert machines["local-gpu-2"]["status_name"] == "Failed deployment"
+        assert machines["local-gpu-2"]["error_description"] == "Node operation 'Deploying' timed out after 20 seconds."
+        assert any(e.startswith("local-gpu-2: ") for e in backend.errors), backend.errors
