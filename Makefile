@@ -4,11 +4,12 @@ VENV  := .venv
 PY    := $(VENV)/bin/python
 ENV   ?= local
 STACK ?= local
+NODES ?= auto
 PYTEST_ARGS ?=
 
 .PHONY: setup demo test validate bench lint help
 help:
-	@echo "make demo        run the local stack against the embedded simulators"
+	@echo "make demo        run the local stack against the embedded simulators (NODES=auto|nspawn|fast: real nspawn nodes where possible)"
 	@echo "make test        run the whole test suite"
 	@echo "make validate ENV=<env>  validate an environment and print its summary"
 	@echo "make bench       run the benchmarks (figures + ratios vs. a baseline)"
@@ -18,7 +19,7 @@ setup:
 	@./tools/setup.sh
 
 demo: setup
-	@$(PY) -m tools.demo --stack $(STACK)
+	@$(PY) -m tools.demo --stack $(STACK) --nodes $(NODES)
 
 test: setup
 	@$(PY) -m pytest $(PYTEST_ARGS)

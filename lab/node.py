@@ -48,7 +48,7 @@ from .image import MIRROR, SUITE, cache_key, ensure_image
 from .lab import LAB_DIR, _Run, _undo
 
 NODE_PACKAGES = ("cloud-init", "locales")
-NODE_REVISION = 1
+NODE_REVISION = 2  # 2: en_US.UTF-8 generated (cloud-init's locale module failed on every boot)
 STANDINS = Path(__file__).resolve().parent / "node_standins"
 UDEV_STANDIN_UNIT = "gpuaas-lab-udev.service"
 DATA_DISK_MB = 64
@@ -93,6 +93,11 @@ def _build(base: Path, tree: Path, log: Path) -> None:
                     ["apt-get", "install", "-y", "-qq", "--no-install-recommends", *NODE_PACKAGES]):
             subprocess.run(["chroot", str(tree), *cmd], check=True, stdout=out, stderr=subprocess.STDOUT,
                            env={**os.environ, "DEBIAN_FRONTEND": "noninteractive"})
+        # cloud-init's locale module sets LANG=en_US.UTF-8; Debian's update-locale refuses a locale that was
+        # never generated, which failed modules-config on every boot (MAAS then says Failed deployment)
+        gen = tree / "etc/locale.gen"
+        gen.write_text(gen.read_text().replace("# en_US.UTF-8 UTF-8", "en_US.UTF-8 UTF-8"))
+        subprocess.run(["chroot", str(tree), "locale-gen"], check=True, stdout=out, stderr=subprocess.STDOUT)
     (tree / "etc/apt/sources.list").write_text("")  # lab nodes have no route out
     for p in (tree / "var/lib/apt/lists").glob("*_*"):
         p.unlink()
@@ -147,9 +152,13 @@ class NodeLab:
         return self
 
     def boot(self, hostname: str, user_data: bytes, knobs: dict[str, str] | None = None,
-             data_disks: Sequence[str] = (), disk_mb: int = DATA_DISK_MB) -> BootedNode:
+             data_disks: Sequence[str] = (), disk_mb: int = DATA_DISK_MB,
+             cloud_cfg: dict[str, str] | None = None) -> BootedNode:
         """`knobs`: lab stand-in settings written to /etc/gpuaas-lab/<name> (e.g. {"gpus": "7"}).
-        `data_disks`: names of empty data disks (sparse `disk_mb` MiB loop devices) the node sees as /dev/<name>."""
+        `data_disks`: names of empty data disks (sparse `disk_mb` MiB loop devices) the node sees as /dev/<name>.
+        `cloud_cfg`: drop-ins for /etc/cloud/cloud.cfg.d (name -> YAML, 0600 root), the configuration a
+        deployed machine's image carries beside the user's user_data (MAAS: its datasource, the
+        `reporting` webhook to its metadata status endpoint); never part of the user_data."""
         # size: one sequence (overlay, identity, seed, stand-ins, disks, nspawn); each line is one step of it
         assert self.image is not None and self._run.network is not None
         self.halt(hostname)  # a redeploy: the previous node on this machine goes first (a fresh disk follows)
@@ -173,6 +182,10 @@ class NodeLab:
         (merged / "etc/gpuaas-lab").mkdir(exist_ok=True)
         for name, value in (knobs or {}).items():
             (merged / "etc/gpuaas-lab" / name).write_text(value + "\n")
+        for name, text in (cloud_cfg or {}).items():
+            fd = os.open(merged / "etc/cloud/cloud.cfg.d" / name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            with os.fdopen(fd, "w") as drop_in:  # created 0600: it may hold a credential (MAAS's node key)
+                drop_in.write(text)
         for tool in STANDINS.iterdir():
             if tool.is_file() and os.access(tool, os.X_OK):
                 shutil.copy(tool, merged / "usr/local/bin" / tool.name)

@@ -5,23 +5,36 @@ PXE subnet per site, the RoCE pools' subnets per rail, the machines racked with 
 MAC). `LocalStack` (used by `make demo` and the end-to-end tests) starts the MAAS and platform
 simulators, OpenBao and an S3 server, seeds Vault with the environment's secrets, and returns the
 stack config the engine (or the real CLI) needs.
+
+`machine_backend=MachineBackend.NSPAWN` puts a real systemd-nspawn node behind every machine MAAS
+deploys (simulators/maas/nspawn.py): a lab network (lab/node.py) comes up first, and MAAS, the platform
+and the S3 server listen on its gateway address, the nodes' only route. `MachineBackend.FAST` (the
+default) enrolls each deployed machine from the simulator itself: nothing boots.
 """
 
 from __future__ import annotations
 
 import json
 import secrets
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ed25519
 
 from clients.platform.models import Role
 from environments import Environment, load_environment
-from simulators.maas import MaasSimulator, SimInventory
+from simulators.maas import MaasSimulator, MachineBackend, SimInventory
 from simulators.openbao import OpenBaoDevServer
 from simulators.platform import PlatformSimulator
 from simulators.s3 import MotoS3Server
+
+if TYPE_CHECKING:
+    from lab.node import NodeLab
+    from simulators.maas.nspawn import NspawnNodes
+
+# The lifecycle's deadlines with real nodes (Deadlines.scaled): deploy 180 s, enrollment 90 s, polls 0.25-0.75 s.
+NSPAWN_MACHINE_TIME_SCALE = 0.05
 
 # Environment SKU -> simulator hardware model.
 SIM_SKU = {"h200": "h200", "cpu-small": "generic-small"}
@@ -90,16 +103,25 @@ class LocalStack:
 
     def __init__(
         self,
-        env_name: str = "local",
+        env_name: str | Path = "local",
         *,
         maas_time_scale: float = 1e-3,
         platform_time_scale: float = 0.01,
         enlisted: bool = False,
+        machine_backend: MachineBackend = MachineBackend.FAST,
+        node_knobs: dict[str, dict[str, str]] | None = None,
     ) -> None:
+        """`env_name`: an environment's name or the path of its file. `node_knobs` (NSPAWN): lab stand-in
+        settings per hostname, e.g. {"local-gpu-2": {"gpus": "7"}}."""
         self.env = load_environment(env_name)
+        # an environment given by its file: the stack must read that file too (stack_config says so)
+        self.environment_file = Path(env_name) if Path(env_name).suffix in (".yaml", ".yml") else None
         self.maas_time_scale = maas_time_scale
         self.platform_time_scale = platform_time_scale
         self.enlisted = enlisted
+        self.machine_backend = machine_backend
+        self.node_knobs = node_knobs
+        self.lab: NodeLab | None = None
         self.vault: OpenBaoDevServer | None = None
         self.s3: MotoS3Server | None = None
         self.platform: PlatformSimulator | None = None
@@ -120,17 +142,36 @@ class LocalStack:
 
     def start(self) -> LocalStack:
         env = self.env
-        self.vault = OpenBaoDevServer().start()
-        self.s3 = MotoS3Server().start()
+        host, nodes = "127.0.0.1", None
+        if self.machine_backend is MachineBackend.NSPAWN:
+            host, nodes = self._start_lab()
+        self.vault = OpenBaoDevServer().start()  # only the providers read Vault: it stays on 127.0.0.1
+        self.s3 = MotoS3Server(host=host).start()
         self.s3.create_bucket(env.artifact_store.bucket, versioning=True)
-        self.platform = PlatformSimulator(time_scale=self.platform_time_scale).start()
+        self.platform = PlatformSimulator(time_scale=self.platform_time_scale, host=host).start()
+        fast = self.machine_backend is MachineBackend.FAST
         self.maas = MaasSimulator(
-            maas_inventory(env, enlisted=self.enlisted), time_scale=self.maas_time_scale, platform_url=self.platform.url
+            maas_inventory(env, enlisted=self.enlisted), time_scale=self.maas_time_scale,
+            platform_url=self.platform.url if fast else None, enroll_backend=self.machine_backend, nodes=nodes,
         )
         self.maas.start()
         self._seed_platform()
         self._seed_vault()
         return self
+
+    def _start_lab(self) -> tuple[str, NspawnNodes]:
+        """The lab network with a slot for every machine (lab/node.py); nodes boot as MAAS deploys them."""
+        from lab.node import NodeLab
+        from simulators.maas.nspawn import NspawnNodes
+
+        self.lab = NodeLab([m.hostname for m in self.env.machines])
+        self.lab.start()
+        return self.lab.gateway, NspawnNodes(self.lab, self.node_knobs)
+
+    @property
+    def nodes(self) -> NspawnNodes | None:
+        """The real nodes behind the machines (NSPAWN backend), else None."""
+        return self.maas.nodes if self.maas is not None else None
 
     def _seed_platform(self) -> None:
         assert self.platform is not None
@@ -170,7 +211,11 @@ class LocalStack:
         """Stack config for the engine or `pulumi config set` (the Vault token is the dev root token)."""
         assert self.vault and self.s3 and self.platform and self.maas
         scale = machine_time_scale if machine_time_scale is not None else self.maas_time_scale
+        if machine_time_scale is None and self.machine_backend is MachineBackend.NSPAWN:
+            scale = NSPAWN_MACHINE_TIME_SCALE  # a real node takes seconds to deploy, not MAAS-time milliseconds
+        by_file = {"gpuaas-infra:environment": str(self.environment_file)} if self.environment_file else {}
         return {
+            **by_file,
             "gpuaas-infra:embedded_maas_url": self.maas.url,
             "gpuaas-infra:embedded_platform_url": self.platform.url,
             "gpuaas-infra:embedded_vault_url": self.vault.address,
@@ -195,13 +240,40 @@ class LocalStack:
         return [s for s in out if s]
 
     def stop(self) -> None:
-        for server in (self.maas, self.platform, self.s3, self.vault):
+        for server in (self.maas, self.platform, self.s3, self.vault, self.lab):  # the lab (nodes' network) last
             if server is not None:
                 try:
                     server.stop()
                 except Exception:  # noqa: BLE001 - stopping the others matters more
                     pass
         self.maas = self.platform = self.s3 = self.vault = None
+        self.lab = None
+
+
+# What a lab node can run (lab/node.py): no packages (the lab has no mirror), the flat storage layout (no
+# data disks yet), no MAAS hardware-sync timer. The bundle's other steps run as written. The enrollment
+# token's TTL is in the platform simulator's time, which runs 100x fast (platform_time_scale 0.01): the
+# local profile's 900 s are 9 real seconds, less than four real nodes booting at once on two cores take
+# (their enrollment was refused as expired); 18000 s are 180 real seconds.
+LAB_NODE_PROFILE: dict[str, Any] = {"storage_layout_profile": "flat", "require_hw_sync": False,
+                                    "enrollment_token_ttl_seconds": 18000}
+
+
+def write_lab_environment(source: Path, dest: Path, machines: list[str] | None = None) -> Path:
+    """A copy of an environment file that real lab nodes can deploy: `LAB_NODE_PROFILE` on every site
+    profile, no vendor packages, and (when given) only `machines` kept. The copy keeps the environment's name."""
+    import yaml
+
+    doc = yaml.safe_load(source.read_text())
+    for site in doc.get("sites", []):
+        for profile in site.get("profiles", []):
+            profile.update(LAB_NODE_PROFILE)
+    for bundle in doc.get("bootstrap_bundles", []):
+        bundle["vendor_packages"] = {}
+    if machines is not None:
+        doc["machines"] = [m for m in doc.get("machines", []) if m["hostname"] in machines]
+    dest.write_text(yaml.safe_dump(doc, sort_keys=False))
+    return dest
 
 
 def _refs(env: Environment) -> list[str]:

@@ -7,11 +7,15 @@ with MCH023, an enrolled node without a report with MCH024. A failed report foun
 later run (nothing deployed in this run) releases the machine (the profile's erase mode, as a changed
 deploy does) so it is redeployed with a fresh token
 and presigned URL: the next `up` after a fix re-runs what is needed.
+
+On a real node a failed launcher step also fails cloud-init's final stage (runcmd exits non-zero), so
+MAAS marks the machine Failed deployment; `reported_failure` lets the node's own report name the
+cause (MCH021/MCH022: the step, its output tail, what to do) instead of a bare deployment failure.
 """
 
 from __future__ import annotations
 
-from .ports import BootstrapView, NodeState
+from .ports import BootstrapView, NodeState, PortError
 from .records import Context, FailCode, LifecycleRecord, Step
 from .status import MachineOutcome, Stage
 
@@ -70,3 +74,20 @@ def verdict(ctx: Context, m: LifecycleRecord, state: NodeState) -> Step | None:
             )
         return Step.finish(MachineOutcome.READY, Stage.READY)
     return None
+
+
+def reported_failure(ctx: Context, m: LifecycleRecord, node_id: str | None) -> Step | None:
+    """MAAS says Failed deployment: the failure the node's launcher reported for this deploy, if it did."""
+    if not node_id:
+        return None
+    try:
+        view = ctx.enrollment.node_state(node_id).bootstrap
+    except PortError:
+        return None  # the platform cannot say: MAAS's own account of the failure stands
+    if view is None or view.ok:
+        return None
+    if m.deploy_attempts == 0:  # failed in an earlier run: release (the table deploys it again), as verdict does
+        m.notes.append(f"node bootstrap failed earlier at {view.failed_step} (MAAS: Failed deployment); releasing to "
+                       "redeploy")
+        return Step.complete(Stage.RELEASE)
+    return _failure(m, view)

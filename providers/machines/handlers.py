@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from clients.maas import datasource_failure
 
-from .bootstrap import verdict
+from .bootstrap import reported_failure, verdict
 from .cloud_init import render_user_data
 from .ports import MaasError, MachineDetail
 from .records import (
@@ -259,6 +259,10 @@ def _budget_hint(m: LifecycleRecord) -> str:
 
 def handle_recover_deploy(ctx: Context, m: LifecycleRecord) -> Step:
     assert m.system_id
+    node_id = m.node_id or (m.view.owner_data.get(OWNER_NODE_ID) if m.view is not None else None)
+    reported = reported_failure(ctx, m, node_id)  # the node's launcher failed a step: its report says which
+    if reported is not None:
+        return reported
     event = _event(ctx, m)
     found = datasource_failure(ctx.ops.recent_events(m.system_id, 10))  # MAAS's wording (clients/maas)
     datasource = found is not None

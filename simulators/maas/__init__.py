@@ -6,7 +6,7 @@ See docs/maas-simulator.md.
 """
 
 from .admin import AdminClient, AdminError
-from .enroll import EnrollBackend
+from .enroll import EnrollBackend, MachineBackend
 from .enums import LinkMode, NodeStatus, PowerState
 from .faults import ApiErrorBurst, ApiFaults, MachineFaults, SimFaults
 from .inventory import InventoryError, MachineSpec, SimInventory, demo_inventory
@@ -15,7 +15,7 @@ from .simulator import MaasSimulator
 
 __all__ = [
     "AdminClient", "AdminError", "ApiErrorBurst", "ApiFaults", "EnrollBackend", "InventoryError", "LinkMode",
-    "MachineFaults",
+    "MachineBackend", "MachineFaults",
     "MachineSpec", "MaasSimulator", "NodeStatus", "PhaseDurations", "PowerState", "SimFaults", "SimInventory",
     "demo_inventory",
 ]

@@ -74,7 +74,8 @@ def _route(core: SimCore, method: str, rel: str, payload: Any) -> tuple[int, Any
     if (method, rel) == ("GET", "machines"):
         with core.store.lock:
             return 200, [{"system_id": m.system_id, "hostname": m.hostname, "status": int(m.status),
-                          "status_name": m.status.label, "zone": m.zone, "sku": m.sku}
+                          "status_name": m.status.label, "zone": m.zone, "sku": m.sku,
+                          "error_description": m.error_description}
                          for m in core.store.machines.values()]
     mo = re.fullmatch(r"machines/([^/]+)/(events|user_data)", rel)
     if mo and method == "GET":

@@ -3,7 +3,7 @@ the route table built from the handler modules."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from . import handlers_events, handlers_machines, handlers_misc, handlers_nodes, script_results
 from .auth import ApiKey, KeyRing
@@ -18,12 +18,17 @@ from .render import machine_json, user_data_digest
 from .routes import RouteTable
 from .state import Machine, Store
 
+if TYPE_CHECKING:
+    from .nspawn import NspawnNodes
+
 
 class SimCore:
     def __init__(self, inventory: SimInventory, *, time_scale: float = 1.0, faults: SimFaults | None = None,
                  durations: PhaseDurations | None = None, platform_url: str | None = None,
                  api_key: ApiKey | None = None, seed: int = 0,
-                 enroll_backend: EnrollBackend = EnrollBackend.FAST) -> None:
+                 enroll_backend: EnrollBackend = EnrollBackend.FAST, nodes: NspawnNodes | None = None) -> None:
+        if (enroll_backend is EnrollBackend.NSPAWN) != (nodes is not None):
+            raise ValueError("the NSPAWN machine backend takes nodes=NspawnNodes(NodeLab(...)), and only it does")
         self.store = Store(seed)
         for script in builtin_scripts():
             self.store.scripts[script.name] = script
@@ -33,7 +38,8 @@ class SimCore:
         for m in self.store.machines.values():
             self.stats.status_changed(m.zone, None, m.status)
         self.lifecycle = Lifecycle(self.store, self.faults, self.stats, durations or PhaseDurations(),
-                                   time_scale, platform_url if enroll_backend is EnrollBackend.FAST else None)
+                                   time_scale, platform_url if enroll_backend is EnrollBackend.FAST else None,
+                                   nodes=nodes)
         self.api_key = api_key or ApiKey.generate()
         self.keys = KeyRing([self.api_key])
         self.deleted_events: dict[str, list[Any]] = {}

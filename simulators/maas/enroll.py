@@ -33,8 +33,14 @@ ENROLL_ROUTE = "/api/v1/node-bootstrap/enroll"
 
 
 class EnrollBackend(StrEnum):
-    FAST = "fast"  # the simulator enrolls each deployed node itself (no node runs anything)
-    NODE = "node"  # nothing is posted for the node: its own launcher enrolls
+    """What stands behind a deployed machine (`MachineBackend` is the same enum)."""
+
+    FAST = "fast"  # the simulator enrolls each deployed node itself (no node runs anything); Deployed on a timer
+    NODE = "node"  # nothing is posted for the node: its own launcher enrolls; Deployed on a timer
+    NSPAWN = "nspawn"  # a real nspawn node boots from the user_data; its cloud-init reports Deployed (nspawn.py)
+
+
+MachineBackend = EnrollBackend
 
 
 class Enrollment(BaseModel):

@@ -295,6 +295,7 @@ def register(routes: RouteTable, core: SimCore) -> None:
                 raise errors.power_problem(f"{m.hostname}: Power on failed: {err}")
             m.power_state = PowerState.ON
             m.event("POWER", "powered on")
+            life.power_node(m, on=True)  # NSPAWN: the node boots its disk again
             return machine_json(store, m)
 
     @machine.action("power_off", "POST", "power_off")
@@ -311,6 +312,7 @@ def register(routes: RouteTable, core: SimCore) -> None:
                 return None
             m.power_state = PowerState.OFF
             m.event("POWER", f"powered off ({req.get('stop_mode') or 'hard'})")
+            life.power_node(m, on=False)  # NSPAWN: the node halts, its disk stays
             return machine_json(store, m)
 
     @machine.action("query_power_state", "GET", "query_power_state")

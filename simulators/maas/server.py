@@ -15,7 +15,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, urlsplit
 
-from . import admin, errors
+from . import admin, errors, metadata
 from .routes import API_PREFIX, Request, Response
 
 if TYPE_CHECKING:
@@ -97,6 +97,10 @@ class _Handler(BaseHTTPRequestHandler):
         if path.startswith(admin.PREFIX):
             status, data = admin.handle(core, self.command, path, body)
             self._send_json(status, data)
+            return
+        if path.startswith(metadata.PREFIX):  # cloud-init's reporting webhook (NSPAWN backend)
+            status, text = metadata.handle(core, self.command, path, self.headers.get("Authorization"), body)
+            self._send(status, text, "text/plain; charset=utf-8")
             return
         host = self.headers.get("Host") or "{}:{}".format(*self.server.server_address[:2])
         base_url = f"http://{host}"

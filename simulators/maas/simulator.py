@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .admin import AdminClient
 from .auth import ApiKey
@@ -15,6 +15,9 @@ from .faults import SimFaults
 from .inventory import SimInventory, demo_inventory
 from .lifecycle import PhaseDurations
 from .server import SimHTTPServer
+
+if TYPE_CHECKING:
+    from .nspawn import NspawnNodes
 
 
 class MaasSimulator:
@@ -28,12 +31,16 @@ class MaasSimulator:
     seconds); `faults` is the initial fault configuration; `platform_url` with
     `enroll_backend=EnrollBackend.FAST` (the default) has the simulator enroll each deployed node itself
     (no node runs anything); `EnrollBackend.NODE` leaves enrollment to the node's own launcher (enroll.py).
+    `EnrollBackend.NSPAWN` with `nodes=NspawnNodes(lab)` boots a real node for each deploy and learns
+    Deployed / Failed deployment from the node's cloud-init (nspawn.py); the server then binds the lab
+    gateway unless `host` says otherwise.
     """
 
     def __init__(self, inventory: SimInventory | str | Path | None = None, *, time_scale: float = 1.0,
                  faults: SimFaults | dict[str, Any] | None = None, durations: PhaseDurations | None = None,
-                 platform_url: str | None = None, host: str = "127.0.0.1", port: int = 0,
-                 api_key: str | None = None, seed: int = 0, enroll_backend: EnrollBackend = EnrollBackend.FAST) -> None:
+                 platform_url: str | None = None, host: str | None = None, port: int = 0,
+                 api_key: str | None = None, seed: int = 0, enroll_backend: EnrollBackend = EnrollBackend.FAST,
+                 nodes: NspawnNodes | None = None) -> None:
         if inventory is None:
             inv = demo_inventory()
         elif isinstance(inventory, SimInventory):
@@ -44,8 +51,8 @@ class MaasSimulator:
             faults = SimFaults.model_validate(faults)
         self.core = SimCore(inv, time_scale=time_scale, faults=faults, durations=durations,
                             platform_url=platform_url, api_key=ApiKey.parse(api_key) if api_key else None,
-                            seed=seed, enroll_backend=enroll_backend)
-        self._address = (host, port)
+                            seed=seed, enroll_backend=enroll_backend, nodes=nodes)
+        self._address = (host or (nodes.gateway if nodes is not None else "127.0.0.1"), port)
         self._server: SimHTTPServer | None = None
         self._thread: threading.Thread | None = None
 
@@ -53,6 +60,7 @@ class MaasSimulator:
         if self._server is not None:
             return
         self._server = SimHTTPServer(self._address, self.core)
+        self.core.lifecycle.metadata_url = f"{self.root_url}/MAAS/metadata/"
         self.core.lifecycle.start()
         self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05},
                                         name="maas-sim-http", daemon=True)
@@ -95,6 +103,11 @@ class MaasSimulator:
     def api_key(self) -> str:
         """`consumer:token:secret`, as python-libmaas's `connect(url, apikey=...)` takes it."""
         return self.core.api_key.text
+
+    @property
+    def nodes(self) -> NspawnNodes | None:
+        """The real nodes behind the machines (NSPAWN backend), else None."""
+        return self.core.lifecycle.nodes
 
     @property
     def admin(self) -> AdminClient:

@@ -62,3 +62,44 @@ def test_cli_loads_faults_at_start(tmp_path) -> None:
     finally:
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=10) == 0
+
+
+def test_the_metadata_status_endpoint_refuses_without_node_keys(maas_sim_factory) -> None:
+    """The FAST backend boots no node and mints no node key: cloud-init status posts are refused."""
+    import httpx
+
+    sim = maas_sim_factory()
+    sid = sim.admin.machines()[0]["system_id"]
+    event = {"event_type": "finish", "origin": "cloudinit", "name": "modules-final", "description": "x",
+             "result": "SUCCESS"}
+    refused = httpx.post(f"{sim.root_url}/MAAS/metadata/status/{sid}", json=event)
+    assert refused.status_code == 401
+    assert httpx.post(f"{sim.root_url}/MAAS/metadata/nothing-here", json=event).status_code == 404
+    assert sim.admin.machines()[0]["status_name"] != "Deployed"
+
+
+def test_cli_nspawn_backend_listens_on_the_lab_gateway_and_cleans_up() -> None:
+    """`--machine-backend nspawn`: a lab network comes up, MAAS listens on its gateway, SIGTERM removes it."""
+    from lab import net
+    from tests.fixtures.lab_gate import require_lab
+
+    require_lab("the MAAS simulator's nspawn backend (CLI)")
+    before = set(net.netns_names())
+    mine: set[str] = set()
+    proc = subprocess.Popen([sys.executable, "-m", "simulators.maas", "--machine-backend", "nspawn",
+                             "--inventory", str(EXAMPLE)], cwd=ROOT, stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None
+        gateway = proc.stdout.readline().strip().removeprefix("LAB_GATEWAY=")
+        url = proc.stdout.readline().strip().removeprefix("MAAS_URL=")
+        key = proc.stdout.readline().strip().removeprefix("MAAS_API_KEY=")
+        assert gateway.startswith("10.77.") and url.startswith(f"http://{gateway}:"), (gateway, url)
+        lab_ns = [n for n in set(net.netns_names()) - before if n.count("-") == 1]
+        assert len(lab_ns) == 1, lab_ns  # gpl-<run>; the machines' are gpl-<run>-<i>
+        mine = {n for n in net.netns_names() if n == lab_ns[0] or n.startswith(lab_ns[0] + "-")}
+        assert len(mine) == 4, "the lab namespace and one per machine"
+        assert len({m.hostname for m in connect_url(url, key).machines.list()}) == 3
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=30) == 0
+    assert not mine & set(net.netns_names()), "the lab network is gone"

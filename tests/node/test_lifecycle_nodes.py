@@ -21,7 +21,7 @@ from providers.machines.scheduler import Scheduler
 from providers.machines.spec import Deadlines, LifecyclePolicy, MachineSpec
 from providers.machines.status import MachineOutcome
 from simulators.localstack import maas_inventory
-from simulators.maas import EnrollBackend, MaasSimulator
+from simulators.maas import EnrollBackend, MaasSimulator, PhaseDurations
 from tests.fixtures.maas_sim import TEST_TIME_SCALE as MAAS_SCALE
 from tests.machines.conftest import specs_for
 
@@ -136,3 +136,43 @@ def test_each_machine_ends_by_its_own_nodes_report(node_world: NodeWorld, tmp_pa
         assert len(nodes.nodes["local-gpu-2"]) == 2, "a fresh node: new root, new token, new URL"
     finally:
         maas.stop()
+
+
+def test_a_failed_deployment_ends_by_the_failed_step_its_node_reported(node_world: NodeWorld, tmp_path: Path) -> None:
+    """On a real node a failed launcher step makes runcmd, hence cloud-init's final stage, fail: MAAS says
+    Failed deployment (tests/node/test_nspawn_stack.py). Here the node's launcher runs while MAAS deploys
+    and reports a failed validation; MAAS's deploy then fails with a datasource failure (injected), which
+    alone the lifecycle would retry: the node's own report decides (MCH021 naming the script), no retry."""
+    maas = MaasSimulator(maas_inventory(load_environment("local"), enlisted=False), time_scale=MAAS_SCALE,
+                         enroll_backend=EnrollBackend.NODE, durations=PhaseDurations(deploying=50_000),  # 5 s
+                         faults={"per_machine": {"local-gpu-2": {"deploy_failures": 1}}})
+    maas.start()
+    nodes = TempRootNodes(tmp_path, {"local-gpu-2": {"GPUAAS_LAB_GPUS": "7"}})
+    seen: set[bytes] = set()
+    stop = threading.Event()
+
+    def run_while_deploying() -> None:  # the node boots during Deploying, as a real one does
+        while not stop.is_set():
+            for m in maas.admin.machines():
+                if m["hostname"] == "local-gpu-2" and m["status"] == 9:  # Deploying
+                    ud = maas.admin.user_data(m["system_id"]) or b""
+                    if ud not in seen:
+                        seen.add(ud)
+                        nodes(m["hostname"], ud)
+            stop.wait(0.05)
+
+    runner = threading.Thread(target=run_while_deploying, daemon=True)
+    runner.start()
+    try:
+        spec = specs_for_world(node_world)[1]
+        results = {r.hostname: r for r in Scheduler(context_for(node_world, maas)).onboard([spec])}
+        events = maas.admin.events(results["local-gpu-2"].system_id or "")
+    finally:
+        stop.set()
+        runner.join(timeout=30)
+        maas.stop()
+    bad = results["local-gpu-2"]
+    assert bad.outcome is MachineOutcome.VALIDATION_FAILED, bad.reason
+    assert bad.reason.startswith("MCH021") and "validate-gpu-check" in bad.reason and "found 7" in bad.reason
+    assert "status Failed deployment" in bad.reason
+    assert sum("-> Deploying" in e["description"] for e in events) == 1, "no datasource retry"

@@ -27,12 +27,13 @@ from providers.machines.scheduler import Scheduler
 from providers.machines.status import MachineOutcome
 from simulators.localstack import maas_inventory
 from simulators.maas import EnrollBackend, MaasSimulator
+from simulators.maas.nspawn import NspawnNodes
 from tests.fixtures.lab_gate import require_lab
 from tests.fixtures.maas_sim import TEST_TIME_SCALE as MAAS_SCALE
 from tests.fixtures.platform_sim import platform_sim_factory  # noqa: F401
 
 from .conftest import HOSTNAME, NodeWorld, world_at
-from .test_lifecycle_nodes import HOSTS, NodeRunner, context_for, specs_for_world
+from .test_lifecycle_nodes import HOSTS, context_for, specs_for_world
 
 # What a lab node can run: no packages (no mirror), no MAAS hw-sync timer; data disks only when the
 # test boots the node with them (`data_disks`, loop devices).
@@ -115,33 +116,46 @@ def test_cloud_init_runs_the_deploy_user_data_and_the_node_enrolls_itself(lab_wo
         assert "gpuaas-bundle-launcher" in kept and "runcmd.out" not in kept
 
 
-def test_the_lifecycle_on_real_nodes_one_validation_failure(lab_world: Callable[..., Any]) -> None:
-    """The machine lifecycle (MAAS simulator, NODE enrollment backend) with an nspawn node booted for each
-    machine MAAS deploys, from exactly the user_data MAAS holds: local-gpu-2's node shows 7 GPUs."""
+def test_the_lifecycle_on_real_nodes_behind_maas_one_validation_failure(lab_world: Callable[..., Any]) -> None:
+    """The MAAS simulator's NSPAWN backend boots a real node for each deploy from exactly the user_data it
+    holds, and learns the outcome from the node's cloud-init (its reporting webhook), not from a timer:
+    local-gpu-1 Deployed and ready; local-gpu-2 shows 7 GPUs, its launcher fails validation, cloud-init's
+    final stage fails, MAAS says Failed deployment, and the lifecycle names the script from the node's report."""
     with lab_world(list(HOSTS)) as (nodes, world):
+        backend = NspawnNodes(nodes, knobs={"local-gpu-2": {"gpus": "7"}})
         maas = MaasSimulator(maas_inventory(load_environment("local"), enlisted=False), time_scale=MAAS_SCALE,
-                             enroll_backend=EnrollBackend.NODE)
+                             enroll_backend=EnrollBackend.NSPAWN, nodes=backend)
         maas.start()
-        knobs = {"local-gpu-2": {"gpus": "7"}}
-        booted: dict[str, Path] = {}
-
-        def boot(hostname: str, user_data: bytes) -> None:
-            booted[hostname] = nodes.boot(hostname, user_data, knobs.get(hostname)).root
-            nodes.wait_cloud_init(hostname)
-
         try:
-            runner = NodeRunner(maas, boot)
-            with runner.running():
-                results = {r.hostname: r for r in Scheduler(context_for(world, maas)).onboard(specs_for_world(world))}
+            assert maas.url.startswith(f"http://{nodes.gateway}:"), "the nodes reach MAAS on the lab gateway"
+            results = {r.hostname: r for r in Scheduler(context_for(world, maas)).onboard(specs_for_world(world))}
+            machines = {m["hostname"]: m for m in maas.admin.machines()}
+            events = {h: maas.admin.events(m["system_id"]) for h, m in machines.items() if h in HOSTS}
         finally:
             maas.stop()
-        assert not runner.errors, runner.errors
+        assert not backend.errors, backend.errors
         good, bad = results["local-gpu-1"], results["local-gpu-2"]
         assert good.outcome is MachineOutcome.READY, good.reason
-        assert not (booted["local-gpu-1"] / "etc/gpuaas/enrollment.json").exists()
+        assert machines["local-gpu-1"]["status_name"] == "Deployed"
+        deployed = [e["description"] for e in events["local-gpu-1"] if "-> Deployed" in e["description"]]
+        assert deployed and "modules-final" in deployed[-1], "Deployed came from the node's cloud-init"
+        assert any(e["description"].startswith("'cloudinit' running config-scripts-user")
+                   for e in events["local-gpu-1"]), "cloud-init's events (the one running runcmd) reached MAAS"
+        root = {h: backend.latest(h) for h in HOSTS}
+        assert root["local-gpu-1"] is not None and root["local-gpu-2"] is not None
+        assert not (root["local-gpu-1"].root / "etc/gpuaas/enrollment.json").exists()
+        drop_in = root["local-gpu-1"].root / "etc/cloud/cloud.cfg.d/90_maas_reporting.cfg"
+        assert stat.S_IMODE(drop_in.stat().st_mode) == 0o600, "it holds the node's MAAS key"
+        seed = (root["local-gpu-1"].root / "var/lib/cloud/seed/nocloud/user-data").read_bytes()
+        assert b"reporting" not in seed, "the reporting config is the image's, not part of the user's user_data"
+        # the failing node: MAAS says Failed deployment with cloud-init's account; the lifecycle says why
+        assert machines["local-gpu-2"]["status_name"] == "Failed deployment"
+        assert "cloud-init reported modules-final/config-scripts-user" in machines["local-gpu-2"]["error_description"]
         assert bad.outcome is MachineOutcome.VALIDATION_FAILED, bad.reason
+        assert bad.reason.startswith("MCH021") and "local-gpu-2" in bad.reason
         assert "validate-gpu-check" in bad.reason and "expected 8 GPUs, found 7" in bad.reason
-        assert (booted["local-gpu-2"] / "etc/gpuaas/enrollment.json").exists(), "no enrollment: the token stays"
+        assert "run up again" in bad.reason
+        assert (root["local-gpu-2"].root / "etc/gpuaas/enrollment.json").exists(), "no enrollment: the token stays"
 
 
 def test_a_real_node_restarted_mid_launcher_resumes_through_its_unit(lab_world: Callable[..., Any]) -> None:
@@ -239,3 +253,25 @@ def test_a_real_node_runs_the_separate_validation_bundles_scripts(lab_world: Cal
         assert pin.digest in steps["fetch-validation"]["output_tail"] and "validate-gpu-check" in steps
         assert (node.root / f"opt/gpuaas/bundle/{pin.digest}/validation").is_dir()
         assert world.admin.wait_for_node(node_id, timeout_s=20).status is NodeStatus.ACTIVE
+
+
+def test_a_node_that_never_reports_fails_its_deployment_on_the_wall_clock(lab_world: Callable[..., Any]) -> None:
+    """No timer says Deployed on the NSPAWN backend: a machine whose node never reports (here: the lab has no
+    slot for it, so it cannot boot) fails its deployment after the backend's wall-clock timeout, in MAAS's
+    words, and the lifecycle says so; the other machine deploys from its node's report."""
+    with lab_world(["local-gpu-1"]) as (nodes, world):
+        backend = NspawnNodes(nodes, deploy_timeout_s=20)  # a real node deploys in ~5-8 s here
+        maas = MaasSimulator(maas_inventory(load_environment("local"), enlisted=False), time_scale=MAAS_SCALE,
+                             enroll_backend=EnrollBackend.NSPAWN, nodes=backend)
+        maas.start()
+        try:
+            results = {r.hostname: r for r in Scheduler(context_for(world, maas)).onboard(specs_for_world(world))}
+            machines = {m["hostname"]: m for m in maas.admin.machines()}
+        finally:
+            maas.stop()
+        assert results["local-gpu-1"].outcome is MachineOutcome.READY, results["local-gpu-1"].reason
+        lost = results["local-gpu-2"]
+        assert lost.outcome is MachineOutcome.FAILED and lost.reason.startswith("MCH008"), lost.reason
+        assert machines["local-gpu-2"]["status_name"] == "Failed deployment"
+        assert machines["local-gpu-2"]["error_description"] == "Node operation 'Deploying' timed out after 20 seconds."
+        assert any(e.startswith("local-gpu-2: ") for e in backend.errors), backend.errors
