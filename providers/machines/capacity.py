@@ -4,17 +4,19 @@ A slot is counted from two places:
 - this process: every machine any scheduler here holds a slot for (all dynamic resources of one
   `up` run in one provider process, so two pools of a profile see each other at once, no race);
 - MAAS itself: machines carrying the profile's busy tag (`gpuaas-busy-<site>-<profile>`, on a machine
-  exactly while a run holds a slot for it) that are Commissioning, Testing, Deploying, Releasing or
-  Disk erasing, which covers other processes (a concurrent `up`, a killed run's machines still busy).
+  from the first slot a run takes for it until the run is done with it) that are Commissioning,
+  Testing, Deploying, Releasing or Disk erasing, which covers other processes (a concurrent `up`, a
+  killed run's machines still busy). A tagged machine between its heavy stages (Ready, preflight) is
+  not busy and not counted; keeping the tag there saves two writes per machine.
 
 Cost (issue 18: nothing grows with the machines in MAAS): at most one `Machines.read?tags=<busy tag>`
 per scheduling tick, and only while this process holds fewer than the limit; it returns the busy
-machines only (at most the limit, plus what a killed run left tagged). Tag writes are batched: one
-`Tag.update_nodes` per tick adds the tag to every machine that took a slot and removes it from every
-machine that gave one back (`Tags.read` once per process, `Tags.create` the first time). The tag is
-written at the end of the tick in which the machine took its slot, right after its heavy call, so
-two processes asking in the same instant can each see a free slot: the bound is exact within a
-process and best-effort across processes.
+machines in flight only (not the profile's machines in MAAS), plus what a killed run left tagged. Tag
+writes are batched: one `Tag.update_nodes` per tick adds the tag to every machine that took its first
+slot and removes it from every machine the run finished (`Tags.read` once per process, `Tags.create`
+the first time). The tag is written at the end of the tick in which the machine took its first slot,
+right after its heavy call, so two processes asking in the same instant can each see a free slot:
+the bound is exact within a process and best-effort across processes.
 """
 
 from __future__ import annotations

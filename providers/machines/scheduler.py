@@ -72,6 +72,7 @@ class Schedule:
     poll_interval: float = 0.0
     deadline: float = float("inf")
     holds_slot: bool = False
+    busy_tagged: bool = False  # carries the profile's busy tag (from its first slot to its end in this run)
     wait_stage: Stage | None = None
     stage_times: dict[str, float] = field(default_factory=dict)
 
@@ -140,8 +141,9 @@ class Scheduler:
                 return self._loop(machines)
             finally:
                 self._pool = None
-                for m in machines:  # whatever happened, this run's slots go back
+                for m in machines:  # whatever happened, this run's slots and busy tags go back
                     self._drop_slot(m)
+                    self._untag(m)
                 self._flush_tags()
 
     def _loop(self, machines: list[_Machine]) -> list[MachineResult]:  # size: the one scheduling loop
@@ -254,6 +256,7 @@ class Scheduler:
             assert step.stage is not None and step.outcome is not None
             rec.outcome, rec.stage, rec.reason = step.outcome, step.stage, step.reason
             self._drop_slot(m)
+            self._untag(m)
             sched.waiting = False
             self.ctx.log(f"{rec.spec.hostname}: {step.stage.value}" + (f" — {step.reason}" if step.reason else ""))
             return False
@@ -312,7 +315,9 @@ class Scheduler:
             return False
         if ok:
             m.sched.holds_slot = True
-            self._queue_tag(tag, m.rec.system_id, add=True)
+            if not m.sched.busy_tagged:
+                m.sched.busy_tagged = True
+                self._queue_tag(tag, m.rec.system_id, add=True)
         return ok
 
     def _busy(self, tag: str) -> set[str]:
@@ -340,10 +345,14 @@ class Scheduler:
             except PortError as e:
                 self.ctx.log(f"busy tag {tag} not written on {len(changes)} machine(s): {e}")
 
+    def _untag(self, m: _Machine) -> None:
+        if m.sched.busy_tagged and m.rec.system_id:
+            self._queue_tag(self._tag(m), m.rec.system_id, add=False)
+        m.sched.busy_tagged = False
+
     def _drop_slot(self, m: _Machine) -> None:
         if m.sched.holds_slot and m.rec.system_id:
             capacity.give_back(self._key(m), m.rec.system_id)
-            self._queue_tag(self._tag(m), m.rec.system_id, add=False)
             with self._lock:
                 self._freed += 1
         m.sched.holds_slot = False
