@@ -21,8 +21,6 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Any
 
-import boto3
-from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError, EndpointConnectionError
 from pydantic import BaseModel, ConfigDict, SecretStr
 
@@ -104,6 +102,11 @@ class ArtifactStore:
     """One bucket of an S3-compatible store. Build per provider call (holds a boto3 client)."""
 
     def __init__(self, location: S3Location, credentials: S3Credentials) -> None:
+        # boto3 is imported where a store is used, not at import: the provider modules that import this
+        # one also run previews that never touch the store (issue 18: preview cost of a large stack).
+        import boto3
+        from botocore.config import Config
+
         self.location = location
         self._s3: Any = boto3.client(
             "s3",

@@ -22,15 +22,18 @@ from __future__ import annotations
 import json
 import os
 from enum import StrEnum
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
-import hvac
-import requests
-from hvac import exceptions as hv
 from pydantic import BaseModel, ConfigDict, SecretStr
 from tenacity import retry, retry_if_exception, stop_after_attempt, wait_exponential
 
 from clients.tls import untrusted, untrusted_hint
+
+if TYPE_CHECKING:
+    import hvac
+
+# hvac and requests are imported where a secret is read, not at import: every provider module imports
+# this one (through providers.common), and a preview of a large stack reads no secret (issue 18).
 
 __all__ = [
     "VaultAuthMethod",
@@ -149,9 +152,14 @@ def parse_ref(ref: str) -> tuple[str, str]:
 
 # Connection failures are retried briefly (a restarting Vault); anything else is an answer, and an
 # untrusted certificate stays untrusted.
+def _connection_failure(e: BaseException) -> bool:
+    import requests
+
+    return isinstance(e, requests.ConnectionError | requests.Timeout) and not untrusted(e)
+
+
 _transient = retry(
-    retry=retry_if_exception(lambda e: isinstance(e, requests.ConnectionError | requests.Timeout)
-                             and not untrusted(e)),
+    retry=retry_if_exception(_connection_failure),
     stop=stop_after_attempt(3),
     wait=wait_exponential(multiplier=0.1, max=1.0),
     reraise=True,
@@ -175,6 +183,9 @@ class VaultReader:
         return f"{loc} key {key!r}" if key else loc
 
     def _translate(self, exc: Exception, where: str) -> VaultError:
+        import requests
+        from hvac import exceptions as hv
+
         addr = self.settings.address
         if isinstance(exc, hv.VaultDown):
             return VaultError(VaultErrorKind.SEALED, addr, where)
@@ -192,6 +203,9 @@ class VaultReader:
         return VaultError(VaultErrorKind.UNREACHABLE, addr, where, f"unexpected {type(exc).__name__}")
 
     def _login(self) -> hvac.Client:
+        import hvac
+        from hvac import exceptions as hv
+
         if self._client is not None:
             return self._client
         s, c = self.settings, self._credentials
@@ -225,6 +239,8 @@ class VaultReader:
                 path=path, mount_point=self.settings.kv_mount, raise_on_deleted_version=True
             )
         except Exception as e:  # noqa: BLE001 - translated, re-raised once
+            from hvac import exceptions as hv
+
             if isinstance(e, hv.Forbidden) and self.settings.auth_method is VaultAuthMethod.TOKEN:
                 # KV v2 answers 403 for a bad token and for a missing grant alike; tell them apart.
                 if not self._token_valid(client):

@@ -8,6 +8,7 @@ State per machine is its `MachineRecord` at the top level of the outputs.
 
 from __future__ import annotations
 
+from types import ModuleType
 from typing import Any
 
 import pulumi
@@ -28,7 +29,15 @@ from providers.kind import KindDescriptor, register
 from providers.machines import reconciler as rc
 from providers.machines.drift import repair_identity
 from providers.machines.resource_io import DROPPED_OUTPUTS, MachineInputs, canonical, check_inputs, typed_inputs
-from providers.machines.runtime import maas_client, session, time_scale_from
+
+
+def _runtime() -> ModuleType:
+    """The machines runtime (MAAS, platform, Vault and S3 clients), imported on first use: a preview
+    only checks and diffs, and importing the clients cost each provider and program process ~0.5 s."""
+    from providers.machines import runtime
+
+    return runtime
+
 
 MAAS_MACHINE = register(
     KindDescriptor(
@@ -77,11 +86,12 @@ class MaasMachineProvider(ResourceProvider):
 
     def configure(self, req: ConfigureRequest) -> None:
         self._credentials = credentials_from_config(req.config)
-        self._time_scale = time_scale_from(req.config)
+        self._time_scale = _runtime().time_scale_from(req.config)
 
     def _session(self, inputs: MachineInputs) -> Any:
         creds, scale = getattr(self, "_credentials", None), getattr(self, "_time_scale", 1.0)
-        return session(inputs.connection, inputs.policy, creds, scale, label=f"machine {inputs.machine.hostname}")
+        label = f"machine {inputs.machine.hostname}"
+        return _runtime().session(inputs.connection, inputs.policy, creds, scale, label=label)
 
     def check(self, olds: dict[str, Any], news: dict[str, Any]) -> CheckResult:
         inputs, failures = check_inputs(MachineInputs, news, "MaasMachine")
@@ -120,7 +130,7 @@ class MaasMachineProvider(ResourceProvider):
         record = rc.MachineRecord.parse(inputs.machine.hostname, {**state, "system_id": id_})
         if record is None:
             return ReadResult(id_, state)
-        maas = maas_client(
+        maas = _runtime().maas_client(
             inputs.connection, getattr(self, "_credentials", None), time_scale=getattr(self, "_time_scale", 1.0)
         )
         fresh = rc.observe(maas, {record.hostname: record}, {record.hostname: inputs.machine})[record.hostname]

@@ -11,6 +11,7 @@ per machine, the plan decides (join, redeploy, repair, stay, leave).
 
 from __future__ import annotations
 
+from types import ModuleType
 from typing import Any
 
 import pulumi
@@ -24,7 +25,7 @@ from pulumi.dynamic import (
     ResourceProvider,
     UpdateResult,
 )
-from pydantic import ValidationError
+from pydantic import TypeAdapter, ValidationError
 
 from clients.vault import credentials_from_config
 from providers.common import has_unknown, plain
@@ -32,8 +33,16 @@ from providers.kind import KindDescriptor, register
 from providers.machines import reconciler as rc
 from providers.machines.drift import repair_identity
 from providers.machines.resource_io import PoolInputs, canonical, check_inputs, typed_inputs
-from providers.machines.runtime import maas_client, session, time_scale_from
 from providers.machines.spec import Connection, LifecyclePolicy, MachineSpec
+
+
+def _runtime() -> ModuleType:
+    """The machines runtime (MAAS, platform, Vault and S3 clients), imported on first use: a preview
+    only checks and diffs, and importing the clients cost each provider and program process ~0.5 s."""
+    from providers.machines import runtime
+
+    return runtime
+
 
 MACHINE_POOL = register(
     KindDescriptor(
@@ -64,18 +73,20 @@ class MachinePoolProvider(ResourceProvider):
 
     def configure(self, req: ConfigureRequest) -> None:
         self._credentials = credentials_from_config(req.config)
-        self._time_scale = time_scale_from(req.config)
+        self._time_scale = _runtime().time_scale_from(req.config)
 
     def _session(self, connection: Connection, policy: LifecyclePolicy, pool: str) -> Any:
         creds, scale = getattr(self, "_credentials", None), getattr(self, "_time_scale", 1.0)
-        return session(connection, policy, creds, scale, label=f"pool {pool}")
+        return _runtime().session(connection, policy, creds, scale, label=f"pool {pool}")
 
     def check(self, olds: dict[str, Any], news: dict[str, Any]) -> CheckResult:
         inputs, failures = check_inputs(PoolInputs, news, "MachinePool")
         return CheckResult(inputs, failures)
 
     def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
-        d = MACHINE_POOL.diff(canonical(PoolInputs, olds), canonical(PoolInputs, news), inputs=KEPT_INPUTS)
+        d = MACHINE_POOL.diff(
+            canonical(PoolInputs, olds, KEPT_INPUTS), canonical(PoolInputs, news, KEPT_INPUTS), inputs=KEPT_INPUTS
+        )
         records = prior_records(olds)
         attention = any(r.needs_attention for r in records.values())  # drift, or a release to retry
         return DiffResult(
@@ -114,7 +125,7 @@ class MachinePoolProvider(ResourceProvider):
         state = plain(props)
         connection = Connection.model_validate(state["connection"])
         records = prior_records(state)
-        maas = maas_client(
+        maas = _runtime().maas_client(
             connection, getattr(self, "_credentials", None), time_scale=getattr(self, "_time_scale", 1.0)
         )
         idents = {h: ident for h, r in records.items() if (ident := r.identity()) is not None}
@@ -150,14 +161,17 @@ def prior_records(olds: dict[str, Any]) -> dict[str, rc.MachineRecord]:
     return records
 
 
+_SPECS: TypeAdapter[list[MachineSpec]] = TypeAdapter(list[MachineSpec])
+
+
 def machines_changed(records: dict[str, rc.MachineRecord], news: dict[str, Any]) -> bool:
     """Whether the declared machines differ from what the records were written for (a machine joins,
     leaves, or any field of its spec changed); unknown or unreadable specs count as changed."""
-    raw = plain(news).get("machines")
-    if has_unknown(raw) or not isinstance(raw, list):
+    raw = news.get("machines")
+    if not isinstance(raw, list) or has_unknown(raw):
         return True
     try:
-        specs = [MachineSpec.model_validate(m) for m in raw]
+        specs = _SPECS.validate_python(plain(raw))
     except ValidationError:
         return True
     wanted = {r.hostname for r in records.values() if not r.leaving}

@@ -4,9 +4,9 @@
 `vocabulary` (statuses, views, `MaasError`). Import from here: `from clients.maas import MaasClient`.
 """
 
-from .client import MaasClient
-from .retry import DEFAULT_BUDGET, MaasUnavailable, RetryBudget
-from .site import MaasSiteClient, MachineNics, NicView, ScriptView, StaticHolding, SubnetView
+from typing import TYPE_CHECKING, Any
+
+from .budget import DEFAULT_BUDGET, MaasUnavailable, RetryBudget
 from .vocabulary import (
     INSTALL_FAILURE_TYPE,
     INSTALLATION_FAILED,
@@ -24,6 +24,26 @@ from .vocabulary import (
     ScriptStatus,
     datasource_failure,
 )
+
+if TYPE_CHECKING:
+    from .client import MaasClient
+    from .site import MaasSiteClient, MachineNics, NicView, ScriptView, StaticHolding, SubnetView
+
+# The clients (python-libmaas, aiohttp: ~0.3 s to import) load on first use: a preview of a large stack
+# imports every provider module and talks to no MAAS (issue 18).
+_LAZY = {"MaasClient": ".client", "MaasSiteClient": ".site", "MachineNics": ".site", "NicView": ".site",
+         "ScriptView": ".site", "StaticHolding": ".site", "SubnetView": ".site"}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        import importlib
+
+        value = getattr(importlib.import_module(_LAZY[name], __name__), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "DEFAULT_BUDGET",

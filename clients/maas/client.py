@@ -27,7 +27,8 @@ from maas.client.bones import CallError, SessionAPI
 from maas.client.bones.helpers import RemoteError
 
 from ..tls import trust, untrusted, untrusted_hint
-from .retry import DEFAULT_BUDGET, MaasUnavailable, RetryBudget, call_with_retry, status_of
+from .budget import DEFAULT_BUDGET, MaasUnavailable, RetryBudget
+from .retry import call_with_retry, status_of
 from .verified import connect_verified
 from .vocabulary import (
     BlockDeviceView,

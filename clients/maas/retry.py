@@ -19,47 +19,14 @@ from typing import TypeVar
 import aiohttp
 from maas.client.bones import CallError
 from maas.client.bones.helpers import RemoteError
-from pydantic import BaseModel, ConfigDict, Field
 from tenacity import Retrying, retry_if_exception, stop_after_attempt, stop_after_delay
 from tenacity.wait import wait_random_exponential
 
 from ..tls import untrusted
-from .vocabulary import MaasError
+from .budget import MaasUnavailable, RetryBudget
 
 T = TypeVar("T")
 _REMOTE_STATUS = re.compile(r"-> (\d{3})\b")
-
-
-class RetryBudget(BaseModel):
-    """How long one call may keep retrying through an outage (documented in docs/machines.md)."""
-
-    model_config = ConfigDict(frozen=True)
-
-    attempts: int = Field(default=10, ge=1)
-    total_s: float = Field(default=120.0, ge=0)
-    initial_s: float = Field(default=0.5, ge=0)
-    max_wait_s: float = Field(default=15.0, ge=0)
-    # One attempt, connect to last byte: a region that accepts and never answers is an outage, retried.
-    request_timeout_s: float = Field(default=60.0, gt=0)
-
-    def scaled(self, factor: float) -> RetryBudget:
-        """Waits scaled (tests shrink MAAS-scale waits); the attempt count is kept, and so is the
-        per-request timeout: how long an HTTP answer takes is real time, not simulated MAAS time (a
-        1,024-machine bench on 2 cores saw answers slower than a scaled timeout and called it an outage)."""
-        return self.model_copy(
-            update={
-                "total_s": self.total_s * factor,
-                "initial_s": self.initial_s * factor,
-                "max_wait_s": self.max_wait_s * factor,
-            }
-        )
-
-
-DEFAULT_BUDGET = RetryBudget()
-
-
-class MaasUnavailable(MaasError):
-    """MAAS kept failing a call that is safe to repeat until the retry budget ran out."""
 
 
 def status_of(exc: BaseException) -> int | None:

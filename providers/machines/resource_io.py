@@ -57,11 +57,13 @@ def typed_inputs(model: type[M], props: Mapping[str, Any]) -> M:
     return model.model_validate({k: raw[k] for k in model.model_fields if k in raw})
 
 
-def canonical(model: type[BaseModel], props: Mapping[str, Any]) -> dict[str, Any]:
+def canonical(model: type[BaseModel], props: Mapping[str, Any], only: tuple[str, ...] | None = None) -> dict[str, Any]:
     """Each input section as its model writes it (defaults filled, enums and numbers normalised),
     so `diff` compares meaning, not spelling; a section holding an unknown (preview) or not valid
-    for the model is left as it is, and the descriptor compares it raw (unknown = changed)."""
-    raw = plain(props)
+    for the model is left as it is, and the descriptor compares it raw (unknown = changed). `only`: these
+    sections (a pool's machine specs are compared by fingerprint, not here)."""
+    wanted = model.model_fields if only is None else only
+    raw = plain({k: v for k, v in props.items() if k in wanted})
     out: dict[str, Any] = {}
     for name, info in model.model_fields.items():
         if name not in raw:
