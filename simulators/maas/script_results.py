@@ -17,6 +17,8 @@ from email.utils import format_datetime
 from enum import IntEnum
 from typing import TYPE_CHECKING, Any
 
+from clients.maas.vocabulary import ScriptStatus  # MAAS's SCRIPT_STATUS: one copy
+
 from . import errors
 from .routes import Request, RouteTable
 
@@ -33,15 +35,6 @@ class ResultType(IntEnum):
 
 RESULT_TYPE_NAMES = {ResultType.COMMISSIONING: "Commissioning", ResultType.INSTALLATION: "Installation",
                      ResultType.TESTING: "Testing"}
-
-
-class ScriptStatus(IntEnum):
-    PENDING = 0
-    RUNNING = 1
-    PASSED = 2
-    FAILED = 3
-    TIMEDOUT = 4
-    ABORTED = 5
 
 
 STATUS_NAMES = {ScriptStatus.PENDING: "Pending", ScriptStatus.RUNNING: "Running", ScriptStatus.PASSED: "Passed",
