@@ -41,14 +41,21 @@ def busy_tag(site: str, profile: str) -> str:
 
 
 def try_take(key: str, system_id: str, limit: int, busy_in_maas: Callable[[], set[str]]) -> bool:
-    """Take a slot for `system_id` if the profile has one free (held here + busy in MAAS elsewhere)."""
-    with _lock:  # one asker at a time per process: the count and the take are atomic here
+    """Take a slot for `system_id` if the profile has one free (held here + busy in MAAS elsewhere).
+    MAAS is read outside the lock (a read is a request; the scheduler reads at most once per tick), and
+    the count and the take are atomic here under it."""
+    with _lock:
         held = _held.setdefault(key, set())
         if system_id in held:
             return True
         if len(held) >= limit:
             return False
-        if len(held | (busy_in_maas() - {system_id})) >= limit:  # itself busy (a resumed run) is no rival
+    busy = busy_in_maas() - {system_id}  # itself busy (a resumed run) is no rival
+    with _lock:
+        held = _held.setdefault(key, set())
+        if system_id in held:
+            return True
+        if len(held | busy) >= limit:
             return False
         held.add(system_id)
         return True
