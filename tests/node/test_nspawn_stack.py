@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import stat
+import subprocess
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -30,6 +31,8 @@ from tests.maas_sim.conftest import connect_url
 
 REPO = Path(__file__).resolve().parents[2]
 MACHINES = ["local-gpu-1", "local-gpu-2"]
+# the local profile's storage layout (h200-boss-flat) and the H200's non-boot block devices in MAAS
+DATA_DEVICES = [f"nvme{i}n1" for i in range(8)]
 
 
 @pytest.fixture
@@ -40,8 +43,14 @@ def lab_env(tmp_path: Path) -> Path:
 @pytest.fixture
 def real_world(lab_env: Path) -> Iterator[LocalStack]:
     require_lab("nspawn nodes behind the MAAS simulator")
+    loops: set[str] = set()
     with LocalStack(lab_env, machine_backend=MachineBackend.NSPAWN) as world:  # halts every node at the end
-        yield world
+        try:
+            yield world
+        finally:
+            if world.nodes is not None:
+                loops = {loop for b in world.nodes.boots for loop in b.node.data_disks.values()}
+    assert not loops & _loops_attached(), f"loop devices left attached: {sorted(loops & _loops_attached())}"
 
 
 def _engine(engine_factory: Any, world: LocalStack, lab_env: Path, tmp_path: Path) -> Any:
@@ -57,8 +66,9 @@ def _deployed_digests(state_path: Path) -> dict[str, str]:
 
     def walk(value: Any) -> None:
         if isinstance(value, dict):
-            if isinstance(value.get("hostname"), str) and isinstance(value.get("bundle_digest"), str):
-                out[value["hostname"]] = value["bundle_digest"]
+            deploy = value.get("deploy") if isinstance(value.get("deploy"), dict) else value  # the spec nests it
+            if isinstance(value.get("hostname"), str) and isinstance(deploy.get("bundle_digest"), str):
+                out[value["hostname"]] = deploy["bundle_digest"]
             for v in value.values():
                 walk(v)
         elif isinstance(value, list):
@@ -67,6 +77,24 @@ def _deployed_digests(state_path: Path) -> dict[str, str]:
 
     walk(state)
     return out
+
+
+def _shares(world: LocalStack, hostname: str) -> dict[str, tuple[str, str]]:
+    """/shareN mounted inside the running node: mount point -> (fstype, label), as findmnt shows them."""
+    assert world.lab is not None
+    out = world.lab.exec(hostname, ["findmnt", "-n", "-l", "-o", "TARGET,FSTYPE,LABEL"]).stdout
+    shares = {}
+    for line in out.splitlines():
+        target, fstype, label = (line.split() + ["", "", ""])[:3]
+        if target.startswith("/share"):
+            shares[target] = (fstype, label)
+    return shares
+
+
+def _loops_attached() -> set[str]:
+    out = subprocess.run(["losetup", "--list", "--noheadings", "--output", "NAME"], capture_output=True, text=True,
+                         check=True).stdout
+    return set(out.split())
 
 
 def _steps(node: BootedNode) -> dict[str, dict[str, Any]]:
@@ -118,6 +146,9 @@ def test_up_of_the_local_stack_on_real_nodes_then_no_changes(
         holders = {p.relative_to(upper).as_posix(): stat.S_IMODE(p.stat().st_mode) for p in upper.rglob("*")
                    if p.is_file() and not p.is_symlink() and secret in p.read_bytes()}
         assert holders and all(mode & 0o077 == 0 for mode in holders.values()), holders
+        # the profile's storage layout on the machine's data disks (its non-boot block devices in MAAS)
+        assert set(node.data_disks) == set(DATA_DEVICES), node.data_disks
+        assert _shares(world, hostname) == {f"/share{i}": ("ext4", f"share{i}") for i in range(len(DATA_DEVICES))}
     boots = len(world.nodes.boots)
 
     again = engine.up()
