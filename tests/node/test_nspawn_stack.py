@@ -178,23 +178,22 @@ def test_a_redeploy_reimages_the_node_fresh(
     engine_factory: Any, real_world: LocalStack, lab_env: Path, tmp_path: Path
 ) -> None:
     """A changed deploy input releases the machine and deploys it again: the previous node is halted and a
-    fresh disk boots, so a marker written on the old node's root is gone."""
+    fresh root disk boots, so a marker written on the old node's root is gone. The data disks are the
+    machine's: released without erase they keep /share0's data (the storage step never reformats a
+    labelled disk); the local profile's own erase mode (quick, the default: `release_erase_mode` unset)
+    erases them on release, so after that redeploy /share0 is a fresh filesystem."""
     world = real_world
-    assert world.maas is not None and world.nodes is not None
+    assert world.maas is not None and world.nodes is not None and world.lab is not None
+    _set_profile(lab_env, release_erase_mode="none")  # policy only: not a deploy input (nothing redeploys)
     engine = _engine(engine_factory, world, lab_env, tmp_path)
     first = engine.up()
     assert first.ok, [d.message for d in first.diagnostics if d.severity == "error"]
     old = world.nodes.latest("local-gpu-1")
     assert old is not None and _running_in(old.root), "the first node runs"
     (old.root / "root/reimage-marker").write_text("written before the redeploy\n")
-    # TODO(wt-nodeln): once lab/node.py attaches the data disks (loop devices) the storage layout formats,
-    # also write a marker under a data mount (/mnt/shareN) and assert it SURVIVES the reimage, as the
-    # layout keeps data disks by design; today lab nodes have no data disks (flat layout), root only.
-    doc = yaml.safe_load(lab_env.read_text())
-    for m in doc["machines"]:
-        if m["hostname"] == "local-gpu-1":
-            m["hwe_kernel"] = "ga-22.04"
-    lab_env.write_text(yaml.safe_dump(doc, sort_keys=False))
+    wrote = world.lab.exec("local-gpu-1", ["sh", "-c", "echo kept > /share0/data-marker && sync"])
+    assert wrote.returncode == 0, wrote.stderr
+    _set_machine(lab_env, "local-gpu-1", hwe_kernel="ga-22.04")
     second = engine.up()
     assert second.ok, [d.message for d in second.diagnostics if d.severity == "error"]
     assert not world.nodes.errors, world.nodes.errors
@@ -202,8 +201,13 @@ def test_a_redeploy_reimages_the_node_fresh(
     assert new is not None and new.instance_id != old.instance_id and new.root != old.root
     assert not _running_in(old.root), "the released machine's node was halted"
     assert _running_in(new.root), "the redeployed machine runs a new node"
-    assert not (new.root / "root/reimage-marker").exists(), "the redeploy booted a fresh disk"
+    assert not (new.root / "root/reimage-marker").exists(), "the redeploy booted a fresh root disk"
     assert (new.root / "var/lib/gpuaas/steps/enroll.json").exists(), "the fresh node ran its bootstrap again"
+    # released without erase: the same data disks, /share0 kept by the storage step, its data still there
+    assert new.data_disks == old.data_disks, (new.data_disks, old.data_disks)
+    storage = _steps(new)["storage"]
+    assert storage["ok"] and "share0 exists: kept" in storage["output_tail"], storage["output_tail"][-400:]
+    assert world.lab.exec("local-gpu-1", ["cat", "/share0/data-marker"]).stdout.strip() == "kept"
     machines = {m["hostname"]: m for m in world.maas.admin.machines()}
     assert machines["local-gpu-1"]["status_name"] == "Deployed"
     assert [b.hostname for b in world.nodes.boots].count("local-gpu-2") == 1, "the other machine was left alone"
@@ -226,6 +230,50 @@ def test_a_redeploy_reimages_the_node_fresh(
     _until(lambda: bool(_running_in(other.root)), "the powered-on node boots its disk again")
     assert (other.root / "root").is_dir() and world.nodes.latest("local-gpu-2") == other, "the same disk"
     assert json.loads((other.root / "var/lib/gpuaas/steps/enroll.json").read_text())["finished_at"] == enrolled
+
+    # the local profile's own erase mode (quick) on the next redeploy: MAAS erases the disks on release, the
+    # backend wipes the machine's data disks, the storage step formats /share0 afresh: the data is gone
+    # (a redeploy is a delete-before-replace: its release reads the erase mode the state holds, so the policy
+    # goes in first, in place, booting nothing)
+    _set_profile(lab_env, release_erase_mode=None)
+    boots = len(world.nodes.boots)
+    policy = engine.up()
+    assert policy.ok, [d.message for d in policy.diagnostics if d.severity == "error"]
+    assert len(world.nodes.boots) == boots, "a policy change redeploys nothing"
+    _set_machine(lab_env, "local-gpu-1", hwe_kernel=None)
+    third = engine.up()
+    assert third.ok, [d.message for d in third.diagnostics if d.severity == "error"]
+    assert not world.nodes.errors, world.nodes.errors
+    erased = world.nodes.latest("local-gpu-1")
+    assert erased is not None and erased.instance_id != new.instance_id
+    events = [e["description"] for e in world.maas.admin.events(sid)]
+    assert any("release with quick disk erase" in d for d in events), events[-10:]
+    storage = _steps(erased)["storage"]
+    assert storage["ok"] and "formatted" in storage["output_tail"], storage["output_tail"][-400:]
+    assert _shares(world, "local-gpu-1")["/share0"] == ("ext4", "share0")
+    gone = world.lab.exec("local-gpu-1", ["cat", "/share0/data-marker"])
+    assert gone.returncode != 0 and "No such file" in gone.stderr, (gone.stdout, gone.stderr)
+    assert [b.hostname for b in world.nodes.boots].count("local-gpu-2") == 1, "the other machine was left alone"
+
+
+def _set_profile(env_file: Path, **fields: Any) -> None:
+    """Set (None: remove) fields on every site profile of the environment file."""
+    doc = yaml.safe_load(env_file.read_text())
+    for site in doc["sites"]:
+        for profile in site["profiles"]:
+            for k, v in fields.items():
+                profile.pop(k, None) if v is None else profile.__setitem__(k, v)
+    env_file.write_text(yaml.safe_dump(doc, sort_keys=False))
+
+
+def _set_machine(env_file: Path, hostname: str, **fields: Any) -> None:
+    """Set (None: remove) fields on one machine of the environment file."""
+    doc = yaml.safe_load(env_file.read_text())
+    for m in doc["machines"]:
+        if m["hostname"] == hostname:
+            for k, v in fields.items():
+                m.pop(k, None) if v is None else m.__setitem__(k, v)
+    env_file.write_text(yaml.safe_dump(doc, sort_keys=False))
 
 
 def _until(check: Callable[[], bool], what: str, timeout_s: float = 30.0) -> None:
