@@ -24,7 +24,7 @@ from oauthlib import oauth1
 
 from clients.maas import MaasClient
 from lab.node import BootedNode
-from simulators.localstack import LocalStack, write_lab_environment
+from simulators.localstack import LAB_NODE_PROFILE, LocalStack, write_lab_environment
 from simulators.maas import MachineBackend
 from tests.fixtures.lab_gate import require_lab
 from tests.maas_sim.conftest import connect_url
@@ -327,3 +327,47 @@ def test_a_node_failing_validation_fails_its_deployment_then_up_after_the_fix(
         assert {h: machines[h]["status_name"] for h in MACHINES} == {h: "Deployed" for h in MACHINES}
         assert [b.hostname for b in world.nodes.boots].count("local-gpu-2") == 2, "a fresh node for the redeploy"
         assert [b.hostname for b in world.nodes.boots].count("local-gpu-1") == 1
+
+
+def test_a_node_that_cannot_fetch_its_bundle_fails_its_deployment(
+    engine_factory: Any, lab_env: Path, tmp_path: Path
+) -> None:
+    """local-gpu-2's node boots after its presigned bundle URL expired (the S3 server sees that node's
+    requests a TTL and a minute late): its launcher's fetch step fails, runcmd exits non-zero, cloud-init
+    reports FAIL, MAAS says Failed deployment; the up fails naming the machine, the step (`fetch`) and what
+    to do (MCH022, from the node's own report). The other machine's node deploys regardless."""
+    require_lab("nspawn nodes behind the MAAS simulator")
+    loops: set[str] = set()
+    with LocalStack(lab_env, machine_backend=MachineBackend.NSPAWN) as world:
+        try:
+            assert world.maas is not None and world.nodes is not None and world.lab is not None
+            assert world.s3 is not None and world.platform is not None
+            ttl = LAB_NODE_PROFILE["enrollment_token_ttl_seconds"]  # the URL lives as long as the token
+            world.s3.client_skew_s[world.lab.address("local-gpu-2")] = ttl + 60
+            engine = _engine(engine_factory, world, lab_env, tmp_path)
+            failed = engine.up()
+            assert not failed.ok
+            errors = " ".join(d.message for d in failed.diagnostics if d.severity == "error")
+            assert "MCH022" in errors and "local-gpu-2" in errors, errors
+            assert "launcher step 'fetch' failed" in errors and "Request has expired" in errors, errors
+            assert "presigned URL expired" in errors and " ... " not in errors, errors  # the whole reason
+            assert "run up again (a redeploy presigns a fresh URL)" in errors, errors  # what to do
+            assert "enrollment_token_ttl_seconds" in errors, errors
+            assert "X-Amz-Signature" not in errors and "Signature=" not in errors, "no URL signature in the error"
+            machines = {m["hostname"]: m for m in world.maas.admin.machines()}
+            assert machines["local-gpu-2"]["status_name"] == "Failed deployment"
+            assert "cloud-init reported modules-final" in machines["local-gpu-2"]["error_description"]
+            bad = world.nodes.latest("local-gpu-2")
+            assert bad is not None and _steps(bad)["fetch"]["ok"] is False
+            assert "storage" not in _steps(bad), "no bundle step ran"
+            record = next(n for n in world.platform.store.nodes.values() if n.hostname == "local-gpu-2")
+            assert record.bootstrap is not None and record.bootstrap.failed_step == "fetch"
+            assert machines["local-gpu-1"]["status_name"] == "Deployed"
+            good = world.nodes.latest("local-gpu-1")
+            assert good is not None and (good.root / "var/lib/gpuaas/steps/enroll.json").exists(), \
+                "the other machine's node bootstrapped regardless"
+            assert not world.nodes.errors, world.nodes.errors
+        finally:
+            if world.nodes is not None:
+                loops = {loop for b in world.nodes.boots for loop in b.node.data_disks.values()}
+    assert not loops & _loops_attached(), f"loop devices left attached: {sorted(loops & _loops_attached())}"
