@@ -19,8 +19,11 @@ name (under the node's run directory), attached to a loop device on the host (`l
 and bound into the node under that name (`--bind=/dev/loopN:/dev/nvme1n1`): the names are the storage
 layout's `data_devices`, which the bundle's storage step formats. A node runs no udev, so the lab's
 `udevadm` stand-in (and its unit, at every boot) makes the partition nodes and /dev/disk/by-label links
-udev would. The loop devices are detached when the node's disks are replaced (a redeploy) and at `stop`,
-always; `start` detaches those a killed run left behind. nspawn runs unregistered (`--register=no
+udev would. Data disks belong to the machine, not the boot: the images live under the run's
+`disks/<hostname>/` and stay attached across the hostname's boots (a redeploy boots a fresh root only;
+the data on them stays, as on real hardware), until `erase_disks(hostname)` (what a MAAS release with
+disk erase does) drops them: the next boot attaches zeroed images. The loop devices are detached at
+`stop`, always; `start` detaches those a killed run left behind. nspawn runs unregistered (`--register=no
 --keep-unit`: no scope, so no device cgroup policy): the node can open the device nodes it has, which
 are its own disks' and their partitions'.
 """
@@ -127,7 +130,7 @@ class NodeLab:
         self._procs: dict[str, subprocess.Popen[bytes]] = {}
         self.nodes: dict[str, BootedNode] = {}
         self.image: Path | None = None
-        self._loops: dict[str, list[str]] = {}  # hostname -> its attached loop devices
+        self._loops: dict[str, dict[str, str]] = {}  # hostname -> its attached data disks (name -> loop device)
 
     @property
     def gateway(self) -> str:
@@ -155,14 +158,14 @@ class NodeLab:
              data_disks: Sequence[str] = (), disk_mb: int = DATA_DISK_MB,
              cloud_cfg: dict[str, str] | None = None) -> BootedNode:
         """`knobs`: lab stand-in settings written to /etc/gpuaas-lab/<name> (e.g. {"gpus": "7"}).
-        `data_disks`: names of empty data disks (sparse `disk_mb` MiB loop devices) the node sees as /dev/<name>.
+        `data_disks`: names of the machine's data disks (sparse `disk_mb` MiB loop devices, empty the first
+        time, kept across its boots until `erase_disks`) the node sees as /dev/<name>.
         `cloud_cfg`: drop-ins for /etc/cloud/cloud.cfg.d (name -> YAML, 0600 root), the configuration a
         deployed machine's image carries beside the user's user_data (MAAS: its datasource, the
         `reporting` webhook to its metadata status endpoint); never part of the user_data."""
         # size: one sequence (overlay, identity, seed, stand-ins, disks, nspawn); each line is one step of it
         assert self.image is not None and self._run.network is not None
         self.halt(hostname)  # a redeploy: the previous node on this machine goes first (a fresh disk follows)
-        self._detach(hostname)
         hdir = self.run_dir / f"{hostname}-{sum(1 for p in self.run_dir.glob(hostname + '-*'))}"
         upper, work, merged = hdir / "upper", hdir / "work", hdir / "merged"
         for d in (upper, work, merged):
@@ -189,7 +192,7 @@ class NodeLab:
         for tool in STANDINS.iterdir():
             if tool.is_file() and os.access(tool, os.X_OK):
                 shutil.copy(tool, merged / "usr/local/bin" / tool.name)
-        disks = self._attach(hostname, hdir / "disks", data_disks, disk_mb)
+        disks = self._attach(hostname, data_disks, disk_mb)
         if disks:
             (merged / "etc/gpuaas-lab/data-disks").write_text("".join(f"{n} {d}\n" for n, d in disks.items()))
             unit = merged / "etc/systemd/system" / UDEV_STANDIN_UNIT
@@ -245,21 +248,44 @@ class NodeLab:
                     os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait()
 
-    def _attach(self, hostname: str, ddir: Path, names: Sequence[str], disk_mb: int) -> dict[str, str]:
+    def _attach(self, hostname: str, names: Sequence[str], disk_mb: int) -> dict[str, str]:
+        """The machine's data disks for this boot: the attached ones when the names are the same (their data
+        stays), else each image attached again (an existing image is kept, a missing one made sparse)."""
+        attached = self._loops.get(hostname, {})
+        if list(attached) == list(names):
+            return dict(attached)
+        self._detach(hostname)
+        ddir = self.disk_dir(hostname)
         disks: dict[str, str] = {}
         for name in names:
-            ddir.mkdir(exist_ok=True)
+            ddir.mkdir(parents=True, exist_ok=True)
             image = ddir / f"{name}.img"
-            with image.open("wb") as f:
-                f.truncate(disk_mb * 1024 * 1024)  # sparse
+            if not image.exists():
+                with image.open("wb") as f:
+                    f.truncate(disk_mb * 1024 * 1024)  # sparse: reads as zeros
             loop = subprocess.run(["losetup", "--find", "--show", "--partscan", str(image)], check=True,
                                   capture_output=True, text=True).stdout.strip()
-            self._loops.setdefault(hostname, []).append(loop)
             disks[name] = loop
+            self._loops[hostname] = dict(disks)
         return disks
 
+    def disk_dir(self, hostname: str) -> Path:
+        """Where the machine's data-disk images live (one per name), across its boots."""
+        return self.run_dir / "disks" / hostname
+
+    def erase_disks(self, hostname: str) -> list[str]:
+        """Wipe the machine's data disks (MAAS's release with disk erase): halt its node, detach the loop
+        devices and drop the images; its next boot attaches zeroed ones. Returns the names erased."""
+        self.halt(hostname)
+        self._detach(hostname)
+        erased = []
+        for image in sorted(self.disk_dir(hostname).glob("*.img")):
+            image.unlink()
+            erased.append(image.stem)
+        return erased
+
     def _detach(self, hostname: str) -> None:
-        for loop in self._loops.pop(hostname, []):
+        for loop in self._loops.pop(hostname, {}).values():
             subprocess.run(["losetup", "-d", loop], capture_output=True)
 
     def exec(self, hostname: str, argv: Sequence[str], timeout_s: float = 60.0) -> subprocess.CompletedProcess[str]:

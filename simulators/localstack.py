@@ -250,13 +250,14 @@ class LocalStack:
         self.lab = None
 
 
-# What a lab node can run (lab/node.py): no packages (the lab has no mirror), the flat storage layout (no
-# data disks yet), no MAAS hardware-sync timer. The bundle's other steps run as written. The enrollment
+# What a lab node can run (lab/node.py): no packages (the lab has no mirror), no MAAS hardware-sync timer.
+# The bundle's other steps run as written, the storage step too: the profile's storage layout is kept, and
+# the NSPAWN backend gives each node the machine's non-boot block devices as loop-device data disks (an
+# H200's nvme0n1..nvme7n1, the layout's data_devices), so /share0..N are real ext4 mounts. The enrollment
 # token's TTL is in the platform simulator's time, which runs 100x fast (platform_time_scale 0.01): the
 # local profile's 900 s are 9 real seconds, less than four real nodes booting at once on two cores take
 # (their enrollment was refused as expired); 18000 s are 180 real seconds.
-LAB_NODE_PROFILE: dict[str, Any] = {"storage_layout_profile": "flat", "require_hw_sync": False,
-                                    "enrollment_token_ttl_seconds": 18000}
+LAB_NODE_PROFILE: dict[str, Any] = {"require_hw_sync": False, "enrollment_token_ttl_seconds": 18000}
 
 
 def write_lab_environment(source: Path, dest: Path, machines: list[str] | None = None) -> Path:

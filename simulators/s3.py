@@ -8,7 +8,8 @@
 moto keeps its state per process and does not enforce signatures, so any access key works; we still
 use distinct fake keys so the code paths that read them from Vault are exercised. Presigned URLs are
 checked as S3 checks them (moto does not): past `X-Amz-Date` + `X-Amz-Expires` (shifted by `skew_s`,
-so a test can age a URL) the answer is S3's 403 `AccessDenied` "Request has expired". With
+so a test can age a URL, plus `client_skew_s[<caller address>]`, so it can age the URLs one caller
+uses: a lab node that boots late) the answer is S3's 403 `AccessDenied` "Request has expired". With
 `private=True` an unsigned object GET is refused too (403), as on a private bucket. Each server
 starts from an empty backend (`reset()` on start) so tests do not see each other's buckets; as
 moto's backends are process-wide, run one server per process at a time.
@@ -48,13 +49,14 @@ class _PresignGate:
 
     def _refusal(self, environ: dict[str, Any]) -> str | None:
         q = {k: v[0] for k, v in parse_qs(environ.get("QUERY_STRING", "")).items()}
+        now = time.time() + self.owner.skew_s + self.owner.client_skew_s.get(environ.get("REMOTE_ADDR", ""), 0.0)
         if "X-Amz-Expires" in q and "X-Amz-Date" in q:
             signed = calendar.timegm(time.strptime(q["X-Amz-Date"], "%Y%m%dT%H%M%SZ"))
-            if time.time() + self.owner.skew_s > signed + int(q["X-Amz-Expires"]):
+            if now > signed + int(q["X-Amz-Expires"]):
                 return "Request has expired"
             return None
         if "Expires" in q and "Signature" in q:  # SigV2 query authentication: an absolute epoch
-            return "Request has expired" if time.time() + self.owner.skew_s > int(q["Expires"]) else None
+            return "Request has expired" if now > int(q["Expires"]) else None
         anonymous = "HTTP_AUTHORIZATION" not in environ and "X-Amz-Signature" not in q
         is_object = environ.get("PATH_INFO", "/").strip("/").count("/") >= 1
         if self.owner.private and anonymous and is_object and environ.get("REQUEST_METHOD") in ("GET", "HEAD"):
@@ -81,6 +83,8 @@ class MotoS3Server:
         self.private = private
         self.skew_s = 0.0
         """Seconds added to the clock presigned URLs are checked against (ages every URL at once)."""
+        self.client_skew_s: dict[str, float] = {}
+        """More seconds for the requests from one address (ages the URLs one caller, e.g. a lab node, uses)."""
         self._server: Any = None
 
     def __enter__(self) -> MotoS3Server:

@@ -204,7 +204,7 @@ def main(argv: list[str] | None = None) -> int:
     backend = choose_backend(args.nodes)
     source: str | Path = env.name
     work = Path(tempfile.mkdtemp(prefix="gpuaas-demo-env-"))
-    if backend is MachineBackend.NSPAWN:  # what a lab node can run: no packages, flat storage, no hw-sync timer
+    if backend is MachineBackend.NSPAWN:  # what a lab node can run: no packages, no hw-sync timer; real data disks
         # the profile's batch_max_parallel (2) stays: four nodes booting at once on two cores took longer
         source = write_lab_environment(REPO / "environments" / f"{env.name}.yaml", work / f"{env.name}.yaml")
     with LocalStack(source, machine_backend=backend) as world:
@@ -215,7 +215,7 @@ def main(argv: list[str] | None = None) -> int:
         )
         if world.lab is not None:
             print(f"real nodes: each deployed machine boots a systemd-nspawn node on lab network "
-                  f"{world.lab.gateway}/24 (no packages, flat storage, no hw-sync timer: lab/node.py)")
+                  f"{world.lab.gateway}/24 (no packages, no hw-sync timer; loop-device data disks: lab/node.py)")
         if shutil.which("pulumi") and not args.engine:
             run_with_cli(args.stack, world)
         else:

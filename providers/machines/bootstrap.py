@@ -45,6 +45,9 @@ def _failure(m: LifecycleRecord, view: BootstrapView) -> Step:
             "again (it redeploys the machine)",
             MachineOutcome.VALIDATION_FAILED,
         )
+    if step == "fetch" and "expired" in view.output_tail.lower():
+        return Step.fail(FailCode.BOOTSTRAP, f"{where}; run up again (a redeploy presigns a fresh URL); if nodes "
+                         "boot that late, raise the profile's enrollment_token_ttl_seconds")  # the URL's lifetime
     return Step.fail(FailCode.BOOTSTRAP, f"{where}; fix the cause, then run up again (it redeploys the machine)")
 
 

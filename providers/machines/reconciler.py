@@ -31,6 +31,7 @@ DEPLOYED = "Deployed"
 MISSING = "Missing"
 REPORT_MAX_FAILURES = 10
 REPORT_MAX_CHARS = 4000
+REPORT_MAX_REASON = 360  # characters of one machine's reason in the summary (its middle gives way)
 
 
 class MachineRecord(BaseModel):
@@ -372,12 +373,21 @@ def failure_summary(what: str, results: Sequence[MachineResult]) -> str | None:
     ]
     for r in failed[:REPORT_MAX_FAILURES]:
         reason = r.reason or f"{r.hostname}: {r.outcome.value} in {r.stage.value} (MAAS: {r.maas_status})"
-        lines.append(f"  - {reason[:300]}")
+        lines.append(f"  - {_bounded(reason)}")
     if len(failed) > REPORT_MAX_FAILURES:
         lines.append(f"  ... and {len(failed) - REPORT_MAX_FAILURES} more (the full report is in the run's output)")
     lines.append("Machines that converged are recorded; the next `up` resumes the others (nothing is duplicated).")
     text = "\n".join(lines)
     return text if len(text) <= REPORT_MAX_CHARS else text[: REPORT_MAX_CHARS - 3] + "..."
+
+
+def _bounded(reason: str, limit: int = REPORT_MAX_REASON) -> str:
+    """A reason cut to `limit` characters in its middle: its head names the machine and what failed, its
+    end says what to do (a node's output tail in between is what gives)."""
+    if len(reason) <= limit:
+        return reason
+    head = (limit - 5) * 3 // 5
+    return f"{reason[:head]} ... {reason[-(limit - 5 - head):]}"
 
 
 def raise_failures(what: str, results: Sequence[MachineResult]) -> None:

@@ -339,6 +339,8 @@ class Lifecycle:
             m.power_state = PowerState.OFF
             self.transition(m, S.FAILED_DISK_ERASING, m.error_description)
             return
+        if self.nodes is not None:
+            self.nodes.erase(m.hostname)  # the real node's data disks (after its halt: the same ordered worker)
         self._to_ready(m, "disks erased, released")
 
     def _end_releasing(self, m: Machine) -> None:
@@ -357,7 +359,9 @@ class Lifecycle:
         """Boot the machine's node from the user_data MAAS holds; only its cloud-init says Deployed."""
         assert self.nodes is not None and self.metadata_url, "the NSPAWN backend needs the running HTTP server"
         self._node_failures.pop(m.system_id, None)
-        self.nodes.boot(m.system_id, m.hostname, m.user_data or b"", f"{self.metadata_url}status/{m.system_id}")
+        data = [d.name for d in m.block_devices if d.id != m.boot_disk_id]  # the machine's disks besides the boot one
+        self.nodes.boot(m.system_id, m.hostname, m.user_data or b"", f"{self.metadata_url}status/{m.system_id}",
+                        data_disks=data)
         m.event("NODE", f"booting a fresh nspawn node from the deploy's user_data ({len(m.user_data or b'')} bytes)")
         timeout_s = self.nodes.deploy_timeout_s  # wall clock, not time_scale: a real boot takes what it takes
         token, sid = m.phase_token, m.system_id

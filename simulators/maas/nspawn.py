@@ -9,7 +9,12 @@ the top-level `modules-final` finishing SUCCESS makes it Deployed, any top-level
 makes it Failed deployment. No timer says Deployed; a node that never reports fails the deploy after
 `deploy_timeout_s` of wall-clock time, in MAAS's words.
 
-Release, abort and redeploy halt the machine's node; a redeploy boots a fresh disk (a new overlay).
+Release, abort and redeploy halt the machine's node; a redeploy boots a fresh root disk (a new overlay).
+The node also has the machine's data disks: one loop device per non-boot block device MAAS lists for the
+machine (its hardware: an H200's nvme0n1..nvme7n1), seen in the node under the same names, which are
+the storage layouts' `data_devices`. They belong to the machine, not the boot: a redeploy keeps them
+(the storage step never reformats a labelled disk, so /shareN keeps its data); a release with disk
+erase (any mode) wipes them (`erase`), a release without erase keeps them.
 The servers a node talks to (this simulator, the platform, the artifact store) must listen on the
 lab's gateway address: the node's only route.
 """
@@ -18,12 +23,13 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 
 import yaml
 from pydantic import BaseModel, ConfigDict
 
-from lab.node import BootedNode, NodeLab
+from lab.node import DATA_DISK_MB, BootedNode, NodeLab
 
 from .auth import ApiKey, KeyRing
 
@@ -46,12 +52,14 @@ class NspawnNodes:
 
     `lab` is a started NodeLab whose hostnames include every machine that may be deployed; the
     simulator's caller owns it (its gateway must exist before the servers bind to it). `knobs`:
-    lab stand-in settings per hostname (lab/node.py), e.g. {"local-gpu-2": {"gpus": "7"}}.
+    lab stand-in settings per hostname (lab/node.py), e.g. {"local-gpu-2": {"gpus": "7"}}. `disk_mb`:
+    the size of each data disk's image.
     """
 
     def __init__(self, lab: NodeLab, knobs: dict[str, dict[str, str]] | None = None,
-                 deploy_timeout_s: float = DEPLOY_TIMEOUT_S) -> None:
+                 deploy_timeout_s: float = DEPLOY_TIMEOUT_S, disk_mb: int = DATA_DISK_MB) -> None:
         self.lab = lab
+        self.disk_mb = disk_mb  # each data disk's size (sparse): the lab's, not the hardware's 3.84 TB
         self.knobs = dict(knobs or {})
         self.deploy_timeout_s = deploy_timeout_s
         self.boots: list[NodeBoot] = []
@@ -89,14 +97,18 @@ class NspawnNodes:
         return "# written by the MAAS simulator: cloud-init reports to MAAS's metadata status endpoint\n" + \
             yaml.safe_dump({"reporting": {"maas": webhook}}, sort_keys=True)
 
-    def boot(self, system_id: str, hostname: str, user_data: bytes, status_url: str) -> Future[None]:
-        """Boot a fresh node for this deploy (halting the machine's previous node first), in the background."""
+    def boot(self, system_id: str, hostname: str, user_data: bytes, status_url: str,
+             data_disks: Sequence[str] = ()) -> Future[None]:
+        """Boot a fresh node for this deploy (halting the machine's previous node first), in the background.
+        `data_disks`: the machine's non-boot block devices (names), attached as its data disks."""
         key = self.new_key(system_id)
         drop_in = {REPORTING_DROP_IN: self.reporting_config(status_url, key)}
+        disks = tuple(data_disks)
 
         def run() -> None:
             try:
-                node = self.lab.boot(hostname, user_data, self.knobs.get(hostname), cloud_cfg=drop_in)
+                node = self.lab.boot(hostname, user_data, self.knobs.get(hostname), data_disks=disks,
+                                     disk_mb=self.disk_mb, cloud_cfg=drop_in)
             except Exception as exc:  # reported through the deploy timeout and `errors`
                 log.exception("MAAS simulator: booting the node of %s (%s) failed", hostname, system_id)
                 self.errors.append(f"{hostname}: {type(exc).__name__}: {exc}")
@@ -112,6 +124,15 @@ class NspawnNodes:
         if not keep_key:
             self.drop_key(system_id)
         return self._ops.submit(self.lab.halt, hostname)
+
+    def erase(self, hostname: str) -> Future[list[str]]:
+        """Wipe the machine's data disks (a release with disk erase): after its node's halt, in order."""
+        def run() -> list[str]:
+            erased = self.lab.erase_disks(hostname)
+            log.info("%s: data disks erased (%s)", hostname, ", ".join(erased) or "none attached yet")
+            return erased
+
+        return self._ops.submit(run)
 
     def power_on(self, hostname: str) -> Future[BootedNode] | None:
         """Boot the machine's current disk again (a power-on after a power-off); None if it has none."""

@@ -229,3 +229,15 @@ def test_failure_codes_are_unique_used_and_lead_the_reason() -> None:
     assert [c.name for c in FailCode if f"FailCode.{c.name}" not in source] == []
     assert _pre(_rec(Goal.DEPLOYED, vanished=True)).reason.startswith("MCH013 ")
     assert failed_call(_rec(), MaasError("bad", status=400)).reason.startswith("MCH015 ")
+
+
+def test_a_long_reason_keeps_its_head_and_its_what_to_do() -> None:
+    """The summary cuts one machine's reason in its middle: the machine and the step stay, so does what to do."""
+    reason = "MCH022 gpu-1 (system_id s1): launcher step 'fetch' failed: " + "y" * 600 + "; run up again"
+    result = MachineResult(hostname="gpu-1", system_id="s1", outcome=MachineOutcome.FAILED, stage=Stage.FAILED,
+                           maas_status="Failed deployment", reason=reason)
+    with pytest.raises(rc.MachinesFailed) as e:
+        rc.raise_failures("pool p", [result])
+    line = next(ln for ln in str(e.value).splitlines() if "MCH022" in ln)
+    assert "launcher step 'fetch' failed" in line and line.endswith("; run up again") and " ... " in line
+    assert len(line.strip(" -")) <= rc.REPORT_MAX_REASON

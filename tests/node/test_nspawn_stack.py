@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import stat
+import subprocess
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -23,13 +24,15 @@ from oauthlib import oauth1
 
 from clients.maas import MaasClient
 from lab.node import BootedNode
-from simulators.localstack import LocalStack, write_lab_environment
+from simulators.localstack import LAB_NODE_PROFILE, LocalStack, write_lab_environment
 from simulators.maas import MachineBackend
 from tests.fixtures.lab_gate import require_lab
 from tests.maas_sim.conftest import connect_url
 
 REPO = Path(__file__).resolve().parents[2]
 MACHINES = ["local-gpu-1", "local-gpu-2"]
+# the local profile's storage layout (h200-boss-flat) and the H200's non-boot block devices in MAAS
+DATA_DEVICES = [f"nvme{i}n1" for i in range(8)]
 
 
 @pytest.fixture
@@ -40,8 +43,14 @@ def lab_env(tmp_path: Path) -> Path:
 @pytest.fixture
 def real_world(lab_env: Path) -> Iterator[LocalStack]:
     require_lab("nspawn nodes behind the MAAS simulator")
+    loops: set[str] = set()
     with LocalStack(lab_env, machine_backend=MachineBackend.NSPAWN) as world:  # halts every node at the end
-        yield world
+        try:
+            yield world
+        finally:
+            if world.nodes is not None:
+                loops = {loop for b in world.nodes.boots for loop in b.node.data_disks.values()}
+    assert not loops & _loops_attached(), f"loop devices left attached: {sorted(loops & _loops_attached())}"
 
 
 def _engine(engine_factory: Any, world: LocalStack, lab_env: Path, tmp_path: Path) -> Any:
@@ -57,8 +66,9 @@ def _deployed_digests(state_path: Path) -> dict[str, str]:
 
     def walk(value: Any) -> None:
         if isinstance(value, dict):
-            if isinstance(value.get("hostname"), str) and isinstance(value.get("bundle_digest"), str):
-                out[value["hostname"]] = value["bundle_digest"]
+            deploy = value.get("deploy") if isinstance(value.get("deploy"), dict) else value  # the spec nests it
+            if isinstance(value.get("hostname"), str) and isinstance(deploy.get("bundle_digest"), str):
+                out[value["hostname"]] = deploy["bundle_digest"]
             for v in value.values():
                 walk(v)
         elif isinstance(value, list):
@@ -67,6 +77,24 @@ def _deployed_digests(state_path: Path) -> dict[str, str]:
 
     walk(state)
     return out
+
+
+def _shares(world: LocalStack, hostname: str) -> dict[str, tuple[str, str]]:
+    """/shareN mounted inside the running node: mount point -> (fstype, label), as findmnt shows them."""
+    assert world.lab is not None
+    out = world.lab.exec(hostname, ["findmnt", "-n", "-l", "-o", "TARGET,FSTYPE,LABEL"]).stdout
+    shares = {}
+    for line in out.splitlines():
+        target, fstype, label = (line.split() + ["", "", ""])[:3]
+        if target.startswith("/share"):
+            shares[target] = (fstype, label)
+    return shares
+
+
+def _loops_attached() -> set[str]:
+    out = subprocess.run(["losetup", "--list", "--noheadings", "--output", "NAME"], capture_output=True, text=True,
+                         check=True).stdout
+    return set(out.split())
 
 
 def _steps(node: BootedNode) -> dict[str, dict[str, Any]]:
@@ -118,6 +146,9 @@ def test_up_of_the_local_stack_on_real_nodes_then_no_changes(
         holders = {p.relative_to(upper).as_posix(): stat.S_IMODE(p.stat().st_mode) for p in upper.rglob("*")
                    if p.is_file() and not p.is_symlink() and secret in p.read_bytes()}
         assert holders and all(mode & 0o077 == 0 for mode in holders.values()), holders
+        # the profile's storage layout on the machine's data disks (its non-boot block devices in MAAS)
+        assert set(node.data_disks) == set(DATA_DEVICES), node.data_disks
+        assert _shares(world, hostname) == {f"/share{i}": ("ext4", f"share{i}") for i in range(len(DATA_DEVICES))}
     boots = len(world.nodes.boots)
 
     again = engine.up()
@@ -147,23 +178,22 @@ def test_a_redeploy_reimages_the_node_fresh(
     engine_factory: Any, real_world: LocalStack, lab_env: Path, tmp_path: Path
 ) -> None:
     """A changed deploy input releases the machine and deploys it again: the previous node is halted and a
-    fresh disk boots, so a marker written on the old node's root is gone."""
+    fresh root disk boots, so a marker written on the old node's root is gone. The data disks are the
+    machine's: released without erase they keep /share0's data (the storage step never reformats a
+    labelled disk); the local profile's own erase mode (quick, the default: `release_erase_mode` unset)
+    erases them on release, so after that redeploy /share0 is a fresh filesystem."""
     world = real_world
-    assert world.maas is not None and world.nodes is not None
+    assert world.maas is not None and world.nodes is not None and world.lab is not None
+    _set_profile(lab_env, release_erase_mode="none")  # policy only: not a deploy input (nothing redeploys)
     engine = _engine(engine_factory, world, lab_env, tmp_path)
     first = engine.up()
     assert first.ok, [d.message for d in first.diagnostics if d.severity == "error"]
     old = world.nodes.latest("local-gpu-1")
     assert old is not None and _running_in(old.root), "the first node runs"
     (old.root / "root/reimage-marker").write_text("written before the redeploy\n")
-    # TODO(wt-nodeln): once lab/node.py attaches the data disks (loop devices) the storage layout formats,
-    # also write a marker under a data mount (/mnt/shareN) and assert it SURVIVES the reimage, as the
-    # layout keeps data disks by design; today lab nodes have no data disks (flat layout), root only.
-    doc = yaml.safe_load(lab_env.read_text())
-    for m in doc["machines"]:
-        if m["hostname"] == "local-gpu-1":
-            m["hwe_kernel"] = "ga-22.04"
-    lab_env.write_text(yaml.safe_dump(doc, sort_keys=False))
+    wrote = world.lab.exec("local-gpu-1", ["sh", "-c", "echo kept > /share0/data-marker && sync"])
+    assert wrote.returncode == 0, wrote.stderr
+    _set_machine(lab_env, "local-gpu-1", hwe_kernel="ga-22.04")
     second = engine.up()
     assert second.ok, [d.message for d in second.diagnostics if d.severity == "error"]
     assert not world.nodes.errors, world.nodes.errors
@@ -171,8 +201,13 @@ def test_a_redeploy_reimages_the_node_fresh(
     assert new is not None and new.instance_id != old.instance_id and new.root != old.root
     assert not _running_in(old.root), "the released machine's node was halted"
     assert _running_in(new.root), "the redeployed machine runs a new node"
-    assert not (new.root / "root/reimage-marker").exists(), "the redeploy booted a fresh disk"
+    assert not (new.root / "root/reimage-marker").exists(), "the redeploy booted a fresh root disk"
     assert (new.root / "var/lib/gpuaas/steps/enroll.json").exists(), "the fresh node ran its bootstrap again"
+    # released without erase: the same data disks, /share0 kept by the storage step, its data still there
+    assert new.data_disks == old.data_disks, (new.data_disks, old.data_disks)
+    storage = _steps(new)["storage"]
+    assert storage["ok"] and "share0 exists: kept" in storage["output_tail"], storage["output_tail"][-400:]
+    assert world.lab.exec("local-gpu-1", ["cat", "/share0/data-marker"]).stdout.strip() == "kept"
     machines = {m["hostname"]: m for m in world.maas.admin.machines()}
     assert machines["local-gpu-1"]["status_name"] == "Deployed"
     assert [b.hostname for b in world.nodes.boots].count("local-gpu-2") == 1, "the other machine was left alone"
@@ -195,6 +230,50 @@ def test_a_redeploy_reimages_the_node_fresh(
     _until(lambda: bool(_running_in(other.root)), "the powered-on node boots its disk again")
     assert (other.root / "root").is_dir() and world.nodes.latest("local-gpu-2") == other, "the same disk"
     assert json.loads((other.root / "var/lib/gpuaas/steps/enroll.json").read_text())["finished_at"] == enrolled
+
+    # the local profile's own erase mode (quick) on the next redeploy: MAAS erases the disks on release, the
+    # backend wipes the machine's data disks, the storage step formats /share0 afresh: the data is gone
+    # (a redeploy is a delete-before-replace: its release reads the erase mode the state holds, so the policy
+    # goes in first, in place, booting nothing)
+    _set_profile(lab_env, release_erase_mode=None)
+    boots = len(world.nodes.boots)
+    policy = engine.up()
+    assert policy.ok, [d.message for d in policy.diagnostics if d.severity == "error"]
+    assert len(world.nodes.boots) == boots, "a policy change redeploys nothing"
+    _set_machine(lab_env, "local-gpu-1", hwe_kernel=None)
+    third = engine.up()
+    assert third.ok, [d.message for d in third.diagnostics if d.severity == "error"]
+    assert not world.nodes.errors, world.nodes.errors
+    erased = world.nodes.latest("local-gpu-1")
+    assert erased is not None and erased.instance_id != new.instance_id
+    events = [e["description"] for e in world.maas.admin.events(sid)]
+    assert any("release with quick disk erase" in d for d in events), events[-10:]
+    storage = _steps(erased)["storage"]
+    assert storage["ok"] and "formatted" in storage["output_tail"], storage["output_tail"][-400:]
+    assert _shares(world, "local-gpu-1")["/share0"] == ("ext4", "share0")
+    gone = world.lab.exec("local-gpu-1", ["cat", "/share0/data-marker"])
+    assert gone.returncode != 0 and "No such file" in gone.stderr, (gone.stdout, gone.stderr)
+    assert [b.hostname for b in world.nodes.boots].count("local-gpu-2") == 1, "the other machine was left alone"
+
+
+def _set_profile(env_file: Path, **fields: Any) -> None:
+    """Set (None: remove) fields on every site profile of the environment file."""
+    doc = yaml.safe_load(env_file.read_text())
+    for site in doc["sites"]:
+        for profile in site["profiles"]:
+            for k, v in fields.items():
+                profile.pop(k, None) if v is None else profile.__setitem__(k, v)
+    env_file.write_text(yaml.safe_dump(doc, sort_keys=False))
+
+
+def _set_machine(env_file: Path, hostname: str, **fields: Any) -> None:
+    """Set (None: remove) fields on one machine of the environment file."""
+    doc = yaml.safe_load(env_file.read_text())
+    for m in doc["machines"]:
+        if m["hostname"] == hostname:
+            for k, v in fields.items():
+                m.pop(k, None) if v is None else m.__setitem__(k, v)
+    env_file.write_text(yaml.safe_dump(doc, sort_keys=False))
 
 
 def _until(check: Callable[[], bool], what: str, timeout_s: float = 30.0) -> None:
@@ -248,3 +327,47 @@ def test_a_node_failing_validation_fails_its_deployment_then_up_after_the_fix(
         assert {h: machines[h]["status_name"] for h in MACHINES} == {h: "Deployed" for h in MACHINES}
         assert [b.hostname for b in world.nodes.boots].count("local-gpu-2") == 2, "a fresh node for the redeploy"
         assert [b.hostname for b in world.nodes.boots].count("local-gpu-1") == 1
+
+
+def test_a_node_that_cannot_fetch_its_bundle_fails_its_deployment(
+    engine_factory: Any, lab_env: Path, tmp_path: Path
+) -> None:
+    """local-gpu-2's node boots after its presigned bundle URL expired (the S3 server sees that node's
+    requests a TTL and a minute late): its launcher's fetch step fails, runcmd exits non-zero, cloud-init
+    reports FAIL, MAAS says Failed deployment; the up fails naming the machine, the step (`fetch`) and what
+    to do (MCH022, from the node's own report). The other machine's node deploys regardless."""
+    require_lab("nspawn nodes behind the MAAS simulator")
+    loops: set[str] = set()
+    with LocalStack(lab_env, machine_backend=MachineBackend.NSPAWN) as world:
+        try:
+            assert world.maas is not None and world.nodes is not None and world.lab is not None
+            assert world.s3 is not None and world.platform is not None
+            ttl = LAB_NODE_PROFILE["enrollment_token_ttl_seconds"]  # the URL lives as long as the token
+            world.s3.client_skew_s[world.lab.address("local-gpu-2")] = ttl + 60
+            engine = _engine(engine_factory, world, lab_env, tmp_path)
+            failed = engine.up()
+            assert not failed.ok
+            errors = " ".join(d.message for d in failed.diagnostics if d.severity == "error")
+            assert "MCH022" in errors and "local-gpu-2" in errors, errors
+            assert "launcher step 'fetch' failed" in errors and "Request has expired" in errors, errors
+            assert "presigned URL expired" in errors and " ... " not in errors, errors  # the whole reason
+            assert "run up again (a redeploy presigns a fresh URL)" in errors, errors  # what to do
+            assert "enrollment_token_ttl_seconds" in errors, errors
+            assert "X-Amz-Signature" not in errors and "Signature=" not in errors, "no URL signature in the error"
+            machines = {m["hostname"]: m for m in world.maas.admin.machines()}
+            assert machines["local-gpu-2"]["status_name"] == "Failed deployment"
+            assert "cloud-init reported modules-final" in machines["local-gpu-2"]["error_description"]
+            bad = world.nodes.latest("local-gpu-2")
+            assert bad is not None and _steps(bad)["fetch"]["ok"] is False
+            assert "storage" not in _steps(bad), "no bundle step ran"
+            record = next(n for n in world.platform.store.nodes.values() if n.hostname == "local-gpu-2")
+            assert record.bootstrap is not None and record.bootstrap.failed_step == "fetch"
+            assert machines["local-gpu-1"]["status_name"] == "Deployed"
+            good = world.nodes.latest("local-gpu-1")
+            assert good is not None and (good.root / "var/lib/gpuaas/steps/enroll.json").exists(), \
+                "the other machine's node bootstrapped regardless"
+            assert not world.nodes.errors, world.nodes.errors
+        finally:
+            if world.nodes is not None:
+                loops = {loop for b in world.nodes.boots for loop in b.node.data_disks.values()}
+    assert not loops & _loops_attached(), f"loop devices left attached: {sorted(loops & _loops_attached())}"

@@ -161,7 +161,7 @@ fetch() {  # fetch [<bundle.json member>]: download through the presigned URL, v
   local member=${1:-} digest=$GPUAAS_DIGEST dir=$BUNDLE_DIR
   if [ -n "$member" ]; then digest=$VALIDATION_DIGEST dir=$VALIDATION_DIR; fi
   python3 - "$BUNDLE_JSON" "$WORK/bundle.tar.gz" "$member" <<'PY' || return 1
-import json, sys, urllib.error, urllib.request
+import json, re, sys, urllib.error, urllib.request
 bundle, dest = json.load(open(sys.argv[1])), sys.argv[2]
 bundle = bundle[sys.argv[3]] if sys.argv[3] else bundle
 url = bundle.get("url") or ""
@@ -173,7 +173,9 @@ try:
 except urllib.error.HTTPError as e:
     body = e.read().decode("utf-8", "replace")
     expired = "expired" in body.lower()
-    sys.exit(f"bundle download refused: HTTP {e.code}: {body.strip()[-300:]}"
+    s3 = re.search(r"<Code>(.*?)</Code>.*?<Message>(.*?)</Message>", body, re.S)  # S3's error document
+    detail = f"{s3.group(1)}: {s3.group(2)}" if s3 else body.strip()[-300:]
+    sys.exit(f"bundle download refused: HTTP {e.code}: {detail}"
              + ("\nthe presigned URL expired before the node used it" if expired else ""))
 except OSError as e:
     sys.exit(f"artifact store unreachable: {type(e).__name__}: {e}")
