@@ -2,14 +2,15 @@
 
 A route lives on its own subdomain (`<route>--<instance>.<project>.apps.gpuaas.internal`): subdomain
 isolation keeps one app's origin away from the shell's and from other apps'. The gateway rejects a route
-(422 `route_rejected`) on a component the app does not have, a port its adapter does not expose there,
-or a link-out without a reason; a name taken on the instance is a 409. A decommissioned instance's
-routes are withdrawn with it.
+(422 `route_rejected`) on a component the app does not have or a port its adapter does not expose there:
+rules of the app's adapter, which a JSON Schema cannot state. A link-out without a reason is refused
+earlier, by the contract's schema (`UiRouteCreate`'s if/then: 422 `validation_failed`). A name taken on
+the instance is a 409. A decommissioned instance's routes are withdrawn with it.
 """
 
 from __future__ import annotations
 
-from clients.platform.models import FramePolicy, InstanceStatus, UiRoute, UiRouteCreate, UiRouteList
+from clients.platform.models import InstanceStatus, UiRoute, UiRouteCreate, UiRouteList
 from clients.platform.models.codes import ErrorCode as E
 
 from . import adapters
@@ -54,8 +55,6 @@ def register_route(ctx: Ctx) -> Result:
     if req.port not in rule.ports:
         raise _rejected(f"{inst.app_type.value} {req.component_key} exposes no UI on port {req.port}; "
                         f"use one of {sorted(rule.ports) or 'none'}", port=req.port, allowed=sorted(rule.ports))
-    if req.frame_policy is FramePolicy.LINK_OUT and not req.link_out_reason:
-        raise _rejected("a link-out route must say why the app cannot be safely embedded", name=req.name)
     clash = next((r for r in _instance_routes(ctx.store, iid) if r.name == req.name), None)
     if clash:
         raise ApiError(409, E.ROUTE_NAME_CONFLICT, f"the instance already has a route '{req.name}'",

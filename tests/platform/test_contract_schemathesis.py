@@ -36,6 +36,8 @@ SEMANTIC_REJECTIONS = frozenset(
         "node_not_available",
         "operation_not_supported",
         "invalid_cursor",
+        # registerUiRoute: a component the app's adapter does not have, or a port it does not expose there.
+        "route_rejected",
     }
 )
 

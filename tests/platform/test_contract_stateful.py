@@ -1,7 +1,13 @@
 """Stateful property-based contract test: schemathesis follows the contract's OpenAPI links
 (create site -> profile -> read, create instance -> operation -> members -> member operation ...)
 and validates every response of every sequence against the document. Bounded in examples and steps;
-each example gets a fresh simulator so a sequence's outcome depends only on its own steps."""
+each example gets a fresh simulator so a sequence's outcome depends only on its own steps.
+
+Simulated time stands still (a real second is a nanosecond of it) and moves a fixed STEP_SIM_S before each
+call: operations still go pending -> running -> succeeded along a sequence, but at the same step in every
+run. On the wall clock a request's answer (409 operation_in_progress or 202, hence which links and rules are
+open next) depended on how fast the host ran, so the same choices could draw differently and hypothesis
+stopped the run with FlakyStrategyDefinition ("Inconsistent data generation")."""
 
 from __future__ import annotations
 
@@ -23,6 +29,8 @@ from .test_contract_schemathesis import schema_valid_data_accepted
 
 MAX_EXAMPLES = 25
 STEP_COUNT = 8
+STILL_TIME_SCALE = 1e9  # real seconds per simulated second: the clock moves only when the test moves it
+STEP_SIM_S = 2.0  # simulated seconds before each call: an instance create (~8.5 s) ends within a sequence
 
 
 def test_linked_sequences_honour_the_contract() -> None:
@@ -32,7 +40,7 @@ def test_linked_sequences_honour_the_contract() -> None:
     class Machine(schema.as_state_machine()):  # type: ignore[misc]
         def setup(self) -> None:
             super().setup()
-            self.sim = PlatformSimulator(time_scale=0.01).start()
+            self.sim = PlatformSimulator(time_scale=STILL_TIME_SCALE).start()
             self.creds = self.sim.bootstrap()
             with PlatformClient(self.sim.url, self.creds.platform_admin) as admin:
                 self.site_id = admin.create_site(
@@ -50,6 +58,7 @@ def test_linked_sequences_honour_the_contract() -> None:
             super().teardown()
 
         def before_call(self, case: schemathesis.Case) -> None:
+            self.sim.advance(STEP_SIM_S)  # time moves by steps, not by the host's speed
             # Aim at real scopes: links carry ids forward, roots get the bootstrapped project/site.
             meta = case._meta
             if meta is None or meta.generation.mode is not GenerationMode.POSITIVE:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from datetime import datetime
 from enum import StrEnum
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from .apps import COMPONENT_KEY_PATTERN
 from .common import ID_PATTERN, NAME_PATTERN, Page, RequestModel, ResponseModel
@@ -23,6 +23,16 @@ class FramePolicy(StrEnum):
 
 
 class UiRouteCreate(RequestModel):
+    # The cross-field rule below, stated in the contract too: a JSON Schema can say it, so a request that
+    # breaks it is schema-invalid (400/422 validation), not a semantic `route_rejected`.
+    model_config = RequestModel.model_config | {
+        "json_schema_extra": {
+            "if": {"properties": {"frame_policy": {"const": "link_out"}}, "required": ["frame_policy"]},
+            "then": {"properties": {"link_out_reason": {"type": "string", "minLength": 1}},
+                     "required": ["link_out_reason"]},
+        }
+    }
+
     name: str = Field(pattern=NAME_PATTERN, description="Unique among the instance's routes.")
     component_key: str = Field(pattern=COMPONENT_KEY_PATTERN, description="The member component serving the UI.")
     port: int = Field(ge=1, le=65535, description="A port the app's adapter exposes on that component.")
@@ -31,6 +41,12 @@ class UiRouteCreate(RequestModel):
     link_out_reason: str | None = Field(
         default=None, max_length=512, description="Required with link_out: why the app cannot be safely embedded."
     )
+
+    @model_validator(mode="after")
+    def _link_out_needs_a_reason(self) -> UiRouteCreate:
+        if self.frame_policy is FramePolicy.LINK_OUT and not self.link_out_reason:
+            raise ValueError("a link_out route must say why the app cannot be safely embedded (link_out_reason)")
+        return self
 
 
 class UiRoute(ResponseModel):
