@@ -11,6 +11,7 @@ stopped the run with FlakyStrategyDefinition ("Inconsistent data generation").""
 
 from __future__ import annotations
 
+import os
 import uuid
 from typing import Any
 
@@ -109,6 +110,9 @@ def test_linked_sequences_honour_the_contract() -> None:
             database=None,
             suppress_health_check=list(HealthCheck),
             phases=[hypothesis.Phase.generate],
+            # Fixed draws in the suite: the coverage checks below held in ~71 of 72 random runs, and a
+            # test that fails by luck is a defect. GPUAAS_CONTRACT_EXPLORE=1 draws afresh each run.
+            derandomize=not os.environ.get("GPUAAS_CONTRACT_EXPLORE"),
         )
     )
     # Sequences went past the roots: things were created and then reached through links.
