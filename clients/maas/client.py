@@ -19,7 +19,7 @@ import asyncio
 import base64
 import hashlib
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import aiohttp
@@ -223,12 +223,18 @@ class MaasClient:
     def detail(self, system_id: str) -> MachineDetail:
         return self._detail(self._call("Machine", "read", read=True, system_id=system_id))
 
-    def read_many_detail(self, system_ids: list[str]) -> list[MachineDetail]:
-        """`read_many` with each machine's interfaces and block devices: MAAS's machine list carries
-        them anyway, so the bulk poll that sees commissioning end also serves the preflight."""
+    def poll_many(
+        self, system_ids: list[str], detail_when: Callable[[MachineView], bool]
+    ) -> list[tuple[MachineView, MachineDetail | None]]:
+        """`read_many`, plus each picked machine's interfaces and block devices: MAAS's machine list
+        carries them anyway, so the bulk poll that sees commissioning end also serves the preflight."""
         if not system_ids:
             return []
-        return [self._detail(r) for r in self._call("Machines", "read", read=True, id=system_ids)]
+        out: list[tuple[MachineView, MachineDetail | None]] = []
+        for raw in self._call("Machines", "read", read=True, id=system_ids):
+            view = self._view(raw)
+            out.append((view, self._detail(raw) if detail_when(view) else None))
+        return out
 
     @classmethod
     def _detail(cls, raw: dict[str, Any]) -> MachineDetail:

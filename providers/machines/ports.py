@@ -7,7 +7,7 @@ lifecycle calls only these protocols, so tests can drive it with the simulators 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Protocol
 
 from pydantic import BaseModel, ConfigDict, SecretStr
@@ -51,8 +51,11 @@ class MachineOps(Protocol):
         ...
 
     def read_many(self, system_ids: list[str]) -> list[MachineView]: ...
-    def read_many_detail(self, system_ids: list[str]) -> list[MachineDetail]:
-        """`read_many` with interfaces and block devices (the same one request)."""
+    def poll_many(
+        self, system_ids: list[str], detail_when: Callable[[MachineView], bool]
+    ) -> list[tuple[MachineView, MachineDetail | None]]:
+        """`read_many`, plus interfaces and block devices for the machines `detail_when` picks (the same
+        one request: MAAS's machine list carries them; parsing them for every machine is not free)."""
         ...
 
     def with_tag(self, tag: str) -> list[MachineView]: ...

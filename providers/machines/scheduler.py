@@ -20,6 +20,8 @@ from dataclasses import dataclass, field
 
 from pydantic import BaseModel, ConfigDict
 
+from clients.maas import MaasStatus
+
 from . import capacity
 from .lifecycle import (
     OWNER_NODE_ID,
@@ -35,7 +37,7 @@ from .lifecycle import (
     run_step,
     stage_for,
 )
-from .ports import PortError
+from .ports import MachineView, PortError
 from .progress import ProgressMeter
 from .resolve import resolve_records
 from .spec import MachineSpec, TeardownMode
@@ -61,6 +63,10 @@ class MachineResult(BaseModel):
     deploy_attempts: int = 0
     adopted: bool = False
     stage_seconds: dict[str, float] = {}
+
+
+def _commissioned(view: MachineView) -> bool:
+    return view.status is MaasStatus.READY
 
 
 @dataclass
@@ -90,6 +96,7 @@ class Scheduler:
     _machines: list[_Machine] = field(default_factory=list)
     _pool: ThreadPoolExecutor | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    _busy_lock: threading.Lock = field(default_factory=threading.Lock)
     _busy_seen: dict[str, set[str]] = field(default_factory=dict)
     """busy tag -> machines MAAS shows busy with it, read at most once per tick."""
     _freed: int = 0
@@ -158,7 +165,8 @@ class Scheduler:
         active = [m for m in machines if m.rec.outcome is None]
         while active:
             meter.tick(states())
-            self._busy_seen.clear()  # other runs' busy machines: read again this tick if asked
+            with self._busy_lock:
+                self._busy_seen.clear()  # other runs' busy machines: read again this tick if asked
             now = ctx.clock()
             due = [m for m in active if m.sched.waiting and m.sched.next_poll <= now]
             for m in due:
@@ -214,24 +222,25 @@ class Scheduler:
     def _poll(self, due: list[_Machine]) -> None:
         try:
             ids = [m.rec.system_id for m in due if m.rec.system_id]
-            details = {d.machine.system_id: d for d in self.ctx.ops.read_many_detail(ids)}
+            # Interfaces and disks are parsed only for machines that just became Ready (the preflight's).
+            polled = {v.system_id: (v, d) for v, d in self.ctx.ops.poll_many(ids, detail_when=_commissioned)}
         except PortError as e:
             for m in due:
                 self._apply(m, failed_call(m.rec, e))
             return
         for m in due:
             m.rec.recent_error = ""  # MAAS answered: an earlier failure is not what holds it now
-            detail = details.get(m.rec.system_id or "")
-            if detail is None:
+            view, detail = polled.get(m.rec.system_id or "", (None, None))
+            if view is None:
                 m.rec.vanished, m.sched.waiting = True, False  # the pre-check decides what that means
                 continue
-            m.rec.view = detail.machine
+            m.rec.view = view
             stage = stage_for(m.rec)
             if stage is m.rec.stage and m.rec.stage in WAIT_DEADLINE:
                 m.sched.waiting = False  # same stage: its handler looks again (e.g. the platform's node status)
             else:
                 self._enter(m, stage)
-                if stage is Stage.PXE_PREFLIGHT:
+                if stage is Stage.PXE_PREFLIGHT and detail is not None:
                     m.rec.detail = detail  # commissioning just ended: this read is the preflight's
 
     def _advance(self, m: _Machine) -> None:
@@ -321,13 +330,12 @@ class Scheduler:
         return ok
 
     def _busy(self, tag: str) -> set[str]:
-        with self._lock:
+        with self._busy_lock:  # one read per tick: the machines asking at once wait for it
             seen = self._busy_seen.get(tag)
-        if seen is None:
-            seen = {v.system_id for v in self.ctx.ops.with_tag(tag) if v.status in capacity.BUSY}
-            with self._lock:
+            if seen is None:
+                seen = {v.system_id for v in self.ctx.ops.with_tag(tag) if v.status in capacity.BUSY}
                 self._busy_seen[tag] = seen
-        return seen
+            return seen
 
     def _queue_tag(self, tag: str, system_id: str, *, add: bool) -> None:
         with self._lock:
