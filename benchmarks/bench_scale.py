@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import resource
 import sys
 import tempfile
 import time
@@ -41,6 +42,11 @@ from simulators.localstack import LocalStack, machine_specs  # noqa: E402
 
 PARALLEL = {64: 16, 256: 32, 1024: 64}
 TARGETS = {"efficiency": 0.9, "requests": 15.0, "state_kb": 2.0, "noop_s": 5.0, "preview_s": 5.0}
+
+
+def _cpu(who: int) -> float:
+    usage = resource.getrusage(who)
+    return usage.ru_utime + usage.ru_stime
 
 
 def _timed(fn: Any) -> tuple[float, Any]:
@@ -72,7 +78,13 @@ def measure(n: int, keep_state: Path | None = None) -> dict[str, Any]:
             state = Path(tmp) / "state.json"
             engine = Engine(PROJECT, "bench", state, config_overrides=config, env={"PYTHONPATH": str(REPO)})
             world.maas.admin.reset_stats()
+            # CPU seconds of the simulators (this process's threads) and of the engine, program and
+            # provider processes (waited children) during the first up: on 2 cores, sim + rest > wall
+            # means the run was CPU-bound and says how much of it the simulators took.
+            sim_before, rest_before = _cpu(resource.RUSAGE_SELF), _cpu(resource.RUSAGE_CHILDREN)
             wall, first = _timed(lambda: engine.up(timeout=3600, flags=["--skip-preview"]))
+            sim_cpu = _cpu(resource.RUSAGE_SELF) - sim_before
+            rest_cpu = _cpu(resource.RUSAGE_CHILDREN) - rest_before
             if not first.ok:
                 raise SystemExit(f"N={n}: up failed: {first.errors()[:3]}")
             counts = world.maas.admin.request_counts()
@@ -106,6 +118,8 @@ def measure(n: int, keep_state: Path | None = None) -> dict[str, Any]:
         "preview_s": preview,
         "refresh_s": refresh,
         "refresh_requests": refresh_requests,
+        "sim_cpu": sim_cpu,
+        "rest_cpu": rest_cpu,
         "top_requests": ", ".join(f"{name} {v / machines:.1f}" for v, name in top),
     }
 
@@ -144,6 +158,9 @@ def main() -> int:
             "preview": TARGETS["preview_s"] / max(r["preview_s"], 1e-9),
         }
         print(f"    MAAS requests per machine, largest: {r['top_requests']}")
+        print(f"    first up CPU: simulators {r['sim_cpu']:.0f} s, engine+program+provider {r['rest_cpu']:.0f} s, "
+              f"on 2 cores over {r['wall']:.0f} s wall ({(r['sim_cpu'] + r['rest_cpu']) / (2 * r['wall']):.0%} busy; "
+              f"simulators {r['sim_cpu'] / max(r['sim_cpu'] + r['rest_cpu'], 1e-9):.0%} of the CPU)")
         print("    ratio to target (>= 1 meets it): " + ", ".join(f"{k} {v:.2f}" for k, v in ratios.items()))
     return 0
 
