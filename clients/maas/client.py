@@ -28,14 +28,12 @@ from maas.client.bones.helpers import RemoteError
 
 from ..tls import trust, untrusted, untrusted_hint
 from .budget import DEFAULT_BUDGET, MaasUnavailable, RetryBudget
+from .parse import machine_detail, machine_view
 from .retry import call_with_retry, status_of
 from .verified import connect_verified
 from .vocabulary import (
-    BlockDeviceView,
     EventView,
-    InterfaceView,
     MaasError,
-    MaasStatus,
     MachineDetail,
     MachineView,
     PowerSettings,
@@ -167,41 +165,25 @@ class MaasClient:
         h = getattr(self._session(), handler, None)
         return h is not None and hasattr(h, action)
 
-    # -- views ---------------------------------------------------------------------------------
-    @staticmethod
-    def _view(raw: dict[str, Any]) -> MachineView:
-        boot = raw.get("boot_interface") or {}
-        return MachineView(
-            system_id=raw["system_id"],
-            hostname=raw.get("hostname", ""),
-            status=MaasStatus(int(raw["status"])),
-            status_message=raw.get("status_message") or "",
-            power_state=raw.get("power_state") or "unknown",
-            pxe_mac=(boot.get("mac_address") or "").lower() or None,
-            owner_data={k: str(v) for k, v in (raw.get("owner_data") or {}).items()},
-            enable_hw_sync=bool(raw.get("enable_hw_sync", False)),
-            tags=tuple(raw.get("tag_names") or ()),
-        )
-
     # -- lookups (bulk: one request for many keys) ----------------------------------------------
     def by_hostnames(self, hostnames: list[str]) -> list[MachineView]:
         if not hostnames:
             return []
-        return [self._view(r) for r in self._call("Machines", "read", read=True, hostname=hostnames)]
+        return [machine_view(r) for r in self._call("Machines", "read", read=True, hostname=hostnames)]
 
     def by_macs(self, macs: list[str]) -> list[MachineView]:
         if not macs:
             return []
-        return [self._view(r) for r in self._call("Machines", "read", read=True, mac_address=macs)]
+        return [machine_view(r) for r in self._call("Machines", "read", read=True, mac_address=macs)]
 
     def with_tag(self, tag: str) -> list[MachineView]:
         """Every machine carrying `tag` (one request)."""
-        return [self._view(r) for r in self._call("Machines", "read", read=True, tags=[tag])]
+        return [machine_view(r) for r in self._call("Machines", "read", read=True, tags=[tag])]
 
     def read_many(self, system_ids: list[str]) -> list[MachineView]:
         if not system_ids:
             return []
-        return [self._view(r) for r in self._call("Machines", "read", read=True, id=system_ids)]
+        return [machine_view(r) for r in self._call("Machines", "read", read=True, id=system_ids)]
 
     def by_power_addresses(self, addresses: list[str]) -> dict[str, str]:
         """power address -> system_id (one of them, if several machines share an address)."""
@@ -221,7 +203,7 @@ class MaasClient:
         return out
 
     def detail(self, system_id: str) -> MachineDetail:
-        return self._detail(self._call("Machine", "read", read=True, system_id=system_id))
+        return machine_detail(self._call("Machine", "read", read=True, system_id=system_id))
 
     def poll_many(
         self, system_ids: list[str], detail_when: Callable[[MachineView], bool]
@@ -232,34 +214,9 @@ class MaasClient:
             return []
         out: list[tuple[MachineView, MachineDetail | None]] = []
         for raw in self._call("Machines", "read", read=True, id=system_ids):
-            view = self._view(raw)
-            out.append((view, self._detail(raw) if detail_when(view) else None))
+            view = machine_view(raw)
+            out.append((view, machine_detail(raw) if detail_when(view) else None))
         return out
-
-    @classmethod
-    def _detail(cls, raw: dict[str, Any]) -> MachineDetail:
-        interfaces = tuple(
-            InterfaceView(
-                id=i["id"],
-                name=i["name"],
-                mac_address=(i.get("mac_address") or "").lower(),
-                links=tuple(i.get("links") or ()),
-            )
-            for i in raw.get("interface_set") or ()
-        )
-        disks = tuple(
-            BlockDeviceView(id=b["id"], name=b["name"], model=b.get("model") or "", size=int(b.get("size") or 0))
-            for b in raw.get("blockdevice_set") or raw.get("physicalblockdevice_set") or ()
-        )
-        boot = raw.get("boot_interface") or {}
-        boot_disk = raw.get("boot_disk") or {}
-        return MachineDetail(
-            machine=cls._view(raw),
-            boot_interface_mac=(boot.get("mac_address") or "").lower() or None,
-            interfaces=interfaces,
-            block_devices=disks,
-            boot_disk_id=boot_disk.get("id"),
-        )
 
     def recent_events(self, system_id: str, limit: int = 10) -> list[EventView]:
         """The machine's newest MAAS events, newest first (one request)."""
@@ -324,7 +281,7 @@ class MaasClient:
                 params["power_parameters_power_user"] = power_user
             if power_pass:
                 params["power_parameters_power_pass"] = power_pass
-        return self._view(self._call("Machines", "create", read=False, **params))
+        return machine_view(self._call("Machines", "create", read=False, **params))
 
     def accept(self, system_id: str) -> None:
         self._call("Machines", "accept", read=False, machines=[system_id])

@@ -4,6 +4,7 @@ It is the single source for the OpenAPI document (`contracts/platform-api.yaml`,
 `clients.platform.contract`), for the simulator's routing and authorization, and for the test
 that the client covers every endpoint. Rights per role live here and nowhere else.
 """
+# size: one table row per operation of the API: splitting the table would split the single source
 
 from __future__ import annotations
 

@@ -26,6 +26,7 @@ from .simulator import MaasSimulator
 
 
 def main(argv: list[str] | None = None) -> int:
+    # size: the CLI's flags in --help order, then one start-and-serve sequence per backend
     p = argparse.ArgumentParser(prog="python -m simulators.maas", description=__doc__.splitlines()[0])
     p.add_argument("--host", help="address to bind (default 127.0.0.1; with nspawn, the lab gateway)")
     p.add_argument("--port", type=int, default=0, help="0 = pick a free port")

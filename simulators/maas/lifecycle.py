@@ -4,6 +4,7 @@ that finishes it; `Scheduler` fires those functions when a phase's (scaled) dura
 
 All methods expect the caller to hold `store.lock`, except the scheduler callback, which takes it.
 """
+# size: MAAS's lifecycle state table and the phase ends it names, kept side by side
 
 from __future__ import annotations
 
