@@ -105,10 +105,7 @@ def register(routes: RouteTable, core: SimCore) -> None:
                           doc="Manage a block device on a machine.")
 
     def machine(req: Request) -> Machine:
-        m = store.machines.get(req.params["system_id"])
-        if m is None:
-            raise errors.not_found("Node")
-        return m
+        return store.node(req.params["system_id"])
 
     def iface_of(req: Request) -> tuple[Machine, Interface]:
         m = store.machines.get(req.params["system_id"])

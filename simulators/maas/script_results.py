@@ -140,10 +140,7 @@ def register(routes: RouteTable, core: SimCore) -> None:
                             doc="Manage node script results.")
 
     def machine(req: Request) -> Machine:
-        m = store.machines.get(req.params["system_id"])
-        if m is None:
-            raise errors.not_found("Node")
-        return m
+        return store.node(req.params["system_id"])
 
     def filters(req: Request) -> list[str] | None:
         text = req.get("filters")

@@ -245,6 +245,15 @@ class Store:
         return next((s for s in self.subnets.values()
                      if s.site == site and s.role == role and (rail is None or s.rail == rail)), None)
 
+    def node(self, system_id: str) -> Machine:
+        """The machine a `nodes/{system_id}/...` route names, or MAAS's 404 "No Node matches"."""
+        from . import errors  # errors renders HTTP answers; the store stays free of them at import
+
+        m = self.machines.get(system_id)
+        if m is None:
+            raise errors.not_found("Node")
+        return m
+
     def used_ips(self) -> set[str]:
         return {lk.ip_address for m in self.machines.values() for i in m.interfaces for lk in i.links
                 if lk.ip_address}
