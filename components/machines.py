@@ -158,13 +158,13 @@ def validation_bundle_name(env: Environment, m: MachineDoc) -> str | None:
     return name if name and name != env.machine_bundle(m).name else None
 
 
-def _spec_output(env: Environment, sites: SiteOutputs, m: MachineDoc) -> pulumi.Output[dict[str, Any]]:
+def _spec_output(env: Environment, sites: SiteOutputs, m: MachineDoc) -> pulumi.Output[MachineSpec]:
     bundle = sites.bundle(env.machine_bundle(m).name)
     vname = validation_bundle_name(env, m)
     validation = sites.bundle(vname) if vname else pulumi.Output.from_input(None)
 
-    def spec(args: list[Any]) -> dict[str, Any]:
-        return _plain(machine_spec(env, m, args[0], args[1], args[2]))
+    def spec(args: list[Any]) -> MachineSpec:
+        return machine_spec(env, m, args[0], args[1], args[2])
 
     return pulumi.Output.all(bundle, sites.roce_links(m.hostname), validation).apply(spec)
 
@@ -208,7 +208,7 @@ def declare_machines(env: Environment, settings: StackSettings, sites: SiteOutpu
     parents: dict[str, SiteMachines] = {}
     for m in (m for m in env.standalone_machines() if settings.part.declares_site(m.site)):
         props: dict[str, Any] = {
-            "machine": _spec_output(env, sites, m),
+            "machine": _spec_output(env, sites, m).apply(_plain),
             **_props(env, settings, sites, m.site, m.profile),
         }
         machine = MaasMachine(f"machine-{m.hostname}", props, _options(parents, m.site, protect))
@@ -217,7 +217,8 @@ def declare_machines(env: Environment, settings: StackSettings, sites: SiteOutpu
         members = env.machines_in_pool(pool.name)
         if not members or not settings.part.declares_site(pool.site):
             continue
-        specs = pulumi.Output.all(*[_spec_output(env, sites, m) for m in members])
+        # One JSON string per machine (PoolInputs.machines): the SDK pays per leaf at every gRPC hop.
+        specs = {m.hostname: _spec_output(env, sites, m).apply(MachineSpec.wire) for m in members}
         props = {"pool": pool.name, "machines": specs, **_props(env, settings, sites, pool.site, pool.profile)}
         resource = MachinePool(f"pool-{pool.name}", props, _options(parents, pool.site, protect))
         outputs[f"pool:{pool.name}"] = resource.machines_state.apply(_summary_records)

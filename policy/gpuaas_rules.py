@@ -8,6 +8,7 @@ the walkers skip such values instead of giving up on the whole resource.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -99,8 +100,20 @@ def walk(value: Any, path: str = "") -> Iterator[tuple[str, Any]]:
             ok, item = _get(value, i)
             if ok:
                 yield from walk(item, f"{path}[{i}]")
+    elif isinstance(decoded := _json_document(value), Mapping | list):
+        yield from walk(decoded, path)  # a document carried as one string (a pool's machine specs)
     else:
         yield path, value
+
+
+def _json_document(value: Any) -> Any:
+    """The JSON object or array a string input carries, else None."""
+    if not isinstance(value, str) or not value.startswith(("{", "[")):
+        return None
+    try:
+        return json.loads(value)
+    except ValueError:
+        return None
 
 
 def _leaf(path: str) -> str:
@@ -157,9 +170,12 @@ def machine_hostnames(res: Res) -> list[str]:
         name = _field(res.props, "machine", "hostname") or _field(res.props, "hostname")
         return [str(name)] if name else []
     if res.kind == "MachinePool":
-        return [
+        machines = _field(res.props, "machines")
+        if isinstance(machines, Mapping):  # hostname -> the spec as one JSON string (a pool's input)
+            return [str(h) for h in machines]
+        return [  # inputs written before specs became one string each
             str(_field(m, "hostname"))
-            for m in _list(_field(res.props, "machines"))
+            for m in _list(machines)
             if isinstance(m, Mapping) and _field(m, "hostname")
         ]
     return []

@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict
 from preview_note.changes import Action, Change
 from preview_note.values import changed_paths, is_unknown, normalize, show
 from providers.kind import all_kinds
+from providers.machines.resource_io import pool_machines
 
 PROD_ENVIRONMENTS = frozenset({"prod", "production"})
 # Top-level inputs shown by a kind's own view rather than as generic field rows.
@@ -42,6 +43,7 @@ class PoolView(BaseModel):
     updates: tuple[tuple[str, str], ...] = ()  # (hostname, fields changed in place)
     unchanged: int = 0
     unknown: bool = False  # the new machine list is only known after apply
+    pending: tuple[str, ...] = ()  # staying machines whose new spec is only known after apply
 
 
 class MemberView(BaseModel):
@@ -61,13 +63,8 @@ def natural(text: str) -> list[Any]:
 
 
 def _machines(value: Any) -> dict[str, dict[str, Any]]:
-    if not isinstance(value, list):
-        return {}
-    out = {}
-    for m in value:
-        if isinstance(m, dict) and isinstance(m.get("hostname"), str):
-            out[m["hostname"]] = {k: v for k, v in m.items() if k != "hostname"}
-    return out
+    """hostname -> spec (without its hostname) of a pool's `machines` input, in either shape state holds."""
+    return {h: {k: v for k, v in spec.items() if k != "hostname"} for h, spec in pool_machines(value).items()}
 
 
 def machine_changes(old: dict[str, Any], new: dict[str, Any]) -> tuple[list[str], list[str]]:
@@ -88,12 +85,15 @@ def pool_view(change: Change) -> PoolView:
     system_ids = {h: str(v.get("system_id", "")) for h, v in out_machines.items() if isinstance(v, dict)}
     if change.action is Action.DELETE:
         return PoolView(leaves=tuple((h, system_ids.get(h, "")) for h in sorted(old, key=natural)))
-    if is_unknown(new_in.get("machines")):
+    new_raw = new_in.get("machines")
+    if is_unknown(new_raw):
         return PoolView(unknown=True)
-    new = _machines(new_in.get("machines"))
+    new = _machines(new_raw)
+    # One spec per hostname: a spec known only after apply still says which machine it is (its key).
+    unknown = {h for h, v in new_raw.items() if is_unknown(v)} if isinstance(new_raw, dict) else set()
     wide = [k for k in _POOL_WIDE if normalize(old_in.get(k)) != normalize(new_in.get(k))]
     if change.action is Action.CREATE:
-        return PoolView(joins=tuple(sorted(new, key=natural)))
+        return PoolView(joins=tuple(sorted(new.keys() | unknown, key=natural)))
     redeploys, updates, unchanged = [], [], 0
     for host in sorted(old.keys() & new.keys(), key=natural):
         deploying, in_place = machine_changes(old[host], new[host]) if old[host] else ([], [])
@@ -107,12 +107,14 @@ def pool_view(change: Change) -> PoolView:
             updates.append((host, ", ".join(in_place)))
         else:
             unchanged += 1
+    wanted = new.keys() | unknown
     return PoolView(
-        joins=tuple(sorted(new.keys() - old.keys(), key=natural)),
+        joins=tuple(sorted(wanted - old.keys(), key=natural)),
         redeploys=tuple(redeploys),
         updates=tuple(updates),
-        leaves=tuple((h, system_ids.get(h, "")) for h in sorted(old.keys() - new.keys(), key=natural)),
+        leaves=tuple((h, system_ids.get(h, "")) for h in sorted(old.keys() - wanted, key=natural)),
         unchanged=unchanged,
+        pending=tuple(sorted(unknown & old.keys(), key=natural)),
     )
 
 

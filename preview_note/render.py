@@ -200,6 +200,9 @@ def _resource_lines(change: Change, steps: list, environment: str) -> list[str]:
             out.append(f"  - redeploys ({len(view.redeploys)}): " + by_reason(view.redeploys))
         if view.updates:
             out.append(f"  - updated in place ({len(view.updates)}): " + by_reason(view.updates))
+        if view.pending:
+            out.append(f"  - spec known after apply, may redeploy ({len(view.pending)}): "
+                       + host_ranges(list(view.pending)))
         if view.leaves:
             out.append(
                 f"  - leaves ({len(view.leaves)}): "
@@ -209,7 +212,7 @@ def _resource_lines(change: Change, steps: list, environment: str) -> list[str]:
                     else host_ranges([h for h, _ in view.leaves])
                 )
             )
-        if change.action is Action.UPDATE and not (view.redeploys or view.leaves or view.unknown):
+        if change.action is Action.UPDATE and not (view.redeploys or view.leaves or view.unknown or view.pending):
             out.append("  - no machine redeploys or leaves")
         if view.unchanged and change.action is not Action.CREATE:
             out.append(f"  - unchanged machines: {view.unchanged}")

@@ -28,7 +28,14 @@ from providers.common import plain
 from providers.kind import KindDescriptor, register
 from providers.machines import reconciler as rc
 from providers.machines.drift import repair_identity
-from providers.machines.resource_io import DROPPED_OUTPUTS, MachineInputs, canonical, check_inputs, typed_inputs
+from providers.machines.resource_io import (
+    DROPPED_OUTPUTS,
+    MachineInputs,
+    canonical,
+    check_inputs,
+    time_scale_from,
+    typed_inputs,
+)
 
 
 def _runtime() -> ModuleType:
@@ -86,7 +93,7 @@ class MaasMachineProvider(ResourceProvider):
 
     def configure(self, req: ConfigureRequest) -> None:
         self._credentials = credentials_from_config(req.config)
-        self._time_scale = _runtime().time_scale_from(req.config)
+        self._time_scale = time_scale_from(req.config)
 
     def _session(self, inputs: MachineInputs) -> Any:
         creds, scale = getattr(self, "_credentials", None), getattr(self, "_time_scale", 1.0)

@@ -25,14 +25,14 @@ from pulumi.dynamic import (
     ResourceProvider,
     UpdateResult,
 )
-from pydantic import TypeAdapter, ValidationError
+from pydantic import Json, TypeAdapter, ValidationError
 
 from clients.vault import credentials_from_config
 from providers.common import has_unknown, plain
 from providers.kind import KindDescriptor, register
 from providers.machines import reconciler as rc
 from providers.machines.drift import repair_identity
-from providers.machines.resource_io import PoolInputs, canonical, check_inputs, typed_inputs
+from providers.machines.resource_io import PoolInputs, canonical, check_inputs, time_scale_from, typed_inputs
 from providers.machines.spec import Connection, LifecyclePolicy, MachineSpec
 
 
@@ -65,7 +65,7 @@ KEPT_INPUTS = tuple(k for k in INPUTS if k != "machines")
 
 def pool_plan(old_machines: dict[str, dict[str, Any]], new: PoolInputs) -> dict[str, list[str]]:
     """Which machines join, redeploy, repair, stay, or leave (from old state and new inputs)."""
-    return rc.plan(rc.parse_records(old_machines), new.machines).as_dict()
+    return rc.plan(rc.parse_records(old_machines), new.specs).as_dict()
 
 
 class MachinePoolProvider(ResourceProvider):
@@ -73,7 +73,7 @@ class MachinePoolProvider(ResourceProvider):
 
     def configure(self, req: ConfigureRequest) -> None:
         self._credentials = credentials_from_config(req.config)
-        self._time_scale = _runtime().time_scale_from(req.config)
+        self._time_scale = time_scale_from(req.config)
 
     def _session(self, connection: Connection, policy: LifecyclePolicy, pool: str) -> Any:
         creds, scale = getattr(self, "_credentials", None), getattr(self, "_time_scale", 1.0)
@@ -96,7 +96,7 @@ class MachinePoolProvider(ResourceProvider):
     def create(self, props: dict[str, Any]) -> CreateResult:
         inputs = typed_inputs(PoolInputs, props)
         with self._session(inputs.connection, inputs.policy, inputs.pool) as ctx:
-            done = rc.converge(ctx, inputs.machines, {})
+            done = rc.converge(ctx, inputs.specs, {})
         rc.raise_failures(f"pool {inputs.pool}", done.results)
         return CreateResult(f"pool-{inputs.connection.maas.site}-{inputs.pool}", _outputs(props, done.records))
 
@@ -104,21 +104,21 @@ class MachinePoolProvider(ResourceProvider):
         inputs = typed_inputs(PoolInputs, news)
         records = prior_records(olds)
         old_specs = {h: ident for h, r in records.items() if (ident := r.identity()) is not None}
-        moved = rc.renames(old_specs, inputs.machines)  # renamed in place, not released and redeployed
+        moved = rc.renames(old_specs, inputs.specs)  # renamed in place, not released and redeployed
         prior = rc.rekey(records, moved)
         old_specs = {moved.get(h, h): s for h, s in old_specs.items()}
-        wanted = {m.hostname for m in inputs.machines}
+        wanted = set(inputs.machines)
         leaving = [(s, prior.get(h)) for h, s in old_specs.items() if h not in wanted]
         with self._session(inputs.connection, inputs.policy, inputs.pool) as ctx:
-            done = rc.converge(ctx, inputs.machines, prior, leaving)
+            done = rc.converge(ctx, inputs.specs, prior, leaving)
             rc.raise_failures(f"pool {inputs.pool}", done.results)
-            for spec in inputs.machines:
+            for spec in inputs.specs:
                 record = done.records[spec.hostname]
                 if record.system_id and spec.hostname in old_specs:
                     rc.apply_in_place(ctx, old_specs[spec.hostname], spec, record.system_id)
             # Renamed / a declared tag removed by hand: one bulk read, repaired and read back.
-            ids = {s.hostname: done.records[s.hostname].system_id for s in inputs.machines}
-            repair_identity(ctx.ops, [(s, sid) for s in inputs.machines if (sid := ids[s.hostname])])
+            ids = {s.hostname: done.records[s.hostname].system_id for s in inputs.specs}
+            repair_identity(ctx.ops, [(s, sid) for s in inputs.specs if (sid := ids[s.hostname])])
         return UpdateResult(_outputs(news, done.records))
 
     def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
@@ -161,17 +161,17 @@ def prior_records(olds: dict[str, Any]) -> dict[str, rc.MachineRecord]:
     return records
 
 
-_SPECS: TypeAdapter[list[MachineSpec]] = TypeAdapter(list[MachineSpec])
+_SPECS: TypeAdapter[dict[str, Json[MachineSpec]]] = TypeAdapter(dict[str, Json[MachineSpec]])
 
 
 def machines_changed(records: dict[str, rc.MachineRecord], news: dict[str, Any]) -> bool:
     """Whether the declared machines differ from what the records were written for (a machine joins,
     leaves, or any field of its spec changed); unknown or unreadable specs count as changed."""
     raw = news.get("machines")
-    if not isinstance(raw, list) or has_unknown(raw):
+    if not isinstance(raw, dict) or has_unknown(raw):
         return True
     try:
-        specs = _SPECS.validate_python(plain(raw))
+        specs = _SPECS.validate_python(plain(raw)).values()
     except ValidationError:
         return True
     wanted = {r.hostname for r in records.values() if not r.leaving}

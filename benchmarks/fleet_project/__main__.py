@@ -10,6 +10,7 @@ import pulumi
 
 from providers.maas_machine import MaasMachine
 from providers.machine_pool import MachinePool
+from providers.machines.resource_io import wire_machines
 
 config = pulumi.Config("fleet")
 specs = json.loads(config.require("specs"))
@@ -17,7 +18,8 @@ connection = json.loads(config.require("connection"))
 policy = json.loads(config.require("policy"))
 
 if config.require("mode") == "pool":
-    pool = MachinePool("bench-pool", {"pool": "bench", "machines": specs, "connection": connection, "policy": policy})
+    props = {"pool": "bench", "machines": wire_machines(specs), "connection": connection, "policy": policy}
+    pool = MachinePool("bench-pool", props)
     pulumi.export("counts", pool.counts)
 else:
     for spec in specs:

@@ -3,11 +3,12 @@ translations between Pulumi's plain dicts and the typed inputs."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import json
+from collections.abc import Iterable, Mapping
 from typing import Any, TypeVar, cast
 
 from pulumi.dynamic import CheckFailure
-from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError
+from pydantic import BaseModel, ConfigDict, Json, TypeAdapter, ValidationError, model_validator
 
 from providers.common import has_unknown, plain, spec_failures
 
@@ -30,9 +31,57 @@ class PoolInputs(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     pool: str
-    machines: tuple[MachineSpec, ...]
+    machines: dict[str, Json[MachineSpec]]
+    """hostname -> the machine's spec as one canonical JSON string (`MachineSpec.wire`): one leaf per
+    machine, because the SDK (de)serialises every leaf at each gRPC hop (issue 18). The CLI still
+    shows a changed spec as a structured diff (it decodes JSON strings)."""
     connection: Connection
     policy: LifecyclePolicy
+
+    @model_validator(mode="after")
+    def _keyed_by_hostname(self) -> PoolInputs:
+        for key, spec in self.machines.items():
+            if key != spec.hostname:
+                raise ValueError(f"machines.{key}: the spec's hostname is {spec.hostname!r}; "
+                                 "key each spec by its hostname")
+        return self
+
+    @property
+    def specs(self) -> tuple[MachineSpec, ...]:
+        return tuple(self.machines.values())
+
+
+def wire_machines(specs: Iterable[MachineSpec | Mapping[str, Any]]) -> dict[str, str]:
+    """A pool's `machines` input from typed or plain specs."""
+    typed = (s if isinstance(s, MachineSpec) else MachineSpec.model_validate(s) for s in specs)
+    return {s.hostname: s.wire() for s in typed}
+
+
+def pool_machines(value: Any) -> dict[str, dict[str, Any]]:
+    """hostname -> plain spec (defaults filled) of a pool's `machines` input as state holds it: JSON strings keyed by
+    hostname, or (inputs written before issue 18's one-leaf form) a list of spec dicts. Entries that
+    are unknown (preview) or unreadable are left out; readers that must see them check `has_unknown`."""
+    out: dict[str, dict[str, Any]] = {}
+    items = value.items() if isinstance(value, Mapping) else ((None, v) for v in value) if isinstance(
+        value, list | tuple) else ()
+    for key, item in items:
+        if isinstance(item, str):
+            try:
+                item = json.loads(item)
+            except ValueError:
+                continue
+        if isinstance(item, Mapping) and isinstance(host := item.get("hostname", key), str):
+            out[host] = _as_written({**plain(item), "hostname": host})
+    return out
+
+
+def _as_written(spec: dict[str, Any]) -> dict[str, Any]:
+    """A spec with its defaults filled (the one-leaf form leaves them out, older inputs wrote them), so
+    readers compare meaning; a spec this version can't read stays as it is."""
+    try:
+        return MachineSpec.model_validate(spec).model_dump(mode="json", exclude_none=True)
+    except ValidationError:
+        return spec
 
 
 def check_inputs(
@@ -78,3 +127,10 @@ def canonical(model: type[BaseModel], props: Mapping[str, Any], only: tuple[str,
         except ValidationError:
             out[name] = value
     return out
+
+
+def time_scale_from(config: Any) -> float:
+    """`gpuaas-infra:machine_time_scale` (tests and the demo shrink MAAS-scale deadlines with it). Read at
+    `configure`, here and not in the runtime module, so a preview never loads the client libraries."""
+    value = config.get("gpuaas-infra:machine_time_scale") if config is not None else None
+    return float(value) if value else 1.0

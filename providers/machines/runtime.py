@@ -9,7 +9,6 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from clients.maas import DEFAULT_BUDGET, MaasClient
@@ -210,9 +209,3 @@ def session(
         yield ctx
     finally:
         platform.close()
-
-
-def time_scale_from(config: Any) -> float:
-    """`gpuaas-infra:machine_time_scale` (tests and the demo shrink MAAS-scale deadlines with it)."""
-    value = config.get("gpuaas-infra:machine_time_scale") if config is not None else None
-    return float(value) if value else 1.0

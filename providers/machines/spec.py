@@ -196,6 +196,12 @@ class MachineSpec(_Spec):
     def identity(self) -> MachineIdentity:
         return MachineIdentity.model_validate({k: getattr(self, k) for k in MachineIdentity.model_fields})
 
+    def wire(self) -> str:
+        """The spec as a pool's input carries it: one canonical JSON string, defaults left out (see
+        PoolInputs.machines)."""
+        plain = self.model_dump(mode="json", exclude_none=True, exclude_defaults=True)
+        return json.dumps(plain, sort_keys=True, separators=(",", ":"))
+
     def spec_fingerprint(self) -> str:
         """Digest of the whole spec (a pool's diff compares it, instead of keeping old specs in state)."""
         return hashlib.sha256(json.dumps(self.model_dump(mode="json"), sort_keys=True).encode()).hexdigest()[:32]

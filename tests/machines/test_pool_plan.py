@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from environments import load_environment
 from providers.machine_pool import pool_plan
-from providers.machines.resource_io import PoolInputs
+from providers.machines.resource_io import PoolInputs, wire_machines
 from providers.machines.spec import MachineSpec
 from simulators.localstack import machine_specs
 
@@ -13,7 +13,8 @@ def _inputs(specs: list[dict]) -> PoolInputs:
     conn = {"maas": {"site": "local", "maas_url": "http://127.0.0.1:1/MAAS/", "api_key_path": "a/b#k"},
             "platform": {"url": "http://127.0.0.1:2", "token_path": "a/p#t"},
             "vault": {"address": "http://127.0.0.1:3"}, "platform_site_id": "site-1", "platform_profile_id": "p-1"}
-    return PoolInputs.model_validate({"pool": "local-h200", "machines": specs, "connection": conn, "policy": {}})
+    return PoolInputs.model_validate({"pool": "local-h200", "machines": wire_machines(specs), "connection": conn,
+                                      "policy": {}})
 
 
 def test_join_redeploy_repair_stay_leave() -> None:

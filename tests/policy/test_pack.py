@@ -52,6 +52,12 @@ def _nothing(_: dict[str, Any]) -> None:
     pass
 
 
+def _first_spec(inputs: dict[str, Any], **fields: Any) -> None:
+    """Add fields to a pool's first machine spec (one JSON string per hostname)."""
+    host = next(iter(inputs["machines"]))
+    inputs["machines"][host] = json.dumps({**json.loads(inputs["machines"][host]), **fields})
+
+
 def _members(inputs: dict[str, Any]) -> dict[str, Any]:
     """The AppInstance provider's `instance.members` (or a flat `members`)."""
     return inputs["instance"]["members"] if "instance" in inputs else inputs["members"]
@@ -63,7 +69,7 @@ def _profile_on(resources: list[Resource], site: str) -> str:
 
 def _first_pool_host(resources: list[Resource]) -> str:
     pool = next(r for r in resources if r.type.endswith(":MachinePool"))
-    return str(pool.inputs["machines"][0]["hostname"])
+    return str(next(iter(pool.inputs["machines"])))  # specs are keyed by hostname
 
 
 def test_pack_describes_its_policies(prod_analyzer: PolicyAnalyzer) -> None:
@@ -118,7 +124,7 @@ MUTATIONS: dict[str, tuple[Callable[[list[Resource], Path], Mutation], set[str]]
     ),
     "BMC password in plaintext": (
         lambda rs, tmp: _edit(
-            "MachinePool", "pool-sjc1-h200", lambda i: i["machines"][0].update(power_password="calvin-root-2024")
+            "MachinePool", "pool-sjc1-h200", lambda i: _first_spec(i, power_password="calvin-root-2024")
         ),
         {"no-plaintext-secrets"},
     ),
