@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from .client import MaasClient
     from .site import MaasSiteClient, MachineNics, NicView, ScriptView, StaticHolding, SubnetView
 
-# The clients (python-libmaas, aiohttp: ~0.3 s to import) load on first use: a preview of a large stack
+# The clients (python-libmaas with its aiohttp, httpx: ~0.3 s to import) load on first use: a preview of a large stack
 # imports every provider module and talks to no MAAS (issue 18).
 _LAZY = {"MaasClient": ".client", "MaasSiteClient": ".site", "MachineNics": ".site", "NicView": ".site",
          "ScriptView": ".site", "StaticHolding": ".site", "SubnetView": ".site"}

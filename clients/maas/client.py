@@ -22,7 +22,6 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
-import aiohttp
 from maas.client.bones import CallError, SessionAPI
 from maas.client.bones.helpers import RemoteError
 
@@ -107,7 +106,7 @@ class MaasClient:
                 )
             except MaasUnavailable:
                 raise
-            except (TimeoutError, aiohttp.ClientError, OSError) as e:
+            except OSError as e:  # TimeoutError, ConnectionError (clients/maas/verified.py)
                 if untrusted(e):
                     raise self.untrusted_error() from None
                 raise MaasError(f"MAAS of site {self.site or '?'} at {self.url} is unreachable: {e}") from None
@@ -147,7 +146,7 @@ class MaasClient:
             raise MaasError(
                 f"MAAS {handler}.{action} -> HTTP {e.status}: {body}", status=e.status, system_id=system_id
             ) from None
-        except (TimeoutError, aiohttp.ClientError, OSError) as e:
+        except OSError as e:  # TimeoutError, ConnectionError (clients/maas/verified.py)
             if untrusted(e):
                 raise self.untrusted_error(system_id) from None
             raise MaasError(

@@ -1,23 +1,27 @@
 """A python-libmaas session whose every request verifies MAAS's certificate with a named CA bundle
-(or the system store, or not at all when TLS verification is off) and has a per-request timeout.
+(or the system store, or not at all when TLS verification is off), has a per-request timeout and reuses
+its connections.
 
 python-libmaas 0.6.8 builds its aiohttp connector from `verify_ssl` alone (the process-wide default
 trust), once for the describe request and once per call in `CallAPI.dispatch`, a method its docstring
 offers for overriding, and leaves aiohttp's 5-minute default timeout in place: a MAAS that accepts a
-connection and never answers would hold a run for 5 minutes per request. A session from
-`connect_verified` fetches the describe document itself and binds every action to `VerifiedCall`, whose
-`dispatch` sends through a connector holding the SSL setting, with `REQUEST_TIMEOUT_S`; a timeout is
-retried like any outage (clients/maas/retry.py). The library is not modified.
+connection and never answers would hold a run for 5 minutes per request. A new connection per call
+also cost a TCP (and TLS) handshake per request: a third of the provider's CPU while onboarding a
+pool (issue 18). A session from `connect_verified` fetches the describe document itself and binds
+every action to `VerifiedCall`, whose `dispatch` sends through the session's one `httpx.Client`
+(thread-safe, keep-alive pool, the SSL setting, `REQUEST_TIMEOUT_S`). Transport failures surface as
+`TimeoutError` / `ConnectionError`, retried like any outage (clients/maas/retry.py). The library is
+not modified.
 """
 
 from __future__ import annotations
 
 import json
 import ssl
-from typing import Any
+from typing import Any, NamedTuple
 from urllib.parse import urlparse
 
-import aiohttp
+import httpx
 from maas.client.bones import ActionAPI, CallAPI, CallError, CallResult, HandlerAPI, SessionAPI
 from maas.client.bones.helpers import RemoteError
 from maas.client.utils import api_url
@@ -30,42 +34,49 @@ _ACCEPT = {"Accept": "application/json"}
 # One MAAS API request, connect to last byte (the client passes its RetryBudget.request_timeout_s).
 # MAAS answers in well under a second; deploy and commission calls only start the work.
 REQUEST_TIMEOUT_S = 60.0
+# Connections kept open to one region: a pool drives up to batch_max_parallel machines at once.
+_LIMITS = httpx.Limits(max_connections=128, max_keepalive_connections=64)
 
 SslSetting = ssl.SSLContext | bool  # a context, or False for "do not verify" (tls_verify: false)
 
 
-def _context(call: CallAPI) -> SslSetting:
-    return call.action.handler.session.ssl_context  # type: ignore[no-any-return]
+class Answer(NamedTuple):
+    """What python-libmaas reads of a response (CallError: `status`, `reason`)."""
+
+    status: int
+    reason: str
 
 
-def _timeout(call: CallAPI) -> aiohttp.ClientTimeout:
-    return aiohttp.ClientTimeout(total=call.action.handler.session.request_timeout)
+def _send(http: httpx.Client, method: str, uri: str, body: Any = None, headers: dict[str, str] | None = None
+          ) -> httpx.Response:
+    """One request; a transport failure as the builtin error the retry policy knows (the httpx error
+    kept as the cause: an untrusted certificate is found in the chain)."""
+    try:
+        return http.request(method, uri, content=body, headers={**_ACCEPT, **(headers or {})})
+    except httpx.TimeoutException as e:
+        raise TimeoutError(f"{method} {uri}: no answer within {http.timeout.read} s") from e
+    except httpx.TransportError as e:
+        raise ConnectionError(f"{method} {uri}: {type(e).__name__}: {e}") from e
+
+
+def _is_json(resp: httpx.Response) -> bool:
+    return resp.headers.get("content-type", "").split(";")[0].strip().endswith("/json")
 
 
 class VerifiedCall(CallAPI):  # type: ignore[misc]  # python-libmaas is untyped
-    """One MAAS request, sent with the session's SSL context (same results and errors as libmaas')."""
+    """One MAAS request, sent through the session's client (same results and errors as libmaas')."""
 
     @asynchronous  # type: ignore[misc]
     async def dispatch(self, uri: str, body: Any, headers: dict[str, str]) -> CallResult:
+        # A coroutine, as libmaas' own: ActionAPI.__call__ runs it on the calling thread's loop. The
+        # request itself is synchronous (each worker thread has its own loop; nothing else runs on it).
         method = self.action.method
-        connector = aiohttp.TCPConnector(ssl=_context(self))
-        async with aiohttp.ClientSession(connector=connector, timeout=_timeout(self)) as http:
-            async with http.request(method, uri, data=body, headers={**_ACCEPT, **headers}) as resp:
-                content = await resp.read()
-                if resp.status // 100 != 2:
-                    request = {"body": body, "headers": headers, "method": method, "uri": uri}
-                    raise CallError(request, resp, content, self)
-                is_json = (resp.content_type or "").endswith("/json")
-                return CallResult(resp, content, json.loads(content.decode("utf-8")) if is_json else content)
-
-
-async def _describe(url: str, context: SslSetting, timeout: float) -> Any:
-    limit = aiohttp.ClientTimeout(total=timeout)
-    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=context), timeout=limit) as http:
-        async with http.get(url + "describe/", headers=_ACCEPT) as resp:
-            if resp.status != 200:
-                raise RemoteError(f"{url} -> {resp.status} {resp.reason}")
-            return await resp.json()
+        resp = _send(self.action.handler.session.http, method, uri, body, headers)
+        answer = Answer(resp.status_code, resp.reason_phrase)
+        if resp.status_code // 100 != 2:
+            request = {"body": body, "headers": headers, "method": method, "uri": uri}
+            raise CallError(request, answer, resp.content, self)
+        return CallResult(answer, resp.content, json.loads(resp.content) if _is_json(resp) else resp.content)
 
 
 def _bind(action: ActionAPI) -> None:
@@ -78,11 +89,14 @@ def connect_verified(
     """Like `SessionAPI.connect(url, apikey=...)`, every request sent with `context` (an SSL context, or
     False not to verify) and bounded by `timeout` seconds."""
     base = api_url(url)
-    description = asynchronous(_describe)(base, context, timeout)
-    session = SessionAPI(description, Credentials.parse(apikey))
+    http = httpx.Client(verify=context, timeout=timeout, limits=_LIMITS)
+    resp = _send(http, "GET", base + "describe/")
+    if resp.status_code != 200 or not _is_json(resp):
+        http.close()
+        raise RemoteError(f"{base} -> {resp.status_code} {resp.reason_phrase}")
+    session = SessionAPI(resp.json(), Credentials.parse(apikey))
     session.scheme, session.insecure = urlparse(base).scheme, context is False
-    session.ssl_context = context
-    session.request_timeout = timeout
+    session.http = http  # cached with the session for the process (clients/maas/client.py)
     for handler in vars(session).values():
         if isinstance(handler, HandlerAPI):
             for _name, action in handler.actions:
