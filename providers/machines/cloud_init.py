@@ -83,6 +83,11 @@ def _unit() -> str:
     )
 
 
+# libyaml's emitter when PyYAML has it (its wheels do): 0.5 ms instead of 11 ms per deploy's user_data,
+# same document (only line folding differs).
+_DUMPER = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+
+
 def _dump(hostname: str, enrollment: Mapping[str, str], bundle: Mapping[str, object]) -> str:
     root = {"owner": "root:root"}
     doc = {
@@ -95,7 +100,7 @@ def _dump(hostname: str, enrollment: Mapping[str, str], bundle: Mapping[str, obj
         ],
         "runcmd": [["systemctl", "enable", UNIT], ["/bin/sh", "-c", _pinned_run()]],
     }
-    return "#cloud-config\n" + yaml.safe_dump(doc, sort_keys=True, width=1000)
+    return "#cloud-config\n" + yaml.dump(doc, Dumper=_DUMPER, sort_keys=True, width=1000)
 
 
 def render_user_data(
