@@ -137,7 +137,8 @@ def test_an_expired_token_is_the_enrollment_error(node_world: NodeWorld) -> None
     node_world.platform.advance(3600 + 1)  # past the profile's token TTL
     proc = node.run()
     assert proc.returncode == 1
-    assert "step enroll FAILED" in proc.stderr and "401 enrollment_token_expired" in proc.stderr
+    # Once seen under heavy load: the storage step failed instead; the whole stderr says why next time.
+    assert "step enroll FAILED" in proc.stderr and "401 enrollment_token_expired" in proc.stderr, proc.stderr
     assert all(node.steps()[s]["ok"] for s in STEPS), "every step before enrollment ran"
     assert node_world.node_record(node.node_id).status is NodeStatus.BOOTSTRAP_ISSUED
     assert_no_secret_in_output(node)
