@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 import yaml
@@ -226,6 +227,14 @@ def test_deadline_mid_deploy_then_resume(world_factory: Callable[..., World]) ->
     w = world_factory()
     ctx = w.context()
     ctx.deadlines = ctx.deadlines.model_copy(update={"deploy_s": 0.0})
+    deploy = ctx.ops.deploy
+
+    def slow_deploy(*args: Any, **kwargs: Any) -> Any:
+        # This deploy lasts 1.8 s (not 0.09 s): the first poll sees it Deploying however loaded the host.
+        w.maas.admin.set_time_scale(2e-3)
+        return deploy(*args, **kwargs)
+
+    ctx.ops.deploy = slow_deploy  # type: ignore[method-assign]
     r = Scheduler(ctx).onboard([_one(w)])[0]
     assert r.outcome is MachineOutcome.TIMED_OUT and "await_deploy" in r.reason
     counts_before = w.maas.admin.request_counts()
