@@ -37,8 +37,8 @@ from providers.machines.spec import Connection, LifecyclePolicy, MachineSpec
 
 
 def _runtime() -> ModuleType:
-    """The machines runtime (MAAS, platform, Vault and S3 clients), imported on first use: a preview
-    only checks and diffs, and importing the clients cost each provider and program process ~0.5 s."""
+    """The machines runtime (MAAS, platform, Vault and S3 clients): imported by the provider's
+    `configure`, never by the program (importing the clients cost each program process ~0.5 s)."""
     from providers.machines import runtime
 
     return runtime
@@ -74,6 +74,10 @@ class MachinePoolProvider(ResourceProvider):
     def configure(self, req: ConfigureRequest) -> None:
         self._credentials = credentials_from_config(req.config)
         self._time_scale = time_scale_from(req.config)
+        # The clients load here, not in the first call needing them: the SDK configures under its lock,
+        # and calls run concurrently; a first import racing another provider's unpickling can meet a
+        # half-initialised module ("partially initialized module ... circular import", seen in refresh).
+        _runtime()
 
     def _session(self, connection: Connection, policy: LifecyclePolicy, pool: str) -> Any:
         creds, scale = getattr(self, "_credentials", None), getattr(self, "_time_scale", 1.0)
