@@ -84,9 +84,10 @@ def _link(core: SimCore, m: Machine, iface: Interface, req: Request) -> None:
         iface.links.clear()
     if subnet is not None:
         iface.vlan_id = subnet.vlan_id
-    lk = Link(store.next_id("link"), mode, subnet.id if subnet else None, ip)
+    lk = Link(store.next_id("link"), mode, subnet.id if subnet else None)
+    store.set_ip(m, lk, ip)
     if mode == LinkMode.AUTO and m.status in (NodeStatus.DEPLOYING, NodeStatus.DEPLOYED) and subnet:
-        lk.ip_address = store.allocate_ip(subnet)
+        store.set_ip(m, lk, store.allocate_ip(subnet))
     iface.links.append(lk)
     m.event("NETWORK", f"{iface.name}: linked {mode.value}" + (f" to {subnet.cidr}" if subnet else "")
             + (f" as {ip}" if ip else ""))

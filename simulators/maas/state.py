@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import itertools
 import random
+import socket
 import threading
 import time
 from dataclasses import dataclass, field
@@ -203,6 +204,9 @@ class Store:
         self.scripts: dict[str, Script] = {}
         self.rack: dict[str, MachineSpec] = {}  # racked hardware not yet known to MAAS, by PXE MAC
         self._ids: dict[str, int] = {}
+        # ip -> the links it was given to (set_ip); ip_owner checks each is still attached and
+        # still holds it, so releases, unlinks and deletes need no bookkeeping.
+        self._ip_links: dict[str, list[tuple[Machine, Link]]] = {}
 
     def next_id(self, kind: str, start: int = 1) -> int:
         value = self._ids.get(kind, start)
@@ -254,19 +258,19 @@ class Store:
             raise errors.not_found("Node")
         return m
 
-    def used_ips(self) -> set[str]:
-        return {lk.ip_address for m in self.machines.values() for i in m.interfaces for lk in i.links
-                if lk.ip_address}
+    def set_ip(self, m: Machine, lk: Link, ip: str | None) -> None:
+        """Give a link its address; every assignment goes through here so that ip_owner is a lookup."""
+        lk.ip_address = ip
+        if ip is not None:
+            self._ip_links.setdefault(ip, []).append((m, lk))
 
     def allocate_ip(self, subnet: Subnet) -> str | None:
         """Lowest free host address above .10 (MAAS leaves room for routers and racks)."""
-        used = self.used_ips()
         reserved = {subnet.gateway_ip, *subnet.dns_servers}
-        for n, addr in enumerate(subnet.cidr.hosts()):
-            if n < 9:
-                continue
-            text = str(addr)
-            if text not in used and text not in reserved:
+        # hosts() starts at network+1 and ends before broadcast; skipping 9 of them starts at +10.
+        for n in range(int(subnet.cidr.network_address) + 10, int(subnet.cidr.broadcast_address)):
+            text = socket.inet_ntoa(n.to_bytes(4, "big"))
+            if text not in reserved and self.ip_owner(text) is None:
                 return text
         return None
 
@@ -395,7 +399,7 @@ class Store:
         for iface in m.interfaces:
             for lk in iface.links:
                 if lk.mode == LinkMode.AUTO and lk.ip_address is None and lk.subnet_id in self.subnets:
-                    lk.ip_address = self.allocate_ip(self.subnets[lk.subnet_id])
+                    self.set_ip(m, lk, self.allocate_ip(self.subnets[lk.subnet_id]))
 
     def release_auto_ips(self, m: Machine) -> None:
         for iface in m.interfaces:
@@ -404,10 +408,16 @@ class Store:
                     lk.ip_address = None
 
     def ip_owner(self, ip: str) -> Machine | None:
-        for m in self.machines.values():
-            if any(lk.ip_address == ip for i in m.interfaces for lk in i.links):
-                return m
-        return None
+        """The machine one of whose links holds ip (links that lost it or were removed are dropped)."""
+        held = self._ip_links.get(ip)
+        if not held:
+            return None
+        held[:] = [(m, lk) for m, lk in held if lk.ip_address == ip and self.machines.get(m.system_id) is m
+                   and any(x is lk for i in m.interfaces for x in i.links)]
+        if not held:
+            del self._ip_links[ip]
+            return None
+        return held[0][0]
 
     def parse_ip(self, text: str) -> IPv4Address | None:
         try:
