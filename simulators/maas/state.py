@@ -152,6 +152,9 @@ class Machine:
     attempts: dict[str, int] = field(default_factory=dict)
     # MACs MAAS was told at creation; until commissioning discovers the rest, only these show.
     known_macs: set[str] | None = None
+    # (rendering, key order of its free-form dicts, its JSON): render.machine_list_body reuses the
+    # JSON while a new rendering equals the old one. A cache, not state: never read elsewhere.
+    rendered: tuple[Any, ...] | None = field(default=None, repr=False, compare=False)
 
     def event(self, type_: str, description: str, level: str = "INFO") -> None:
         self.events.append(Event(time.time(), type_, description, self.status.label, level))
