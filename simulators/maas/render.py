@@ -32,19 +32,35 @@ def fabric_json(store: Store, fabric_id: int) -> dict[str, Any]:
             "resource_uri": f"{API}/fabrics/{fab.id}/"}
 
 
+def _shared(store: Store, kind: str, obj: Vlan | Subnet) -> dict[str, Any] | None:
+    memo = store.network_json.get((kind, obj.id))
+    return memo[1] if memo is not None and memo[0] is obj else None
+
+
 def vlan_json(store: Store, v: Vlan) -> dict[str, Any]:
-    return {"id": v.id, "vid": v.vid, "name": v.name, "mtu": v.mtu, "dhcp_on": v.vid == 0,
-            "external_dhcp": None, "relay_vlan": None, "primary_rack": None, "secondary_rack": None,
-            "space": "undefined", "fabric": store.fabrics[v.fabric_id].name, "fabric_id": v.fabric_id,
-            "resource_uri": f"{API}/vlans/{v.id}/"}
+    """Built once per VLAN and shared by every machine that shows it (the network is frozen):
+    callers must not modify it."""
+    out = _shared(store, "vlan", v)
+    if out is None:
+        out = {"id": v.id, "vid": v.vid, "name": v.name, "mtu": v.mtu, "dhcp_on": v.vid == 0,
+               "external_dhcp": None, "relay_vlan": None, "primary_rack": None, "secondary_rack": None,
+               "space": "undefined", "fabric": store.fabrics[v.fabric_id].name, "fabric_id": v.fabric_id,
+               "resource_uri": f"{API}/vlans/{v.id}/"}
+        store.network_json[("vlan", v.id)] = (v, out)
+    return out
 
 
 def subnet_json(store: Store, s: Subnet) -> dict[str, Any]:
-    return {"id": s.id, "name": s.name, "cidr": str(s.cidr), "vlan": vlan_json(store, store.vlans[s.vlan_id]),
-            "gateway_ip": s.gateway_ip, "dns_servers": list(s.dns_servers), "rdns_mode": 2,
-            "allow_dns": True, "allow_proxy": True, "active_discovery": False, "managed": True,
-            "disabled_boot_architectures": [], "space": "undefined", "description": "",
-            "resource_uri": f"{API}/subnets/{s.id}/"}
+    """Shared like vlan_json's: callers must not modify it."""
+    out = _shared(store, "subnet", s)
+    if out is None:
+        out = {"id": s.id, "name": s.name, "cidr": str(s.cidr), "vlan": vlan_json(store, store.vlans[s.vlan_id]),
+               "gateway_ip": s.gateway_ip, "dns_servers": list(s.dns_servers), "rdns_mode": 2,
+               "allow_dns": True, "allow_proxy": True, "active_discovery": False, "managed": True,
+               "disabled_boot_architectures": [], "space": "undefined", "description": "",
+               "resource_uri": f"{API}/subnets/{s.id}/"}
+        store.network_json[("subnet", s.id)] = (s, out)
+    return out
 
 
 def link_json(store: Store, lk: Link) -> dict[str, Any]:

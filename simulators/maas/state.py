@@ -1,6 +1,8 @@
 """In-memory MAAS state: zones, fabrics, VLANs, subnets, machines with their NICs, disks,
 links and event history, tags and node scripts. One re-entrant lock guards all of it;
-HTTP threads and the phase scheduler take it for every read-modify-write.
+HTTP threads and the phase scheduler take it for every read-modify-write. Zones, fabrics, VLANs
+and subnets are fixed once seeded (frozen; the API only reads them), so render.py shares one
+rendering of each.
 """
 
 from __future__ import annotations
@@ -21,20 +23,20 @@ from .inventory import MachineSpec, SimInventory
 _SYSTEM_ID_ALPHABET = "abcdefghjkmnpqrstwxy346789"
 
 
-@dataclass
+@dataclass(frozen=True)
 class Zone:
     id: int
     name: str
     description: str = ""
 
 
-@dataclass
+@dataclass(frozen=True)
 class Fabric:
     id: int
     name: str
 
 
-@dataclass
+@dataclass(frozen=True)
 class Vlan:
     id: int
     fabric_id: int
@@ -43,7 +45,7 @@ class Vlan:
     mtu: int = 1500
 
 
-@dataclass
+@dataclass(frozen=True)
 class Subnet:
     id: int
     cidr: IPv4Network
@@ -206,6 +208,7 @@ class Store:
         self.tags: dict[str, Tag] = {}
         self.scripts: dict[str, Script] = {}
         self.rack: dict[str, MachineSpec] = {}  # racked hardware not yet known to MAAS, by PXE MAC
+        self.network_json: dict[tuple[str, int], tuple[object, dict[str, Any]]] = {}  # render.py's
         self._ids: dict[str, int] = {}
         # ip -> the links it was given to (set_ip); ip_owner checks each is still attached and
         # still holds it, so releases, unlinks and deletes need no bookkeeping.
