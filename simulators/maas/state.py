@@ -213,6 +213,8 @@ class Store:
         # ip -> the links it was given to (set_ip); ip_owner checks each is still attached and
         # still holds it, so releases, unlinks and deletes need no bookkeeping.
         self._ip_links: dict[str, list[tuple[Machine, Link]]] = {}
+        # mac -> machines built with a NIC of that MAC, in build order; find_mac skips deleted ones.
+        self._mac_machines: dict[str, list[Machine]] = {}
 
     def next_id(self, kind: str, start: int = 1) -> int:
         value = self._ids.get(kind, start)
@@ -282,11 +284,9 @@ class Store:
 
     # --- machines -------------------------------------------------------------------------
     def find_mac(self, mac: str) -> Machine | None:
+        """The first machine (in store order) with a NIC of this MAC."""
         mac = mac.lower()
-        for m in self.machines.values():
-            if any(i.mac_address == mac for i in m.interfaces):
-                return m
-        return None
+        return next((m for m in self._mac_machines.get(mac, ()) if self.machines.get(m.system_id) is m), None)
 
     def build_machine(self, *, hostname: str | None, pxe_mac: str, sku: str, zone: str, status: NodeStatus,
                       power_type: str, power_parameters: dict[str, Any], architecture: str | None = None,
@@ -322,6 +322,8 @@ class Store:
                            "mainboard_firmware_date": "03/14/2025"},
         )
         self.machines[sid] = m
+        for i in interfaces:  # NICs and their MACs never change after this
+            self._mac_machines.setdefault(i.mac_address, []).append(m)
         return m
 
     def _vlan_for_nic(self, zone: str, role: str, rail: int | None) -> int | None:
