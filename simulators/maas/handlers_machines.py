@@ -117,7 +117,7 @@ def register(routes: RouteTable, core: SimCore) -> None:
         hostname = req.get("hostname") or None
         with store.lock:
             for mac in macs:
-                owner = store.find_mac(mac)
+                owner = store.addresses.find_mac(mac)
                 if owner is not None:
                     raise errors.field_error("mac_addresses", f"MAC address {mac} already in use on {owner.hostname}.")
             if hostname and any(x.hostname == hostname for x in store.machines.values()):
@@ -176,7 +176,7 @@ def register(routes: RouteTable, core: SimCore) -> None:
         if not mac:
             raise errors.field_error("mac_address", "This field is required.")
         with store.lock:
-            return store.find_mac(mac) is not None
+            return store.addresses.find_mac(mac) is not None
 
     # --- one machine ----------------------------------------------------------------------
     @machine.action("read", "GET")

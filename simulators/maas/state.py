@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import itertools
 import random
-import socket
 import threading
 import time
 from dataclasses import dataclass, field
 from ipaddress import IPv4Address, IPv4Network
 from typing import Any
 
+from .addresses import Addresses
 from .enums import LinkMode, NodeStatus, PowerState
 from .hardware import SKUS, derived_mac, serial_for
 from .inventory import MachineSpec, SimInventory
@@ -210,11 +210,7 @@ class Store:
         self.rack: dict[str, MachineSpec] = {}  # racked hardware not yet known to MAAS, by PXE MAC
         self.network_json: dict[tuple[str, int], tuple[object, dict[str, Any]]] = {}  # render.py's
         self._ids: dict[str, int] = {}
-        # ip -> the links it was given to (set_ip); ip_owner checks each is still attached and
-        # still holds it, so releases, unlinks and deletes need no bookkeeping.
-        self._ip_links: dict[str, list[tuple[Machine, Link]]] = {}
-        # mac -> machines built with a NIC of that MAC, in build order; find_mac skips deleted ones.
-        self._mac_machines: dict[str, list[Machine]] = {}
+        self.addresses = Addresses(self.machines)  # IP and MAC lookups
 
     def next_id(self, kind: str, start: int = 1) -> int:
         value = self._ids.get(kind, start)
@@ -266,28 +262,7 @@ class Store:
             raise errors.not_found("Node")
         return m
 
-    def set_ip(self, m: Machine, lk: Link, ip: str | None) -> None:
-        """Give a link its address; every assignment goes through here so that ip_owner is a lookup."""
-        lk.ip_address = ip
-        if ip is not None:
-            self._ip_links.setdefault(ip, []).append((m, lk))
-
-    def allocate_ip(self, subnet: Subnet) -> str | None:
-        """Lowest free host address above .10 (MAAS leaves room for routers and racks)."""
-        reserved = {subnet.gateway_ip, *subnet.dns_servers}
-        # hosts() starts at network+1 and ends before broadcast; skipping 9 of them starts at +10.
-        for n in range(int(subnet.cidr.network_address) + 10, int(subnet.cidr.broadcast_address)):
-            text = socket.inet_ntoa(n.to_bytes(4, "big"))
-            if text not in reserved and self.ip_owner(text) is None:
-                return text
-        return None
-
     # --- machines -------------------------------------------------------------------------
-    def find_mac(self, mac: str) -> Machine | None:
-        """The first machine (in store order) with a NIC of this MAC."""
-        mac = mac.lower()
-        return next((m for m in self._mac_machines.get(mac, ()) if self.machines.get(m.system_id) is m), None)
-
     def build_machine(self, *, hostname: str | None, pxe_mac: str, sku: str, zone: str, status: NodeStatus,
                       power_type: str, power_parameters: dict[str, Any], architecture: str | None = None,
                       extra_macs: list[str] | None = None, description: str = "") -> Machine:
@@ -322,8 +297,7 @@ class Store:
                            "mainboard_firmware_date": "03/14/2025"},
         )
         self.machines[sid] = m
-        for i in interfaces:  # NICs and their MACs never change after this
-            self._mac_machines.setdefault(i.mac_address, []).append(m)
+        self.addresses.add_machine(m)
         return m
 
     def _vlan_for_nic(self, zone: str, role: str, rail: int | None) -> int | None:
@@ -407,25 +381,13 @@ class Store:
         for iface in m.interfaces:
             for lk in iface.links:
                 if lk.mode == LinkMode.AUTO and lk.ip_address is None and lk.subnet_id in self.subnets:
-                    self.set_ip(m, lk, self.allocate_ip(self.subnets[lk.subnet_id]))
+                    self.addresses.set_ip(m, lk, self.addresses.allocate_ip(self.subnets[lk.subnet_id]))
 
     def release_auto_ips(self, m: Machine) -> None:
         for iface in m.interfaces:
             for lk in iface.links:
                 if lk.mode in (LinkMode.AUTO, LinkMode.DHCP):
                     lk.ip_address = None
-
-    def ip_owner(self, ip: str) -> Machine | None:
-        """The machine one of whose links holds ip (links that lost it or were removed are dropped)."""
-        held = self._ip_links.get(ip)
-        if not held:
-            return None
-        held[:] = [(m, lk) for m, lk in held if lk.ip_address == ip and self.machines.get(m.system_id) is m
-                   and any(x is lk for i in m.interfaces for x in i.links)]
-        if not held:
-            del self._ip_links[ip]
-            return None
-        return held[0][0]
 
     def parse_ip(self, text: str) -> IPv4Address | None:
         try:
