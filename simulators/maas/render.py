@@ -73,7 +73,13 @@ def link_json(store: Store, lk: Link) -> dict[str, Any]:
 
 
 def interface_json(store: Store, m: Machine, i: Interface) -> dict[str, Any]:
-    return {
+    """Reused while every input below (the key) is unchanged, like machine_list_body's JSON: a
+    status poll renders each NIC of each machine again. Shared, so callers must not modify it."""
+    key = (m.system_id, i.id, i.name, i.mac_address, i.enabled, i.vlan_id, i.mtu, i.vendor, i.product,
+           i.speed_mbps, tuple(i.tags), [(lk.id, lk.mode, lk.subnet_id, lk.ip_address) for lk in i.links])
+    if i.rendered is not None and i.rendered[0] == key:
+        return i.rendered[1]
+    out = {
         "id": i.id, "name": i.name, "type": "physical", "mac_address": i.mac_address, "enabled": i.enabled,
         "system_id": m.system_id, "vlan": vlan_json(store, store.vlans[i.vlan_id]) if i.vlan_id else None,
         "links": [link_json(store, lk) for lk in i.links], "discovered": None, "tags": list(i.tags),
@@ -82,6 +88,8 @@ def interface_json(store: Store, m: Machine, i: Interface) -> dict[str, Any]:
         "interface_speed": i.speed_mbps, "link_speed": i.speed_mbps if i.vlan_id else 0, "numa_node": 0,
         "sriov_max_vf": 0, "resource_uri": f"{API}/nodes/{m.system_id}/interfaces/{i.id}/",
     }
+    i.rendered = (key, out)
+    return out
 
 
 def _partitions(m: Machine, d: BlockDevice) -> tuple[list[dict[str, Any]], str, int]:
@@ -108,8 +116,13 @@ def _partitions(m: Machine, d: BlockDevice) -> tuple[list[dict[str, Any]], str, 
 
 
 def block_device_json(m: Machine, d: BlockDevice) -> dict[str, Any]:
+    """Reused while its inputs (the key) are unchanged, like interface_json's; shared, not to modify."""
+    key = (m.system_id, m.boot_disk_id, m.storage_layout, d.id, d.name, d.model, d.serial, d.size,
+           d.block_size, d.id_path, tuple(d.tags))
+    if d.rendered is not None and d.rendered[0] == key:
+        return d.rendered[1]
     parts, used_for, used = _partitions(m, d)
-    return {
+    out = {
         "id": d.id, "name": d.name, "type": "physical", "model": d.model, "serial": d.serial,
         "id_path": d.id_path, "path": f"/dev/disk/by-dname/{d.name}", "size": d.size,
         "block_size": d.block_size, "tags": list(d.tags), "uuid": None, "available_size": d.size - used,
@@ -118,6 +131,8 @@ def block_device_json(m: Machine, d: BlockDevice) -> dict[str, Any]:
         "firmware_version": "1.0", "numa_node": 0,
         "resource_uri": f"{API}/nodes/{m.system_id}/blockdevices/{d.id}/",
     }
+    d.rendered = (key, out)
+    return out
 
 
 def machine_json(store: Store, m: Machine) -> dict[str, Any]:

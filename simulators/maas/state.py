@@ -79,6 +79,7 @@ class Interface:
     links: list[Link] = field(default_factory=list)
     tags: list[str] = field(default_factory=list)
     enabled: bool = True
+    rendered: tuple[Any, Any] | None = field(default=None, repr=False, compare=False)  # interface_json's
 
 
 @dataclass
@@ -91,6 +92,7 @@ class BlockDevice:
     block_size: int
     id_path: str
     tags: list[str] = field(default_factory=list)
+    rendered: tuple[Any, Any] | None = field(default=None, repr=False, compare=False)  # block_device_json's
 
 
 _EVENT_IDS = itertools.count(1)
