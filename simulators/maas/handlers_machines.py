@@ -10,11 +10,12 @@ from typing import TYPE_CHECKING, Any
 
 from . import errors
 from .enums import OWNED, POWER_ON_OWNED, NodeStatus, PowerState, StorageLayout
-from .render import machine_json
-from .routes import Request, RouteTable, deleted
+from .render import machine_json, machine_list_body
+from .routes import Request, Response, RouteTable, deleted
 
 if TYPE_CHECKING:
     from .core import SimCore
+    from .state import Machine
 
 S = NodeStatus
 ANON_FIELDS = ("system_id", "hostname", "domain", "fqdn", "architecture", "status", "power_type",
@@ -91,7 +92,7 @@ def register(routes: RouteTable, core: SimCore) -> None:
         ids = set(req.get_list("id"))
         zone = req.get("zone")
         with store.lock:
-            out = []
+            out: list[tuple[Machine, dict[str, Any]]] = []
             for m in store.machines.values():
                 if hostnames and m.hostname not in hostnames:
                     continue
@@ -103,8 +104,8 @@ def register(routes: RouteTable, core: SimCore) -> None:
                     continue
                 if tags and not tags <= set(m.tags):
                     continue
-                out.append(machine_json(store, m))
-            return out
+                out.append((m, machine_json(store, m)))
+        return Response(200, machine_list_body(out))
 
     def create(req: Request, anonymous: bool) -> Any:
         macs = [m.strip().lower() for m in req.get_list("mac_addresses") if m.strip()]
@@ -116,7 +117,7 @@ def register(routes: RouteTable, core: SimCore) -> None:
         hostname = req.get("hostname") or None
         with store.lock:
             for mac in macs:
-                owner = store.find_mac(mac)
+                owner = store.addresses.find_mac(mac)
                 if owner is not None:
                     raise errors.field_error("mac_addresses", f"MAC address {mac} already in use on {owner.hostname}.")
             if hostname and any(x.hostname == hostname for x in store.machines.values()):
@@ -175,7 +176,7 @@ def register(routes: RouteTable, core: SimCore) -> None:
         if not mac:
             raise errors.field_error("mac_address", "This field is required.")
         with store.lock:
-            return store.find_mac(mac) is not None
+            return store.addresses.find_mac(mac) is not None
 
     # --- one machine ----------------------------------------------------------------------
     @machine.action("read", "GET")

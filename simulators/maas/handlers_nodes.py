@@ -72,21 +72,22 @@ def _link(core: SimCore, m: Machine, iface: Interface, req: Request) -> None:
                 raise errors.field_error("ip_address", "Enter a valid IPv4 or IPv6 address.")
             if addr not in subnet.cidr:
                 raise errors.field_error("ip_address", f"IP address is not in the given subnet '{subnet.cidr}'.")
-            holder = store.ip_owner(str(addr))
+            holder = store.addresses.ip_owner(str(addr))
             if holder is not None or str(addr) in (subnet.gateway_ip, *subnet.dns_servers):
                 raise errors.field_error("ip_address", "IP address is already in use.")
             ip = str(addr)
         else:
-            ip = store.allocate_ip(subnet)
+            ip = store.addresses.allocate_ip(subnet)
             if ip is None:
                 raise errors.ApiError(503, f"{m.system_id}: Unable to allocate static IP due to address exhaustion.")
     if mode == LinkMode.LINK_UP or force:
         iface.links.clear()
     if subnet is not None:
         iface.vlan_id = subnet.vlan_id
-    lk = Link(store.next_id("link"), mode, subnet.id if subnet else None, ip)
+    lk = Link(store.next_id("link"), mode, subnet.id if subnet else None)
+    store.addresses.set_ip(m, lk, ip)
     if mode == LinkMode.AUTO and m.status in (NodeStatus.DEPLOYING, NodeStatus.DEPLOYED) and subnet:
-        lk.ip_address = store.allocate_ip(subnet)
+        store.addresses.set_ip(m, lk, store.addresses.allocate_ip(subnet))
     iface.links.append(lk)
     m.event("NETWORK", f"{iface.name}: linked {mode.value}" + (f" to {subnet.cidr}" if subnet else "")
             + (f" as {ip}" if ip else ""))

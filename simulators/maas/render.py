@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import json
+from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -30,19 +32,35 @@ def fabric_json(store: Store, fabric_id: int) -> dict[str, Any]:
             "resource_uri": f"{API}/fabrics/{fab.id}/"}
 
 
+def _shared(store: Store, kind: str, obj: Vlan | Subnet) -> dict[str, Any] | None:
+    memo = store.network_json.get((kind, obj.id))
+    return memo[1] if memo is not None and memo[0] is obj else None
+
+
 def vlan_json(store: Store, v: Vlan) -> dict[str, Any]:
-    return {"id": v.id, "vid": v.vid, "name": v.name, "mtu": v.mtu, "dhcp_on": v.vid == 0,
-            "external_dhcp": None, "relay_vlan": None, "primary_rack": None, "secondary_rack": None,
-            "space": "undefined", "fabric": store.fabrics[v.fabric_id].name, "fabric_id": v.fabric_id,
-            "resource_uri": f"{API}/vlans/{v.id}/"}
+    """Built once per VLAN and shared by every machine that shows it (the network is frozen):
+    callers must not modify it."""
+    out = _shared(store, "vlan", v)
+    if out is None:
+        out = {"id": v.id, "vid": v.vid, "name": v.name, "mtu": v.mtu, "dhcp_on": v.vid == 0,
+               "external_dhcp": None, "relay_vlan": None, "primary_rack": None, "secondary_rack": None,
+               "space": "undefined", "fabric": store.fabrics[v.fabric_id].name, "fabric_id": v.fabric_id,
+               "resource_uri": f"{API}/vlans/{v.id}/"}
+        store.network_json[("vlan", v.id)] = (v, out)
+    return out
 
 
 def subnet_json(store: Store, s: Subnet) -> dict[str, Any]:
-    return {"id": s.id, "name": s.name, "cidr": str(s.cidr), "vlan": vlan_json(store, store.vlans[s.vlan_id]),
-            "gateway_ip": s.gateway_ip, "dns_servers": list(s.dns_servers), "rdns_mode": 2,
-            "allow_dns": True, "allow_proxy": True, "active_discovery": False, "managed": True,
-            "disabled_boot_architectures": [], "space": "undefined", "description": "",
-            "resource_uri": f"{API}/subnets/{s.id}/"}
+    """Shared like vlan_json's: callers must not modify it."""
+    out = _shared(store, "subnet", s)
+    if out is None:
+        out = {"id": s.id, "name": s.name, "cidr": str(s.cidr), "vlan": vlan_json(store, store.vlans[s.vlan_id]),
+               "gateway_ip": s.gateway_ip, "dns_servers": list(s.dns_servers), "rdns_mode": 2,
+               "allow_dns": True, "allow_proxy": True, "active_discovery": False, "managed": True,
+               "disabled_boot_architectures": [], "space": "undefined", "description": "",
+               "resource_uri": f"{API}/subnets/{s.id}/"}
+        store.network_json[("subnet", s.id)] = (s, out)
+    return out
 
 
 def link_json(store: Store, lk: Link) -> dict[str, Any]:
@@ -55,7 +73,13 @@ def link_json(store: Store, lk: Link) -> dict[str, Any]:
 
 
 def interface_json(store: Store, m: Machine, i: Interface) -> dict[str, Any]:
-    return {
+    """Reused while every input below (the key) is unchanged, like machine_list_body's JSON: a
+    status poll renders each NIC of each machine again. Shared, so callers must not modify it."""
+    key = (m.system_id, i.id, i.name, i.mac_address, i.enabled, i.vlan_id, i.mtu, i.vendor, i.product,
+           i.speed_mbps, tuple(i.tags), [(lk.id, lk.mode, lk.subnet_id, lk.ip_address) for lk in i.links])
+    if i.rendered is not None and i.rendered[0] == key:
+        return i.rendered[1]
+    out = {
         "id": i.id, "name": i.name, "type": "physical", "mac_address": i.mac_address, "enabled": i.enabled,
         "system_id": m.system_id, "vlan": vlan_json(store, store.vlans[i.vlan_id]) if i.vlan_id else None,
         "links": [link_json(store, lk) for lk in i.links], "discovered": None, "tags": list(i.tags),
@@ -64,6 +88,8 @@ def interface_json(store: Store, m: Machine, i: Interface) -> dict[str, Any]:
         "interface_speed": i.speed_mbps, "link_speed": i.speed_mbps if i.vlan_id else 0, "numa_node": 0,
         "sriov_max_vf": 0, "resource_uri": f"{API}/nodes/{m.system_id}/interfaces/{i.id}/",
     }
+    i.rendered = (key, out)
+    return out
 
 
 def _partitions(m: Machine, d: BlockDevice) -> tuple[list[dict[str, Any]], str, int]:
@@ -90,8 +116,13 @@ def _partitions(m: Machine, d: BlockDevice) -> tuple[list[dict[str, Any]], str, 
 
 
 def block_device_json(m: Machine, d: BlockDevice) -> dict[str, Any]:
+    """Reused while its inputs (the key) are unchanged, like interface_json's; shared, not to modify."""
+    key = (m.system_id, m.boot_disk_id, m.storage_layout, d.id, d.name, d.model, d.serial, d.size,
+           d.block_size, d.id_path, tuple(d.tags))
+    if d.rendered is not None and d.rendered[0] == key:
+        return d.rendered[1]
     parts, used_for, used = _partitions(m, d)
-    return {
+    out = {
         "id": d.id, "name": d.name, "type": "physical", "model": d.model, "serial": d.serial,
         "id_path": d.id_path, "path": f"/dev/disk/by-dname/{d.name}", "size": d.size,
         "block_size": d.block_size, "tags": list(d.tags), "uuid": None, "available_size": d.size - used,
@@ -100,6 +131,8 @@ def block_device_json(m: Machine, d: BlockDevice) -> dict[str, Any]:
         "firmware_version": "1.0", "numa_node": 0,
         "resource_uri": f"{API}/nodes/{m.system_id}/blockdevices/{d.id}/",
     }
+    d.rendered = (key, out)
+    return out
 
 
 def machine_json(store: Store, m: Machine) -> dict[str, Any]:
@@ -157,6 +190,22 @@ def machine_json(store: Store, m: Machine) -> dict[str, Any]:
         "enable_kernel_crash_dump": False, "is_dpu": False,
         "resource_uri": f"{API}/machines/{m.system_id}/",
     }
+
+
+def machine_list_body(rendered: Iterable[tuple[Machine, dict[str, Any]]]) -> bytes:
+    """json.dumps() of a list of machine renderings, byte for byte. Encoding a machine costs three
+    times rendering it, and fleet-scale polling re-reads mostly unchanged machines: a machine's JSON
+    is reused while its new rendering compares equal to the one encoded (with the key order of its
+    free-form dicts, which == ignores). Call outside store.lock; the renderings are the caller's."""
+    parts = []
+    for m, data in rendered:
+        order = (tuple(data["owner_data"]), tuple(data["hardware_info"]))
+        cached = m.rendered
+        if cached is None or cached[1] != order or cached[0] != data:
+            cached = (data, order, json.dumps(data))
+            m.rendered = cached
+        parts.append(cached[2])
+    return ("[" + ", ".join(parts) + "]").encode()
 
 
 def tag_json(t: Tag) -> dict[str, Any]:

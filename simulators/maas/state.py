@@ -1,6 +1,8 @@
 """In-memory MAAS state: zones, fabrics, VLANs, subnets, machines with their NICs, disks,
 links and event history, tags and node scripts. One re-entrant lock guards all of it;
-HTTP threads and the phase scheduler take it for every read-modify-write.
+HTTP threads and the phase scheduler take it for every read-modify-write. Zones, fabrics, VLANs
+and subnets are fixed once seeded (frozen; the API only reads them), so render.py shares one
+rendering of each.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from dataclasses import dataclass, field
 from ipaddress import IPv4Address, IPv4Network
 from typing import Any
 
+from .addresses import Addresses
 from .enums import LinkMode, NodeStatus, PowerState
 from .hardware import SKUS, derived_mac, serial_for
 from .inventory import MachineSpec, SimInventory
@@ -20,20 +23,20 @@ from .inventory import MachineSpec, SimInventory
 _SYSTEM_ID_ALPHABET = "abcdefghjkmnpqrstwxy346789"
 
 
-@dataclass
+@dataclass(frozen=True)
 class Zone:
     id: int
     name: str
     description: str = ""
 
 
-@dataclass
+@dataclass(frozen=True)
 class Fabric:
     id: int
     name: str
 
 
-@dataclass
+@dataclass(frozen=True)
 class Vlan:
     id: int
     fabric_id: int
@@ -42,7 +45,7 @@ class Vlan:
     mtu: int = 1500
 
 
-@dataclass
+@dataclass(frozen=True)
 class Subnet:
     id: int
     cidr: IPv4Network
@@ -76,6 +79,7 @@ class Interface:
     links: list[Link] = field(default_factory=list)
     tags: list[str] = field(default_factory=list)
     enabled: bool = True
+    rendered: tuple[Any, Any] | None = field(default=None, repr=False, compare=False)  # interface_json's
 
 
 @dataclass
@@ -88,6 +92,7 @@ class BlockDevice:
     block_size: int
     id_path: str
     tags: list[str] = field(default_factory=list)
+    rendered: tuple[Any, Any] | None = field(default=None, repr=False, compare=False)  # block_device_json's
 
 
 _EVENT_IDS = itertools.count(1)
@@ -151,6 +156,9 @@ class Machine:
     attempts: dict[str, int] = field(default_factory=dict)
     # MACs MAAS was told at creation; until commissioning discovers the rest, only these show.
     known_macs: set[str] | None = None
+    # (rendering, key order of its free-form dicts, its JSON): render.machine_list_body reuses the
+    # JSON while a new rendering equals the old one. A cache, not state: never read elsewhere.
+    rendered: tuple[Any, ...] | None = field(default=None, repr=False, compare=False)
 
     def event(self, type_: str, description: str, level: str = "INFO") -> None:
         self.events.append(Event(time.time(), type_, description, self.status.label, level))
@@ -202,7 +210,9 @@ class Store:
         self.tags: dict[str, Tag] = {}
         self.scripts: dict[str, Script] = {}
         self.rack: dict[str, MachineSpec] = {}  # racked hardware not yet known to MAAS, by PXE MAC
+        self.network_json: dict[tuple[str, int], tuple[object, dict[str, Any]]] = {}  # render.py's
         self._ids: dict[str, int] = {}
+        self.addresses = Addresses(self.machines)  # IP and MAC lookups
 
     def next_id(self, kind: str, start: int = 1) -> int:
         value = self._ids.get(kind, start)
@@ -254,30 +264,7 @@ class Store:
             raise errors.not_found("Node")
         return m
 
-    def used_ips(self) -> set[str]:
-        return {lk.ip_address for m in self.machines.values() for i in m.interfaces for lk in i.links
-                if lk.ip_address}
-
-    def allocate_ip(self, subnet: Subnet) -> str | None:
-        """Lowest free host address above .10 (MAAS leaves room for routers and racks)."""
-        used = self.used_ips()
-        reserved = {subnet.gateway_ip, *subnet.dns_servers}
-        for n, addr in enumerate(subnet.cidr.hosts()):
-            if n < 9:
-                continue
-            text = str(addr)
-            if text not in used and text not in reserved:
-                return text
-        return None
-
     # --- machines -------------------------------------------------------------------------
-    def find_mac(self, mac: str) -> Machine | None:
-        mac = mac.lower()
-        for m in self.machines.values():
-            if any(i.mac_address == mac for i in m.interfaces):
-                return m
-        return None
-
     def build_machine(self, *, hostname: str | None, pxe_mac: str, sku: str, zone: str, status: NodeStatus,
                       power_type: str, power_parameters: dict[str, Any], architecture: str | None = None,
                       extra_macs: list[str] | None = None, description: str = "") -> Machine:
@@ -312,6 +299,7 @@ class Store:
                            "mainboard_firmware_date": "03/14/2025"},
         )
         self.machines[sid] = m
+        self.addresses.add_machine(m)
         return m
 
     def _vlan_for_nic(self, zone: str, role: str, rail: int | None) -> int | None:
@@ -395,19 +383,13 @@ class Store:
         for iface in m.interfaces:
             for lk in iface.links:
                 if lk.mode == LinkMode.AUTO and lk.ip_address is None and lk.subnet_id in self.subnets:
-                    lk.ip_address = self.allocate_ip(self.subnets[lk.subnet_id])
+                    self.addresses.set_ip(m, lk, self.addresses.allocate_ip(self.subnets[lk.subnet_id]))
 
     def release_auto_ips(self, m: Machine) -> None:
         for iface in m.interfaces:
             for lk in iface.links:
                 if lk.mode in (LinkMode.AUTO, LinkMode.DHCP):
                     lk.ip_address = None
-
-    def ip_owner(self, ip: str) -> Machine | None:
-        for m in self.machines.values():
-            if any(lk.ip_address == ip for i in m.interfaces for lk in i.links):
-                return m
-        return None
 
     def parse_ip(self, text: str) -> IPv4Address | None:
         try:
