@@ -8,8 +8,8 @@ offers for overriding, and leaves aiohttp's 5-minute default timeout in place: a
 connection and never answers would hold a run for 5 minutes per request. A new connection per call
 also cost a TCP (and TLS) handshake per request: a third of the provider's CPU while onboarding a
 pool (issue 18). A session from `connect_verified` fetches the describe document itself and binds
-every action to `VerifiedCall`, whose `dispatch` sends through the session's one `httpx.Client`
-(thread-safe, keep-alive pool, the SSL setting, `REQUEST_TIMEOUT_S`). Transport failures surface as
+every action to `VerifiedCall`, whose `dispatch` sends through the calling thread's `httpx.Client`
+of the session (a keep-alive connection, the SSL setting, `REQUEST_TIMEOUT_S`). Transport failures surface as
 `TimeoutError` / `ConnectionError`, retried like any outage (clients/maas/retry.py). The library is
 not modified.
 """
@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import socket
 import ssl
+import threading
 from typing import Any, NamedTuple
 from urllib.parse import urlparse
 
@@ -35,13 +36,30 @@ _ACCEPT = {"Accept": "application/json"}
 # One MAAS API request, connect to last byte (the client passes its RetryBudget.request_timeout_s).
 # MAAS answers in well under a second; deploy and commission calls only start the work.
 REQUEST_TIMEOUT_S = 60.0
-# Connections kept open to one region: a pool drives up to batch_max_parallel machines at once.
-_LIMITS = httpx.Limits(max_connections=128, max_keepalive_connections=64)
+# Each thread has its own client keeping one connection open: one shared pool serialised every request
+# on its lock and checked each pooled connection's socket per request (a pool drives up to
+# batch_max_parallel machines from as many threads).
+_LIMITS = httpx.Limits(max_connections=4, max_keepalive_connections=1)
 # httpx writes a POST's headers and body separately: with Nagle's algorithm on, the body can wait for
 # the server's delayed ACK of the headers (40 ms on Linux). aiohttp, which libmaas used, sets it too.
 _NODELAY = [(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)]
 
 SslSetting = ssl.SSLContext | bool  # a context, or False for "do not verify" (tls_verify: false)
+
+
+class ThreadClients:
+    """The session's HTTP clients, one per calling thread (same SSL setting and timeout)."""
+
+    def __init__(self, context: SslSetting, timeout: float) -> None:
+        self._context, self._timeout = context, timeout
+        self._local = threading.local()
+
+    def get(self) -> httpx.Client:
+        client: httpx.Client | None = getattr(self._local, "client", None)
+        if client is None:
+            transport = httpx.HTTPTransport(verify=self._context, limits=_LIMITS, socket_options=_NODELAY)
+            client = self._local.client = httpx.Client(transport=transport, timeout=self._timeout)
+        return client
 
 
 class Answer(NamedTuple):
@@ -75,7 +93,7 @@ class VerifiedCall(CallAPI):  # type: ignore[misc]  # python-libmaas is untyped
         # A coroutine, as libmaas' own: ActionAPI.__call__ runs it on the calling thread's loop. The
         # request itself is synchronous (each worker thread has its own loop; nothing else runs on it).
         method = self.action.method
-        resp = _send(self.action.handler.session.http, method, uri, body, headers)
+        resp = _send(self.action.handler.session.http.get(), method, uri, body, headers)
         answer = Answer(resp.status_code, resp.reason_phrase)
         if resp.status_code // 100 != 2:
             request = {"body": body, "headers": headers, "method": method, "uri": uri}
@@ -93,11 +111,9 @@ def connect_verified(
     """Like `SessionAPI.connect(url, apikey=...)`, every request sent with `context` (an SSL context, or
     False not to verify) and bounded by `timeout` seconds."""
     base = api_url(url)
-    transport = httpx.HTTPTransport(verify=context, limits=_LIMITS, socket_options=_NODELAY)
-    http = httpx.Client(transport=transport, timeout=timeout)
-    resp = _send(http, "GET", base + "describe/")
+    http = ThreadClients(context, timeout)
+    resp = _send(http.get(), "GET", base + "describe/")
     if resp.status_code != 200 or not _is_json(resp):
-        http.close()
         raise RemoteError(f"{base} -> {resp.status_code} {resp.reason_phrase}")
     session = SessionAPI(resp.json(), Credentials.parse(apikey))
     session.scheme, session.insecure = urlparse(base).scheme, context is False
