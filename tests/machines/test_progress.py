@@ -16,7 +16,6 @@ from tests.fixtures.maas_sim import TEST_TIME_SCALE
 
 from .conftest import World
 
-
 # The MAAS simulator's pace in this test: 3x the suite's, so the real time spent inside requests
 # (provider time does not move then) stays small next to the MAAS phases even on a loaded host.
 SCALE = 3 * TEST_TIME_SCALE
