@@ -74,6 +74,8 @@ def _deployed_digests(state_path: Path) -> dict[str, str]:
         elif isinstance(value, list):
             for v in value:
                 walk(v)
+        elif isinstance(value, str) and value.startswith("{"):
+            walk(json.loads(value))  # a pool's spec: one JSON string per machine
 
     walk(state)
     return out
