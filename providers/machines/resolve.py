@@ -87,9 +87,11 @@ def resolve_records(
     *,
     create_missing: bool,
     sleep: Callable[[float], None] = time.sleep,
-) -> None:
-    """Attach each record to its MAAS machine (bulk lookups); create the missing ones if asked.
-    A machine neither found nor created is marked (`vanished`, `create_error`): the pre-check decides."""
+    create_now: int | None = None,
+) -> list[LifecycleRecord]:
+    """Attach each record to its MAAS machine (bulk lookups); create the missing ones if asked (with
+    `create_now`, only that many: the rest are returned for `create_records` later). A machine neither
+    found nor created is marked (`vanished`, `create_error`): the pre-check decides."""
     ambiguous: dict[str, list[MachineView]] = {}
     found = resolve_machines(ctx.ops, [r.spec for r in recs], known, ambiguous)
     for r in recs:
@@ -108,12 +110,21 @@ def resolve_records(
         r.adopted = r.spec.hostname not in known
         r.view, r.system_id = view, view.system_id
     missing = [r for r in recs if r.view is None and create_missing and not r.create_error]
-    if missing:
-        workers = min(max(4, ctx.policy.batch_max_parallel), MAX_WORKERS, len(missing))
-        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="create") as pool:
-            for r, view in zip(missing, pool.map(lambda r: create_machine(ctx, r, sleep), missing), strict=True):
-                if view is not None:
-                    r.view, r.system_id = view, view.system_id
+    now = missing if create_now is None else missing[:create_now]
+    create_records(ctx, now, sleep)
+    return missing[len(now):]
+
+
+def create_records(ctx: Context, recs: list[LifecycleRecord], sleep: Callable[[float], None] = time.sleep) -> None:
+    """Create the machines of `recs` in MAAS, concurrently (each record gets its view, or a create_error)."""
+    if not recs:
+        return
+    workers = min(max(4, ctx.policy.batch_max_parallel), MAX_WORKERS, len(recs))
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="create") as pool:
+        for r, view in zip(recs, pool.map(lambda r: create_machine(ctx, r, sleep), recs), strict=True):
+            if view is not None:
+                r.view, r.system_id = view, view.system_id
+
 
 def create_machine(ctx: Context, r: LifecycleRecord, sleep: Callable[[float], None]) -> MachineView | None:
     """Create a machine MAAS doesn't know. A create is retried only after checking it did not
