@@ -25,8 +25,9 @@ fi
 
 # Python venv + project (editable, with test extras).
 [ -x .venv/bin/python ] || "$PY" -m venv .venv
-stamp=.stamps/pip-$(sha256sum pyproject.toml | cut -c1-16)
+# The stamp lives in the venv: a venv made again (or by hand) installs the packages again.
+stamp=.venv/.gpuaas-pip-$(sha256sum pyproject.toml | cut -c1-16)
 if [ ! -f "$stamp" ]; then
   .venv/bin/pip install -q --disable-pip-version-check -e '.[test]' 2> >(grep -v '^WARNING: Location' >&2)
-  rm -f .stamps/pip-*; touch "$stamp"
+  rm -f .venv/.gpuaas-pip-*; touch "$stamp"
 fi
