@@ -67,6 +67,11 @@ def _profile_on(resources: list[Resource], site: str) -> str:
     return next(r.name for r in resources if r.type.endswith(":SiteProfile") and r.inputs["site"]["name"] == site)
 
 
+def _app_with_member(resources: list[Resource], member: str) -> str:
+    """The AppInstance declaring `member`; registration order is not stable, so never take the first."""
+    return next(r.name for r in resources if r.type.endswith(":AppInstance") and member in _members(r.inputs))
+
+
 def _first_pool_host(resources: list[Resource]) -> str:
     pool = next(r for r in resources if r.type.endswith(":MachinePool"))
     return str(next(iter(pool.inputs["machines"])))  # specs are keyed by hostname
@@ -134,7 +139,9 @@ MUTATIONS: dict[str, tuple[Callable[[list[Resource], Path], Mutation], set[str]]
     ),
     "Slurm controller on a GPU node": (
         lambda rs, tmp: _edit(
-            "AppInstance", None, lambda i: _members(i)["controller"].update(nodes=[_first_pool_host(rs)])
+            "AppInstance",
+            _app_with_member(rs, "controller"),
+            lambda i: _members(i)["controller"].update(nodes=[_first_pool_host(rs)]),
         ),
         {"app-control-plane-not-on-workers"},
     ),
@@ -154,11 +161,17 @@ MUTATIONS: dict[str, tuple[Callable[[list[Resource], Path], Mutation], set[str]]
 }
 
 
+@pytest.mark.parametrize("order", ["registered", "reversed"])
 @pytest.mark.parametrize("case", sorted(MUTATIONS))
 def test_mutated_prod_fails_with_the_expected_policies(
-    case: str, prod_analyzer: PolicyAnalyzer, prod_resources: tuple[list[Resource], str], tmp_path: Path
+    case: str,
+    order: str,
+    prod_analyzer: PolicyAnalyzer,
+    prod_resources: tuple[list[Resource], str],
+    tmp_path: Path,
 ) -> None:
-    resources, _ = prod_resources
+    # Resources register concurrently, so their order differs between runs; a mutation must not depend on it.
+    resources = prod_resources[0] if order == "registered" else prod_resources[0][::-1]
     make, expected = MUTATIONS[case]
     violations = prod_analyzer.check(make(resources, tmp_path)(resources))
     assert {v.policy for v in violations} == expected, violations
