@@ -2,8 +2,11 @@
 
 import pytest
 
+from clients.threadsafe_ast import install
 from tests.fixtures.engine import engine_factory  # noqa: F401  (the CLI-free engine)
 from tests.fixtures.lab_gate import SKIPPED
+
+install()  # simulators and moto serve on threads in this process (clients/threadsafe_ast.py)
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
