@@ -16,3 +16,4 @@ bench-maas-sim: setup  ## request count per machine lifecycle: the machine provi
 .PHONY: bench-scale
 bench-scale: setup  ## fleet scale: one pool of 64, 256, 1024 machines (first up, efficiency, state, no-op, preview, refresh)
 	@$(PY) benchmarks/bench_scale.py $(if $(SIZES),--sizes $(SIZES),)
+	@$(PY) benchmarks/bench_resolve.py
