@@ -33,7 +33,9 @@ from simulators.maas.inventory import MachineSpec as SimMachine  # noqa: E402
 
 
 def _addr(i: int) -> tuple[str, str]:
-    return f"10.{60 + (i >> 16)}.{(i >> 8) & 255}.{i & 255}", f"52:54:02:{i >> 16:02x}:{(i >> 8) & 255:02x}:{i & 255:02x}"
+    """IPMI address and PXE MAC of rack slot i."""
+    high, mid, low = i >> 16, (i >> 8) & 255, i & 255
+    return f"10.{60 + high}.{mid}.{low}", f"52:54:02:{high:02x}:{mid:02x}:{low:02x}"
 
 
 def _inventory(in_maas: int, new: int) -> SimInventory:
