@@ -174,6 +174,23 @@ class OpenBaoDevServer:
         c = self.client()
         if f"{mount}/" not in c.sys.list_mounted_secrets_engines()["data"]:
             c.sys.enable_secrets_engine("kv", path=mount, options={"version": "2"})
+        self._wait_kv_upgraded(c, mount)
+
+    def _wait_kv_upgraded(self, c: hvac.Client, mount: str, timeout: float = 20.0) -> None:
+        """A new KV v2 mount answers 400 "Upgrading from non-versioned to versioned data" for a moment
+        (a write in that window failed a CI run): poll a data read until it answers (404 is ready)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                c.secrets.kv.v2.read_secret_version(path="readiness-probe", mount_point=mount,
+                                                    raise_on_deleted_version=True)
+                return
+            except hvac.exceptions.InvalidPath:
+                return  # the data path answers: the upgrade is over
+            except hvac.exceptions.InvalidRequest as e:
+                if "Upgrading" not in str(e) or time.monotonic() > deadline:
+                    raise OpenBaoStartError(f"KV v2 mount {mount!r} at {self.address} not ready: {e}") from None
+            time.sleep(0.05)
 
     def put_secret(self, mount: str, path: str, data: dict[str, Any]) -> None:
         self.ensure_kv_mount(mount)

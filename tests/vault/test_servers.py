@@ -12,7 +12,7 @@ from pathlib import Path
 import hvac
 import pytest
 
-from simulators.openbao import OpenBaoDevServer
+from simulators.openbao import OpenBaoDevServer, OpenBaoStartError
 from simulators.s3 import MotoS3Server
 
 REPO = Path(__file__).resolve().parents[2]
@@ -62,3 +62,33 @@ def test_moto_server_starts_empty_and_serves_path_style() -> None:
         assert c.head_object(Bucket="b-one", Key="k")["Metadata"] == {"digest": "d"}
         s3.reset()
         assert c.list_buckets()["Buckets"] == []
+
+
+class _UpgradingKv:
+    """A client whose new KV v2 mount refuses `refusals` reads with OpenBao's upgrade message."""
+
+    def __init__(self, refusals: int, then: Exception) -> None:
+        self.refusals, self.then, self.reads = refusals, then, 0
+        self.secrets = self
+        self.kv = self
+        self.v2 = self
+
+    def read_secret_version(self, **_: object) -> None:
+        self.reads += 1
+        if self.reads <= self.refusals:
+            raise hvac.exceptions.InvalidRequest("Upgrading from non-versioned to versioned data. This backend will be "
+                                                 "unavailable for a brief period and will resume service shortly.")
+        raise self.then
+
+
+def test_a_new_kv_mount_is_waited_for_until_its_upgrade_ends() -> None:
+    server = OpenBaoDevServer()
+    client = _UpgradingKv(3, hvac.exceptions.InvalidPath("no secret"))
+    server._wait_kv_upgraded(client, "gpuaas")  # type: ignore[arg-type]
+    assert client.reads == 4
+    other = _UpgradingKv(1, hvac.exceptions.InvalidRequest("permission denied"))
+    with pytest.raises(OpenBaoStartError, match="KV v2 mount 'gpuaas'.*permission denied"):
+        server._wait_kv_upgraded(other, "gpuaas")  # type: ignore[arg-type]
+    stuck = _UpgradingKv(10**6, hvac.exceptions.InvalidPath(""))
+    with pytest.raises(OpenBaoStartError, match="not ready: Upgrading"):
+        server._wait_kv_upgraded(stuck, "gpuaas", timeout=0.2)  # type: ignore[arg-type]
