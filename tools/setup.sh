@@ -31,3 +31,6 @@ if [ ! -f "$stamp" ]; then
   .venv/bin/pip install -q --disable-pip-version-check -e '.[test]' 2> >(grep -v '^WARNING: Location' >&2)
   rm -f .venv/.gpuaas-pip-*; touch "$stamp"
 fi
+
+# The pinned Pulumi CLI (built from Go modules unless a new-enough one is on PATH): tools/pulumi-cli/.
+tools/pulumi-cli/setup.sh
