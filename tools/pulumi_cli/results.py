@@ -1,0 +1,238 @@
+"""What one CLI operation returns, read from the engine events the CLI logs (`--event-log`).
+
+The events are the CLI's own (`apitype.EngineEvent`): a step per resource (`resourcePreEvent` when it
+starts, `resOutputsEvent` when it is done, `resOpFailedEvent` when it failed), diagnostics (provider
+output and errors included) and one `summaryEvent`. A preview also keeps the CLI's `--json` document.
+"""
+
+from __future__ import annotations
+
+import json
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+ROOT_STACK_TYPE = "pulumi:pulumi:Stack"
+SECRET_SIG = "4dabf18193072939515e22adb298388d"
+SECRET = "[secret]"
+
+
+class Operation(StrEnum):
+    PREVIEW = "preview"
+    UP = "up"
+    REFRESH = "refresh"
+    DESTROY = "destroy"
+
+
+class StepOp(StrEnum):
+    SAME = "same"
+    CREATE = "create"
+    UPDATE = "update"
+    DELETE = "delete"
+    REPLACE = "replace"
+    CREATE_REPLACEMENT = "create-replacement"
+    DELETE_REPLACED = "delete-replaced"
+    READ = "read"
+    READ_REPLACEMENT = "read-replacement"
+    REFRESH = "refresh"
+    DISCARD = "discard"
+    DISCARD_REPLACED = "discard-replaced"
+    REMOVE_PENDING_REPLACE = "remove-pending-replace"
+    IMPORT = "import"
+    IMPORT_REPLACEMENT = "import-replacement"
+
+
+# Ops counted in the CLI's change summary; the halves of a replacement are steps only.
+SUMMARY_OPS = {StepOp.SAME, StepOp.CREATE, StepOp.UPDATE, StepOp.DELETE, StepOp.REPLACE, StepOp.READ}
+CHANGE_OPS = {StepOp.CREATE, StepOp.UPDATE, StepOp.DELETE, StepOp.REPLACE, StepOp.CREATE_REPLACEMENT,
+              StepOp.DELETE_REPLACED, StepOp.IMPORT, StepOp.IMPORT_REPLACEMENT}
+
+
+class Severity(StrEnum):
+    DEBUG = "debug"
+    INFO = "info"
+    INFO_ERR = "info#err"  # a provider's stderr
+    WARNING = "warning"
+    ERROR = "error"
+
+
+def mask_secrets(value: Any) -> Any:
+    """Secret values as the CLI displays them: `[secret]`."""
+    if isinstance(value, dict):
+        if value.get(SECRET_SIG) == "1b47061264138c4ac30d75fd1eb44270":
+            return SECRET
+        return {k: mask_secrets(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [mask_secrets(v) for v in value]
+    return value
+
+
+class StepState(BaseModel):
+    type: str = ""
+    urn: str = ""
+    id: str = ""
+    parent: str = ""
+    custom: bool = False
+    inputs: dict[str, Any] = Field(default_factory=dict)
+    outputs: dict[str, Any] = Field(default_factory=dict)
+
+
+class Step(BaseModel):
+    """One resource step of the run (`StepEventMetadata`): done, or failed (`failed`)."""
+
+    op: StepOp
+    urn: str
+    type: str = ""
+    old: StepState | None = None
+    new: StepState | None = None
+    keys: list[str] = Field(default_factory=list)  # the keys that make it a replacement
+    diffs: list[str] = Field(default_factory=list)  # the keys that changed
+    detailedDiff: dict[str, Any] | None = None
+    failed: bool = False
+
+
+class Diagnostic(BaseModel):
+    urn: str | None = None
+    prefix: str | None = None
+    message: str
+    severity: Severity
+
+
+class EngineResult(BaseModel):
+    """One operation: `ok` is the CLI's exit status; steps, diagnostics and the summary come from its
+    engine events; `log` is everything the CLI printed; `preview` the `pulumi preview --json` document."""
+
+    operation: Operation
+    ok: bool
+    steps: list[Step] = Field(default_factory=list)
+    changeSummary: dict[str, int] = Field(default_factory=dict)
+    diagnostics: list[Diagnostic] = Field(default_factory=list)
+    outputs: dict[str, Any] = Field(default_factory=dict)  # stack outputs, secrets as "[secret]"
+    failed: list[str] = Field(default_factory=list)  # URNs whose step failed
+    exitCode: int = 0
+    durationNs: int = 0
+    log: str = ""
+    preview: dict[str, Any] | None = None
+    summary: bool = False  # the CLI reached its summary event (a killed run never does)
+
+    def preview_digest(self) -> dict[str, Any]:
+        """The `pulumi preview --json` document of a preview."""
+        if self.preview is None:
+            raise ValueError(f"a {self.operation} has no preview document (only `preview` prints one)")
+        return self.preview
+
+    def ops(self) -> dict[str, StepOp]:
+        """URN -> its main op (the `replace` op wins over its halves). Provider resources are left out."""
+        out: dict[str, StepOp] = {}
+        for step in self.steps:
+            if step.type.startswith("pulumi:providers:"):
+                continue
+            if step.urn not in out or step.op in SUMMARY_OPS:
+                out[step.urn] = step.op
+        return out
+
+    def changed(self) -> dict[str, StepOp]:
+        return {urn: op for urn, op in self.ops().items() if op in CHANGE_OPS}
+
+    def errors(self) -> list[str]:
+        return [d.message for d in self.diagnostics if d.severity is Severity.ERROR]
+
+    def warnings(self) -> list[str]:
+        return [d.message for d in self.diagnostics if d.severity is Severity.WARNING]
+
+    def messages(self, urn_part: str = "") -> list[str]:
+        """Every non-debug diagnostic's text (provider output included), optionally of one resource."""
+        return [d.message for d in self.diagnostics if urn_part in (d.urn or "")]
+
+
+def _state(raw: dict[str, Any] | None) -> StepState | None:
+    if not raw:
+        return None
+    return StepState(
+        type=raw.get("type", ""),
+        urn=raw.get("urn", ""),
+        id=raw.get("id", ""),
+        parent=raw.get("parent", ""),
+        custom=bool(raw.get("custom")),
+        inputs=mask_secrets(raw.get("inputs") or {}),
+        outputs=mask_secrets(raw.get("outputs") or {}),
+    )
+
+
+def _step(meta: dict[str, Any], failed: bool = False) -> Step:
+    return Step(
+        op=StepOp(meta["op"]),
+        urn=meta["urn"],
+        type=meta.get("type", ""),
+        old=_state(meta.get("old")),
+        new=_state(meta.get("new")),
+        keys=list(meta.get("keys") or []),
+        diffs=list(meta.get("diffs") or []),
+        detailedDiff=meta.get("detailedDiff"),
+        failed=failed,
+    )
+
+
+def read_events(path: Path) -> list[dict[str, Any]]:
+    """The event log's events; a torn last line (the run was killed mid-write) is dropped."""
+    out = []
+    if not path.exists():
+        return out
+    for line in path.read_text(errors="replace").splitlines():
+        try:
+            out.append(json.loads(line))
+        except ValueError:
+            continue
+    return out
+
+
+def result_from_events(operation: Operation, events: list[dict[str, Any]], exit_code: int, log: str,
+                       preview: dict[str, Any] | None = None) -> EngineResult:
+    pre: dict[str, Step] = {}
+    done: dict[str, Step] = {}
+    failed: dict[str, Step] = {}
+    diagnostics: list[Diagnostic] = []
+    summary: dict[str, Any] | None = None
+    for event in events:
+        if "resourcePreEvent" in event:
+            step = _step(event["resourcePreEvent"]["metadata"])
+            pre[step.urn] = step
+        elif "resOutputsEvent" in event:
+            step = _step(event["resOutputsEvent"]["metadata"])
+            done[step.urn] = step
+        elif "resOpFailedEvent" in event:
+            step = _step(event["resOpFailedEvent"]["metadata"], failed=True)
+            failed[step.urn] = step
+        elif "diagnosticEvent" in event:
+            d = event["diagnosticEvent"]
+            if d.get("severity") == Severity.DEBUG:
+                continue
+            diagnostics.append(Diagnostic(urn=d.get("urn") or None, prefix=d.get("prefix"),
+                                          message=d.get("message", ""), severity=Severity(d["severity"])))
+        elif "summaryEvent" in event:
+            summary = event["summaryEvent"]
+    # A preview's steps are planned (pre events); a run's are those that finished or failed.
+    if operation is Operation.PREVIEW:
+        steps = {**pre, **failed}
+    else:
+        steps = {**done, **failed}
+    stack_outputs: dict[str, Any] = {}
+    for step in done.values():
+        if step.type == ROOT_STACK_TYPE and step.new is not None:
+            stack_outputs = step.new.outputs
+    return EngineResult(
+        operation=operation,
+        ok=exit_code == 0,
+        steps=list(steps.values()),
+        changeSummary=dict((summary or {}).get("resourceChanges") or {}),
+        diagnostics=diagnostics,
+        outputs=stack_outputs,
+        failed=list(failed),
+        exitCode=exit_code,
+        durationNs=int((summary or {}).get("durationSeconds") or 0) * 1_000_000_000,
+        log=log,
+        preview=preview,
+        summary=summary is not None,
+    )

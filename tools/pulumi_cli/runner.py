@@ -1,0 +1,138 @@
+"""One CLI operation on one stack: `python -m tools.pulumi_cli.runner REQUEST.json`.
+
+This process serves the project's program to the CLI as an Automation API inline program (the SDK's
+`LanguageServer` over `--client`), runs `pulumi <operation>` with the CLI's own flags, passes its output
+through, and writes the result (tools/pulumi_cli/results.py) read from the CLI's engine-event log.
+The program (`main` of the project's Pulumi.yaml) runs here, with the project directory as cwd and on
+sys.path, as the language host would run it; the CLI starts the dynamic-provider plugin itself.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import runpy
+import signal
+import subprocess
+import sys
+import threading
+from concurrent import futures
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, Field
+
+from tools.pulumi_cli.install import cli_env, pulumi_binary
+from tools.pulumi_cli.results import EngineResult, Operation, read_events, result_from_events
+
+# As the Automation API's own server: large property bags pass (a fleet's pool inputs are megabytes).
+_GRPC_OPTIONS = [("grpc.max_receive_message_length", 2**31 - 1), ("grpc.max_send_message_length", 2**31 - 1)]
+
+
+class RunRequest(BaseModel):
+    operation: Operation
+    project_dir: Path
+    workspace_dir: Path  # holds the project's Pulumi.yaml and the stack's config file
+    pulumi_home: Path
+    backend_url: str
+    stack: str
+    args: list[str] = Field(default_factory=list)  # further CLI flags (--target, --expect-no-changes, ...)
+    env: dict[str, str] = Field(default_factory=dict)
+    run_dir: Path  # result.json, cli.log, events.jsonl, cli.pid
+    echo: bool = False  # also print the CLI's output here (the demo)
+    color: str = "never"
+
+
+def _program(project_dir: Path) -> Any:
+    doc = yaml.safe_load((project_dir / "Pulumi.yaml").read_text()) or {}
+    main = project_dir / str(doc.get("main") or "__main__.py")
+    if main.is_dir():
+        main = main / "__main__.py"
+
+    def program() -> None:
+        runpy.run_path(str(main), run_name="__main__")
+
+    return program
+
+
+def _command(req: RunRequest, port: int, events: Path) -> list[str]:
+    verb = {
+        Operation.PREVIEW: ["preview", "--json"],
+        Operation.UP: ["up", "--yes"],
+        Operation.REFRESH: ["refresh", "--yes"],
+        Operation.DESTROY: ["destroy", "--yes"],
+    }[req.operation]
+    return [
+        str(pulumi_binary()), *verb, "--stack", req.stack, "--non-interactive", "--color", req.color,
+        f"--client=127.0.0.1:{port}", "--exec-kind", "inline", "--event-log", str(events), *req.args,
+    ]
+
+
+def run(req: RunRequest) -> EngineResult:
+    # Imported here: the SDK's gRPC server is only needed in this process.
+    import grpc
+    from pulumi.automation._server import LanguageServer
+    from pulumi.runtime.proto import language_pb2_grpc
+
+    project_dir = req.project_dir.resolve()
+    sys.path.insert(0, str(project_dir))
+    os.chdir(project_dir)
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=4), options=_GRPC_OPTIONS)
+    language_pb2_grpc.add_LanguageRuntimeServicer_to_server(LanguageServer(_program(project_dir)), server)
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+
+    events = req.run_dir / "events.jsonl"
+    log_path = req.run_dir / "cli.log"
+    env = cli_env(req.pulumi_home, req.backend_url, req.env)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(project_dir), env.get("PYTHONPATH", "")) if p)
+    stdout_chunks: list[str] = []
+    lock = threading.Lock()
+    with open(log_path, "w") as log:
+        proc = subprocess.Popen(_command(req, port, events), cwd=req.workspace_dir, env=env,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, errors="replace")
+        (req.run_dir / "cli.pid").write_text(str(proc.pid))
+
+        def pump(stream: Any, keep: bool) -> None:
+            for line in stream:
+                with lock:
+                    log.write(line)
+                    log.flush()
+                    if keep:
+                        stdout_chunks.append(line)
+                    if req.echo:
+                        sys.stdout.write(line)
+                        sys.stdout.flush()
+
+        threads = [threading.Thread(target=pump, args=(proc.stdout, True), daemon=True),
+                   threading.Thread(target=pump, args=(proc.stderr, False), daemon=True)]
+        for t in threads:
+            t.start()
+        code = proc.wait()
+        for t in threads:
+            t.join()
+    server.stop(0)
+    preview = None
+    if req.operation is Operation.PREVIEW:
+        try:
+            preview = json.loads("".join(stdout_chunks))
+        except ValueError:
+            preview = None  # the CLI failed before it could print its document; the log says why
+    return result_from_events(req.operation, read_events(events), code, log_path.read_text(errors="replace"), preview)
+
+
+def main(argv: list[str]) -> int:
+    # A terminal's Ctrl-C reaches the CLI too, which cancels gracefully; this process must keep serving
+    # the program until the CLI is done.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    req = RunRequest.model_validate_json(Path(argv[0]).read_text())
+    result = run(req)
+    tmp = req.run_dir / "result.json.tmp"
+    tmp.write_text(result.model_dump_json())
+    tmp.replace(req.run_dir / "result.json")
+    return result.exitCode
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
