@@ -190,21 +190,18 @@ def read_events(path: Path) -> list[dict[str, Any]]:
 
 def result_from_events(operation: Operation, events: list[dict[str, Any]], exit_code: int, log: str,
                        preview: dict[str, Any] | None = None) -> EngineResult:
-    pre: dict[str, Step] = {}
-    done: dict[str, Step] = {}
-    failed: dict[str, Step] = {}
+    pre: list[Step] = []
+    done: list[Step] = []
+    failed: list[Step] = []
     diagnostics: list[Diagnostic] = []
     summary: dict[str, Any] | None = None
     for event in events:
         if "resourcePreEvent" in event:
-            step = _step(event["resourcePreEvent"]["metadata"])
-            pre[step.urn] = step
+            pre.append(_step(event["resourcePreEvent"]["metadata"]))
         elif "resOutputsEvent" in event:
-            step = _step(event["resOutputsEvent"]["metadata"])
-            done[step.urn] = step
+            done.append(_step(event["resOutputsEvent"]["metadata"]))
         elif "resOpFailedEvent" in event:
-            step = _step(event["resOpFailedEvent"]["metadata"], failed=True)
-            failed[step.urn] = step
+            failed.append(_step(event["resOpFailedEvent"]["metadata"], failed=True))
         elif "diagnosticEvent" in event:
             d = event["diagnosticEvent"]
             if d.get("severity") == Severity.DEBUG:
@@ -214,22 +211,19 @@ def result_from_events(operation: Operation, events: list[dict[str, Any]], exit_
         elif "summaryEvent" in event:
             summary = event["summaryEvent"]
     # A preview's steps are planned (pre events); a run's are those that finished or failed.
-    if operation is Operation.PREVIEW:
-        steps = {**pre, **failed}
-    else:
-        steps = {**done, **failed}
+    steps = (pre if operation is Operation.PREVIEW else done) + failed
     stack_outputs: dict[str, Any] = {}
-    for step in done.values():
+    for step in done:
         if step.type == ROOT_STACK_TYPE and step.new is not None:
             stack_outputs = step.new.outputs
     return EngineResult(
         operation=operation,
         ok=exit_code == 0,
-        steps=list(steps.values()),
+        steps=steps,
         changeSummary=dict((summary or {}).get("resourceChanges") or {}),
         diagnostics=diagnostics,
         outputs=stack_outputs,
-        failed=list(failed),
+        failed=list(dict.fromkeys(s.urn for s in failed)),
         exitCode=exit_code,
         durationNs=int((summary or {}).get("durationSeconds") or 0) * 1_000_000_000,
         log=log,
