@@ -32,7 +32,7 @@ bench: setup
 
 lint: setup
 	@$(VENV)/bin/ruff check .
-	@$(VENV)/bin/mypy environments providers components clients simulators engine preview_note ci_lint lab cli tools
+	@$(VENV)/bin/mypy environments providers components clients simulators preview_note ci_lint lab cli tools
 
 # Per-area targets (ci-lint, lab, ...) live beside their owners.
 -include mk/*.mk

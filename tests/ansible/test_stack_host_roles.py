@@ -104,7 +104,7 @@ def test_a_role_without_its_pin_or_secret_ref_is_named_with_its_hosts() -> None:
 def test_the_dev_program_declares_host_convergence_from_committed_config(engine_factory: Any, tmp_path: Path) -> None:
     """A preview of the real program on the dev stack (its committed file, nothing overridden) declares one
     HostConvergence over the three hosts with the committed pins and Vault references."""
-    engine = engine_factory(REPO, "dev", state_path=tmp_path / "s.json")
+    engine = engine_factory(REPO, "dev", backend=tmp_path / "backend")
     preview = engine.preview(timeout=300)
     assert preview.ok, preview.errors()
     [step] = [s for s in preview.steps if s.urn.endswith("gpuaas:HostConvergence::dev-host-roles-convergence")]

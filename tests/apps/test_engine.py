@@ -57,7 +57,7 @@ def world(engine_factory: Any, tmp_path: Path, env_file: Path) -> Iterator[World
     with LocalStack("local") as stack:
         cfg = stack.stack_config()
         cfg["gpuaas-infra:environment"] = str(env_file)
-        yield World(stack, engine_factory(REPO, "local", config=cfg, state_path=tmp_path / "state.json"))
+        yield World(stack, engine_factory(REPO, "local", config=cfg, backend=tmp_path / "backend"))
 
 
 def ok(result: Any) -> Any:

@@ -23,7 +23,7 @@ def world_at(engine_factory: Any, tmp_path: Path, env_file: Path, **kw: Any) -> 
     with LocalStack("local", **kw) as stack:
         cfg = stack.stack_config()
         cfg["gpuaas-infra:environment"] = str(env_file)
-        yield World(stack, engine_factory(REPO, "local", config=cfg, state_path=tmp_path / "state.json"))
+        yield World(stack, engine_factory(REPO, "local", config=cfg, backend=tmp_path / "backend"))
 
 
 # These runs need no machine: the environment is reduced to its hosts and the app instance

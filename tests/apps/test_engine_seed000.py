@@ -72,7 +72,7 @@ def run(engine_factory: Any, tmp_path: Path, bare_env_file: Path) -> Iterator[Ru
     with LocalStack("local") as stack:
         cfg = stack.stack_config()
         cfg["gpuaas-infra:environment"] = str(bare_env_file)
-        yield Run(stack, engine_factory(REPO, "local", config=cfg, state_path=tmp_path / "state.json"))
+        yield Run(stack, engine_factory(REPO, "local", config=cfg, backend=tmp_path / "backend"))
 
 
 def test_rke2_through_the_engine(run: Run, bare_env_file: Path) -> None:

@@ -15,7 +15,7 @@ from .conftest import REPO, edit
 def test_dev_previews_its_rke2_instance_bound_to_its_machine(engine_factory: Any, tmp_path: Path) -> None:
     """Seed 000 §1: dev's RKE2 server on the app_control host, its agent on the GPU worker (Slurm's members
     are placed by the platform: a node serves one member of one instance)."""
-    engine = engine_factory(REPO, "dev", config={"gpuaas-infra:environment": "dev"}, state_path=tmp_path / "s.json")
+    engine = engine_factory(REPO, "dev", config={"gpuaas-infra:environment": "dev"}, backend=tmp_path / "backend")
     preview = engine.preview(timeout=300)
     assert preview.ok, preview.errors()
     step = next(s for s in preview.steps if s.urn.endswith("gpuaas:AppInstance::app-rke2-lab"))
@@ -37,7 +37,7 @@ def test_a_controller_on_a_worker_compute_host_is_refused(engine_factory: Any, t
         doc["app_instances"][0]["members"]["controller"]["nodes"] = ["local-gpu-1"]
     edit(env_file, misplace)
     engine = engine_factory(REPO, "local", config={"gpuaas-infra:environment": str(env_file)},
-                            state_path=tmp_path / "s.json")
+                            backend=tmp_path / "backend")
     preview = engine.preview(timeout=300)
     assert not preview.ok
     text = "\n".join(preview.errors()) + preview.log

@@ -100,7 +100,7 @@ def test_second_up_through_the_engine_changes_nothing_and_a_preview_lists_a_chan
     def engine_for(spec: HostConvergenceSpec) -> Any:
         cfg = {"gpuaas-infra:hostConvergenceSpec": spec.model_dump_json(),
                "gpuaas-infra:vault_token": lab_vault.root_token}
-        return engine_factory(ENGINE_PROJECT, "lab", config=cfg, state_path=tmp_path / "state.json")
+        return engine_factory(ENGINE_PROJECT, "lab", config=cfg, backend=tmp_path / "backend")
 
     t0 = time.monotonic()
     up = engine_for(lab_spec).up(timeout=900)

@@ -56,7 +56,7 @@ def real_world(lab_env: Path) -> Iterator[LocalStack]:
 def _engine(engine_factory: Any, world: LocalStack, lab_env: Path, tmp_path: Path) -> Any:
     cfg = world.stack_config()
     cfg["gpuaas-infra:environment"] = str(lab_env)
-    return engine_factory(REPO, "local", config=cfg, state_path=tmp_path / "state.json")
+    return engine_factory(REPO, "local", config=cfg, backend=tmp_path / "backend")
 
 
 def _deployed_digests(state_path: Path) -> dict[str, str]:

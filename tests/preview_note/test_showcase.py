@@ -42,7 +42,7 @@ def test_the_showcase_note_is_what_the_engine_produces(engine_factory: Any, worl
     env_file.write_text((REPO / "environments" / "local.yaml").read_text())
     cfg = world.stack_config()
     cfg["gpuaas-infra:environment"] = str(env_file)
-    engine = engine_factory(REPO, "local", config=cfg, state_path=tmp_path / "state.json")
+    engine = engine_factory(REPO, "local", config=cfg, backend=tmp_path / "backend")
     up = engine.up(timeout=600)
     assert up.ok, up.errors()
     doc = yaml.safe_load(env_file.read_text())

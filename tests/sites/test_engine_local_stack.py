@@ -52,7 +52,7 @@ def make_engine(engine_factory: Any, world: LocalStack, tmp_path: Path, env_path
         cfg["gpuaas-infra:environment"] = str(env_path)
     if templates is not None:
         cfg["gpuaas-infra:bundle_templates_dir"] = str(templates)
-    return engine_factory(PROJECT, "local", config=cfg, state_path=tmp_path / "state.json")
+    return engine_factory(PROJECT, "local", config=cfg, backend=tmp_path / "backend")
 
 
 def test_up_creates_everything_second_up_changes_nothing_and_state_has_no_secret(

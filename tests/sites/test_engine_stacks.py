@@ -22,7 +22,7 @@ EXPECTED = {
 @pytest.mark.parametrize("stack", sorted(EXPECTED))
 def test_stack_declares_its_sites(engine_factory: Any, tmp_path: Path, stack: str) -> None:
     engine = engine_factory(PROJECT, stack, config={"gpuaas-infra:environment": stack},
-                            state_path=tmp_path / "state.json")
+                            backend=tmp_path / "backend")
     preview = engine.preview(timeout=300)
     assert preview.ok, preview.errors()
     names = {urn.rsplit("::", 1)[-1]: op.value for urn, op in preview.ops().items() if "dynamic/gpuaas:" in urn}

@@ -42,7 +42,7 @@ def edit(path: Path, fn: Any) -> None:
 def engine_for(engine_factory: Any, world: LocalStack, tmp_path: Path, env_file: Path) -> Any:
     cfg = world.stack_config()
     cfg["gpuaas-infra:environment"] = str(env_file)
-    return engine_factory(REPO, "local", config=cfg, state_path=tmp_path / "state.json")
+    return engine_factory(REPO, "local", config=cfg, backend=tmp_path / "backend")
 
 
 def machine_ops(result: Any) -> dict[str, str]:
