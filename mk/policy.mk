@@ -11,6 +11,6 @@ $(POLICY_VENV)/.req-%: policy/requirements.txt
 	@$(POLICY_VENV)/bin/pip install -q --disable-pip-version-check -r policy/requirements.txt 2> >(grep -v '^WARNING: Location' >&2)
 	@rm -f $(POLICY_VENV)/.req-*; touch $@
 
-# Start the pack's analyzer as the CLI would and send it the declared stacks' resources.
+# `pulumi preview --policy-pack` by the real CLI (build/pulumi/bin) of the committed stacks and of broken ones.
 policy-test: setup policy-venv
 	@$(PY) -m pytest tests/policy $(PYTEST_ARGS)
