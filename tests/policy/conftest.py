@@ -7,7 +7,6 @@ which starts the same pack with `.policy-venv` (tests/policy/test_pack.py says m
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -19,17 +18,8 @@ from tools.pulumi_cli.results import EngineResult
 
 REPO = Path(__file__).resolve().parents[2]
 PACK = REPO / "policy" / "run-policy-pack"
-POLICY_PYTHON = REPO / ".policy-venv" / "bin" / "python"
 PROGRAM = REPO / "tests" / "policy" / "program"
 TIMEOUT = 600
-
-
-@pytest.fixture(scope="session")
-def policy_venv() -> None:
-    """`.policy-venv` (pulumi-policy, protobuf 5.29) via `make policy-venv`: created once, then a no-op."""
-    proc = subprocess.run(["make", "-s", "policy-venv"], cwd=REPO, capture_output=True, text=True, timeout=600)
-    if proc.returncode != 0 or not POLICY_PYTHON.exists():
-        pytest.fail(f"make policy-venv failed ({proc.returncode}): {proc.stderr[-2000:]}")
 
 
 def judge(engine: Engine, operation: str = "preview") -> EngineResult:

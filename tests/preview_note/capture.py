@@ -28,6 +28,7 @@ import yaml
 
 from clients.maas import MaasClient
 from simulators.localstack import LocalStack
+from tests.fixtures.policy import make_policy_venv
 from tools.pulumi_cli.api import Engine
 from tools.pulumi_cli.results import EngineResult
 
@@ -228,6 +229,7 @@ def main(argv: list[str]) -> int:
     wanted = set(parser.parse_args(argv).cases or CASES)
     if wanted - set(CASES):
         parser.error(f"unknown case(s): {', '.join(sorted(wanted - set(CASES)))}")
+    make_policy_venv()  # every capture runs the policy pack, as the pipeline's previews do
     for case, stack in FIRST_PREVIEWS.items():
         if case in wanted:
             write(case, capture_first_preview(stack))

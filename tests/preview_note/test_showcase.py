@@ -18,7 +18,7 @@ DOC = REPO / "docs" / "preview-notes.md"
 BLOCK = re.compile(r"(<!-- showcase:begin -->\n````markdown\n)(.*?)(````\n<!-- showcase:end -->)", re.S)
 
 
-def test_the_showcase_note_is_what_the_cli_previews() -> None:
+def test_the_showcase_note_is_what_the_cli_previews(policy_venv: None) -> None:
     with local_stack() as local:
         captured = local.preview(showcase, pack=True)
     assert not captured.policy_events
