@@ -42,6 +42,7 @@ class RunRequest(BaseModel):
     run_dir: Path  # result.json, cli.log, events.jsonl, cli.pid
     echo: bool = False  # also print the CLI's output here (the demo)
     color: str = "never"
+    preview_json: bool = True  # a preview prints the CLI's `--json` document (else its display, --diff)
 
 
 def _program(project_dir: Path) -> Any:
@@ -58,7 +59,7 @@ def _program(project_dir: Path) -> Any:
 
 def _command(req: RunRequest, port: int, events: Path) -> list[str]:
     verb = {
-        Operation.PREVIEW: ["preview", "--json"],
+        Operation.PREVIEW: ["preview", "--json"] if req.preview_json else ["preview", "--diff"],
         Operation.UP: ["up", "--yes"],
         Operation.REFRESH: ["refresh", "--yes"],
         Operation.DESTROY: ["destroy", "--yes"],
@@ -114,7 +115,7 @@ def run(req: RunRequest) -> EngineResult:
             t.join()
     server.stop(0)
     preview = None
-    if req.operation is Operation.PREVIEW:
+    if req.operation is Operation.PREVIEW and req.preview_json:
         try:
             preview = json.loads("".join(stdout_chunks))
         except ValueError:
