@@ -42,7 +42,7 @@ class RunRequest(BaseModel):
     run_dir: Path  # result.json, cli.log, events.jsonl, cli.pid
     echo: bool = False  # also print the CLI's output here (the demo)
     color: str = "never"
-    preview_json: bool = True  # a preview prints the CLI's `--json` document (else its display, --diff)
+    preview_json: bool = True  # a preview prints the CLI's `--json` document (else its display)
 
 
 def _program(project_dir: Path) -> Any:
@@ -59,7 +59,7 @@ def _program(project_dir: Path) -> Any:
 
 def _command(req: RunRequest, port: int, events: Path) -> list[str]:
     verb = {
-        Operation.PREVIEW: ["preview", "--json"] if req.preview_json else ["preview", "--diff"],
+        Operation.PREVIEW: ["preview", "--json"] if req.preview_json else ["preview"],
         Operation.UP: ["up", "--yes"],
         Operation.REFRESH: ["refresh", "--yes"],
         Operation.DESTROY: ["destroy", "--yes"],
