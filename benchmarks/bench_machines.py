@@ -5,7 +5,7 @@ provider calls at once) against the MAAS and platform simulators, from a fresh M
 benchmarks/fleet_project, a micro-benchmark of the two resource shapes: fleet figures come from the real
 program (benchmarks/bench_scale.py). Printed, measured in
 this run: wall time, the ideal (ceil(N/P) x the per-machine lifecycle time, itself measured here on
-one machine), efficiency = ideal / wall (also with the engine's fixed overhead, measured here with an
+one machine), efficiency = ideal / wall (also with the CLI's fixed overhead, measured here with an
 empty run, taken out), MAAS requests per machine, peak concurrent Commissioning/Deploying machines;
 and the time to preview the prod stack.
 
@@ -32,13 +32,13 @@ import yaml  # noqa: E402
 from clients.platform.client import PlatformClient  # noqa: E402
 from clients.platform.models import sites as site_models  # noqa: E402
 from components.machines import policy_input  # noqa: E402
-from tools.pulumi_cli.api import Engine  # noqa: E402
 from environments import load_environment  # noqa: E402
 from providers.machines.lifecycle import Context  # noqa: E402
 from providers.machines.runtime import PlatformEnrollment  # noqa: E402
 from providers.machines.scheduler import Scheduler  # noqa: E402
 from providers.machines.spec import Deadlines, LifecyclePolicy, MachineSpec  # noqa: E402
 from simulators.localstack import LocalStack, machine_specs  # noqa: E402
+from tools.pulumi_cli.api import Engine  # noqa: E402
 
 N = 64
 P = 16
@@ -114,7 +114,7 @@ def connection(world: LocalStack, env: Any, ids: tuple[str, str]) -> dict[str, A
 
 
 def per_machine_time(world: LocalStack, env: Any, ids: tuple[str, str], spec: dict[str, Any]) -> float:
-    """The lifecycle time of one machine alone (create -> Deployed + enrolled), no engine."""
+    """The lifecycle time of one machine alone (create -> Deployed + enrolled), no Pulumi."""
     assert world.maas and world.platform
     from clients.maas import MaasClient
 
