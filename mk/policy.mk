@@ -9,6 +9,7 @@ policy-venv: $(POLICY_REQ_STAMP)
 $(POLICY_VENV)/.req-%: policy/requirements.txt
 	@[ -x $(POLICY_VENV)/bin/python ] || python3 -m venv $(POLICY_VENV)
 	@$(POLICY_VENV)/bin/pip install -q --disable-pip-version-check -r policy/requirements.txt 2> >(grep -v '^WARNING: Location' >&2)
+	@tools/install-ast-guard.sh $(POLICY_VENV)
 	@rm -f $(POLICY_VENV)/.req-*; touch $@
 
 # Start the pack's analyzer as the CLI would and send it the declared stacks' resources.
