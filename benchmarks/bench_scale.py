@@ -117,6 +117,18 @@ def _timed(fn: Any) -> tuple[float, Any]:
     return took, out
 
 
+def where_time_goes(result: Any) -> str:
+    """The CLI run's wall time, the program's runs and each resource step's time (from its events)."""
+    parts = [f"CLI {result.wall_s:.1f}s"]
+    parts += [f"program {end - start:.1f}s @{start:.1f}" for start, end in result.program_runs]
+    steps = [(s.finished_s - s.started_s, s.type.rsplit(":", 1)[-1], s.op.value) for s in result.steps
+             if s.started_s is not None and s.finished_s is not None and not s.type.startswith("pulumi:")]
+    for took, kind, op in sorted(steps, reverse=True)[:6]:
+        if took >= 0.05:
+            parts.append(f"{kind} {op} {took:.1f}s")
+    return ", ".join(parts)
+
+
 def _requests(world: LocalStack) -> int:
     assert world.maas is not None
     return sum(v for actions in world.maas.admin.request_counts().values() for v in actions.values())
@@ -138,7 +150,7 @@ def measure(n: int) -> dict[str, Any]:
             # CPU of the simulators (this process's threads) and of the runner, CLI and provider plugin
             # (waited children) during the first up: on 2 cores, sim + rest near 2 x wall = CPU-bound.
             sim_before, rest_before = _cpu(resource.RUSAGE_SELF), _cpu(resource.RUSAGE_CHILDREN)
-            wall, _ = _timed(lambda: engine.up(timeout=3600, flags=["--skip-preview"]))
+            wall, first = _timed(lambda: engine.up(timeout=3600, flags=["--skip-preview"]))
             sim_cpu = _cpu(resource.RUSAGE_SELF) - sim_before
             rest_cpu = _cpu(resource.RUSAGE_CHILDREN) - rest_before
             requests = _requests(world)
@@ -150,11 +162,11 @@ def measure(n: int) -> dict[str, Any]:
             kinds: dict[str, int] = {}
             for r in export["deployment"]["resources"]:
                 kinds[r["type"].rsplit(":", 1)[-1]] = kinds.get(r["type"].rsplit(":", 1)[-1], 0) + len(json.dumps(r))
-            noop, _ = _timed(lambda: engine.up(timeout=3600))  # as operators run it: the CLI previews first
-            noop_update, _ = _timed(lambda: engine.up(timeout=3600, flags=["--skip-preview"]))
-            preview, _ = _timed(lambda: engine.preview(timeout=3600))
+            noop, noop_run = _timed(lambda: engine.up(timeout=3600))  # as operators run it: previews first
+            noop_update, noop_update_run = _timed(lambda: engine.up(timeout=3600, flags=["--skip-preview"]))
+            preview, preview_run = _timed(lambda: engine.preview(timeout=3600))
             world.maas.admin.reset_stats()
-            refresh, _ = _timed(lambda: engine.refresh(timeout=3600))
+            refresh, refresh_run = _timed(lambda: engine.refresh(timeout=3600))
             refresh_requests = _requests(world)
             t_machine = per_machine_time(world, racked, p)
     ideal = math.ceil(n / p) * t_machine
@@ -165,6 +177,9 @@ def measure(n: int) -> dict[str, Any]:
         "noop_s": noop, "noop_update_s": noop_update, "preview_s": preview, "refresh_s": refresh,
         "refresh_requests": refresh_requests, "sim_cpu": sim_cpu, "rest_cpu": rest_cpu, "validate_s": validate_s,
         "top_requests": ", ".join(f"{name} {v / n:.1f}" for v, name in top),
+        "profiles": {name: where_time_goes(run) for name, run in (
+            ("first up", first), ("no-op up", noop_run), ("no-op update", noop_update_run),
+            ("preview", preview_run), ("refresh", refresh_run))},
     }
 
 
@@ -198,6 +213,8 @@ def main() -> int:
         print(f"    first up CPU: simulators {r['sim_cpu']:.0f} s, runner+CLI+provider {r['rest_cpu']:.0f} s, "
               f"on 2 cores over {r['wall']:.0f} s wall ({(r['sim_cpu'] + r['rest_cpu']) / (2 * r['wall']):.0%} busy; "
               f"simulators {r['sim_cpu'] / max(r['sim_cpu'] + r['rest_cpu'], 1e-9):.0%} of the CPU)")
+        for name, profile in r["profiles"].items():
+            print(f"    where the time goes, {name}: {profile}")
         print("    ratio to target (>= 1 meets it): " + ", ".join(f"{k} {v:.2f}" for k, v in ratios.items()))
     return 0
 
