@@ -1,11 +1,13 @@
 """Fleet onboarding: 64 machines as one MachinePool (batch_max_parallel=16) vs 64 MaasMachine resources.
 
-Both run through the CLI-free engine and the SDK's real dynamic-provider server (at most 4 provider
-calls at once) against the MAAS and platform simulators, from a fresh MAAS each. Printed, measured in
+Both run through the real Pulumi CLI (tools/pulumi_cli) and the SDK's dynamic-provider plugin (at most 4
+provider calls at once) against the MAAS and platform simulators, from a fresh MAAS each. The program is
+benchmarks/fleet_project, a micro-benchmark of the two resource shapes: fleet figures come from the real
+program (benchmarks/bench_scale.py). Printed, measured in
 this run: wall time, the ideal (ceil(N/P) x the per-machine lifecycle time, itself measured here on
-one machine), efficiency = ideal / wall (also with the engine's fixed overhead, measured here with an
+one machine), efficiency = ideal / wall (also with the CLI's fixed overhead, measured here with an
 empty run, taken out), MAAS requests per machine, peak concurrent Commissioning/Deploying machines;
-and the time to preview the prod stack through the engine.
+and the time to preview the prod stack.
 
 Targets (issue 6): pool efficiency >= 0.85, <= 30 MAAS requests per machine, and no request whose
 cost grows with the machines in MAAS (checked: the only unfiltered call, the power-address lookup,
@@ -30,13 +32,13 @@ import yaml  # noqa: E402
 from clients.platform.client import PlatformClient  # noqa: E402
 from clients.platform.models import sites as site_models  # noqa: E402
 from components.machines import policy_input  # noqa: E402
-from engine.api import Engine  # noqa: E402
 from environments import load_environment  # noqa: E402
 from providers.machines.lifecycle import Context  # noqa: E402
 from providers.machines.runtime import PlatformEnrollment  # noqa: E402
 from providers.machines.scheduler import Scheduler  # noqa: E402
 from providers.machines.spec import Deadlines, LifecyclePolicy, MachineSpec  # noqa: E402
 from simulators.localstack import LocalStack, machine_specs  # noqa: E402
+from tools.pulumi_cli.api import Engine  # noqa: E402
 
 N = 64
 P = 16
@@ -112,7 +114,7 @@ def connection(world: LocalStack, env: Any, ids: tuple[str, str]) -> dict[str, A
 
 
 def per_machine_time(world: LocalStack, env: Any, ids: tuple[str, str], spec: dict[str, Any]) -> float:
-    """The lifecycle time of one machine alone (create -> Deployed + enrolled), no engine."""
+    """The lifecycle time of one machine alone (create -> Deployed + enrolled), no Pulumi."""
     assert world.maas and world.platform
     from clients.maas import MaasClient
 
@@ -154,7 +156,7 @@ def run_mode(mode: str, env_path: Path, count: int | None = None) -> dict[str, A
         }
         with tempfile.TemporaryDirectory() as tmp:
             engine = Engine(
-                PROJECT, "bench", Path(tmp) / "state.json", config_overrides=config, env={"PYTHONPATH": str(REPO)}
+                PROJECT, "bench", Path(tmp) / "backend", config_overrides=config, env={"PYTHONPATH": str(REPO)}
             )
             world.maas.admin.reset_stats()
             started = time.monotonic()
@@ -173,7 +175,7 @@ def run_mode(mode: str, env_path: Path, count: int | None = None) -> dict[str, A
 
 def preview_prod() -> float:
     with tempfile.TemporaryDirectory() as tmp:
-        engine = Engine(REPO, "prod", Path(tmp) / "state.json")
+        engine = Engine(REPO, "prod", Path(tmp) / "backend")
         started = time.monotonic()
         result = engine.preview(timeout=600)
         took = time.monotonic() - started
@@ -191,7 +193,7 @@ def main() -> int:
     ideal = math.ceil(N / P) * t_machine
     print(f"\nFleet onboarding, N={N}, batch_max_parallel={P}, MAAS time scale {MAAS_SCALE}")
     print(f"  per-machine lifecycle time (one machine alone): {t_machine:.2f} s")
-    print(f"  engine fixed overhead (empty up):                {empty:.2f} s")
+    print(f"  CLI fixed overhead (empty up):                   {empty:.2f} s")
     print(f"  ideal = ceil(N/P) x per-machine time:            {ideal:.2f} s")
     print(f"  {'':22} {'wall s':>8} {'eff':>6} {'eff-ovh':>8} {'req/machine':>12} {'peak':>5} {'deployed':>9}")
     for name, r in (("one MachinePool", pool), (f"{N} MaasMachine", machines)):
@@ -210,7 +212,7 @@ def main() -> int:
         f"machines {machines['unfiltered_power_lookups']} (one per run/resource, only for new machines)"
     )
     prod = preview_prod()
-    print(f"  preview of the prod stack through the engine: {prod:.2f} s")
+    print(f"  preview of the prod stack: {prod:.2f} s")
     ok = ideal / pool["wall"] >= 0.85 and pool["requests"] / N <= 30 and pool["peak"] <= P
     print(f"\ntargets (pool efficiency >= 0.85, <= 30 requests/machine, peak <= {P}): {'met' if ok else 'NOT met'}")
     return 0

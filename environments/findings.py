@@ -120,7 +120,7 @@ CATALOGUE: dict[Code, tuple[str, str]] = {
     Code.NO_SUCH_DOCUMENT: ("document not found", "create the file or fix the environment/blueprint name"),
     Code.DOCUMENT_TOO_LARGE: (
         "document too large",
-        "an environment is a few KB: split it, or write aliased values out",
+        "an environment is at most 16 MB (10,000 machines take ~1.5 MB): split it, or write aliased values out",
     ),
     Code.NOT_UTF8: ("document is not UTF-8", "save the file as UTF-8"),
     Code.DUPLICATE_KEY: ("key written twice in one mapping", "keep one of the two; YAML would keep only the last"),

@@ -31,7 +31,7 @@ from pydantic import BaseModel, ConfigDict
 from . import net
 from .image import Image, ensure_image
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+REPO_ROOT = Path(__file__).resolve().parents[1]
 LAB_DIR = Path(os.environ.get("GPUAAS_LAB_DIR", REPO_ROOT / ".lab"))
 BOOT_DEADLINE_S = 90.0
 STOP_DEADLINE_S = 20.0

@@ -69,6 +69,7 @@ def node_image_key() -> str:
 def ensure_node_image(lab_dir: Path = LAB_DIR) -> Path:
     """The node tree, built once from the lab image (under a lock: concurrent runs build once)."""
     final = lab_dir / f"node-image-{node_image_key()}"
+    lab_dir.mkdir(parents=True, exist_ok=True)
     with (lab_dir / "image.lock").open("w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if (final / "READY").exists():

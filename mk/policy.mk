@@ -9,6 +9,7 @@ policy-venv: $(POLICY_REQ_STAMP)
 $(POLICY_VENV)/.req-%: policy/requirements.txt
 	@[ -x $(POLICY_VENV)/bin/python ] || python3 -m venv $(POLICY_VENV)
 	@$(POLICY_VENV)/bin/pip install -q --disable-pip-version-check -r policy/requirements.txt 2> >(grep -v '^WARNING: Location' >&2)
+	@tools/install-ast-guard.sh $(POLICY_VENV)
 	@rm -f $(POLICY_VENV)/.req-*; touch $@
 
 # `pulumi preview --policy-pack` by the real CLI (build/pulumi/bin) of the committed stacks and of broken ones.

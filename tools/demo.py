@@ -1,10 +1,10 @@
 """`make demo`: the `local` stack against the embedded simulators, end to end.
 
 Starts the MAAS and platform simulators, OpenBao and an S3 server (simulators/localstack.py), then
-runs the stack: with the real Pulumi CLI when it is installed (a throwaway local backend), otherwise
-with the CLI-free engine (engine, which runs the same program against the SDK's real dynamic
-provider server). It previews, brings the stack up, shows what was built, proves a second `up`
-changes nothing, and destroys it again.
+runs the stack with the real Pulumi CLI that set-up provides (build/pulumi/bin, a throwaway file
+backend, tools/pulumi_cli): the CLI's own output first (`pulumi preview`, `pulumi up --yes` with
+its live progress and `Resources:` summary), then the project's tables; a second `pulumi up
+--expect-no-changes` proves nothing changes, and `pulumi destroy` leaves every machine Ready in MAAS.
 
 Where the machine allows it (root, systemd-nspawn, the lab's node image buildable: `lab.preflight`),
 every machine MAAS deploys boots as a real systemd-nspawn node (simulators/maas/nspawn.py): its
@@ -20,7 +20,6 @@ import argparse
 import json
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -32,6 +31,9 @@ from environments import EnvironmentInvalid, load_environment
 from environments.summary import render_summary
 from simulators.localstack import LocalStack, write_lab_environment
 from simulators.maas import MachineBackend
+from tools.pulumi_cli.api import Engine
+from tools.pulumi_cli.install import pinned_version
+from tools.pulumi_cli.results import EngineResult
 from tools.tables import render_outputs
 
 REPO = Path(__file__).resolve().parent.parent
@@ -41,21 +43,15 @@ def _banner(text: str) -> None:
     print(f"\n=== {text}", flush=True)
 
 
-def _engine_run(op: str, stack: str, state: Path, config: dict[str, str], passphrase: str) -> dict[str, Any]:
-    from engine.api import Engine
-
-    engine = Engine(REPO, stack, state, config_overrides=config, passphrase=passphrase)
+def _cli_run(engine: Engine, op: str, **options: Any) -> EngineResult:
+    """One `pulumi <op>`, its own output (live progress, diagnostics, `Resources:` summary) shown as it comes."""
     started = time.monotonic()
-    result = getattr(engine, op)()
-    took = time.monotonic() - started
-    summary = {k: v for k, v in (result.changeSummary or {}).items() if v}
-    print(f"{op}: {'ok' if result.ok else 'FAILED'} in {took:.1f}s — {summary}")
-    for d in result.diagnostics:
-        if d.severity in ("error", "warning") and "PULUMI_CONFIG_PASSPHRASE" not in d.message:
-            print(f"  {d.severity}: {d.message}")
+    result = engine.run(op, echo=True, color="always" if sys.stdout.isatty() else "never",
+                        preview_json=False, **options)
+    print(f"demo: pulumi {op} {'ok' if result.ok else 'FAILED'} in {time.monotonic() - started:.1f}s")
     if not result.ok:
-        raise SystemExit(f"demo: {op} failed (see the messages above)")
-    return {"outputs": result.outputs, "summary": summary, "log": result.log}
+        raise SystemExit(f"demo: pulumi {op} failed (the CLI's messages are above)")
+    return result
 
 
 def _show_apps(world: LocalStack) -> None:
@@ -120,76 +116,50 @@ def _show_node_steps(world: LocalStack) -> None:
     print("\n".join("  " + line for line in render_table(("node", "step", "ok", "duration"), rows)))
 
 
-def run_with_engine(stack: str, world: LocalStack, keep: bool) -> None:
-    state_dir = REPO / ".state"
-    state_dir.mkdir(exist_ok=True)
-    state = state_dir / f"{stack}.json"
-    state.unlink(missing_ok=True)  # fresh simulators each run: old state would name machines that don't exist
-    passphrase = os.environ.get("PULUMI_CONFIG_PASSPHRASE", "gpuaas-infra-demo")
-    config = world.stack_config()
-    _banner("preview (CLI-free engine; the real CLI is not installed here)")
-    _engine_run("preview", stack, state, config, passphrase)
-    _banner("up")
-    up = _engine_run("up", stack, state, config, passphrase)
-    # The real CLI shows provider output live; the engine's Python API hands it over at the end.
-    print("\n".join(line.removeprefix("[provider] ") for line in str(up["log"]).splitlines()
-                    if line.removeprefix("[provider] ").startswith("progress ")))
-    if world.nodes is not None:
-        _banner("real nodes: each machine's launcher steps (from the node's own disk)")
-        _show_node_steps(world)
-    _banner("what was built (from the state)")
-    print(render_outputs(up["outputs"], str(up["log"]).splitlines()))
-    _banner("app instances, members and their last operations (as the platform reports them)")
-    _show_apps(world)
-    _banner("second up: must change nothing")
-    again = _engine_run("up", stack, state, config, passphrase)
-    changed = {k: v for k, v in again["summary"].items() if k != "same"}
-    print("no changes" if not changed else f"UNEXPECTED changes: {changed}")
-    if not keep:
-        _banner("destroy (machines are released per their teardown mode, never deleted from MAAS)")
-        _engine_run("destroy", stack, state, config, passphrase)
-        assert world.maas is not None
-        statuses: dict[str, int] = {}
-        for m in world.maas.admin.machines():
-            statuses[m["status_name"]] = statuses.get(m["status_name"], 0) + 1
-        print(f"MAAS machines after destroy: {statuses}")
-    if changed:
-        raise SystemExit("demo: the second up was not a no-op")
-
-
-def run_with_cli(stack: str, world: LocalStack) -> None:
+def run_stack(stack: str, world: LocalStack, keep: bool) -> None:
+    """The stack under the real Pulumi CLI (build/pulumi/bin), on a throwaway file backend."""
     backend = Path(tempfile.mkdtemp(prefix="gpuaas-demo-backend-"))
-    env = {
-        **os.environ,
-        "PULUMI_BACKEND_URL": f"file://{backend}",
-        "PULUMI_CONFIG_PASSPHRASE": os.environ.get("PULUMI_CONFIG_PASSPHRASE", "gpuaas-infra-demo"),
-    }
+    passphrase = os.environ.get("PULUMI_CONFIG_PASSPHRASE", "gpuaas-infra-demo")
+    engine = Engine(REPO, stack, backend, config_overrides=world.stack_config(), passphrase=passphrase)
     try:
-        subprocess.run(["pulumi", "stack", "select", "--create", stack], cwd=REPO, env=env, check=True)
-        for key, value in world.stack_config().items():
-            secret = ["--secret"] if "token" in key else []
-            subprocess.run(
-                ["pulumi", "config", "set", *secret, key, value, "--stack", stack],
-                cwd=REPO,
-                env=env,
-                check=True,
-                stdout=subprocess.DEVNULL,
-            )
-        subprocess.run(["pulumi", "preview", "--diff", "--stack", stack], cwd=REPO, env=env, check=True)
-        subprocess.run(["pulumi", "up", "--yes", "--stack", stack], cwd=REPO, env=env, check=True)
-        subprocess.run(
-            ["pulumi", "up", "--yes", "--expect-no-changes", "--stack", stack], cwd=REPO, env=env, check=True
-        )
-        subprocess.run(["pulumi", "destroy", "--yes", "--stack", stack], cwd=REPO, env=env, check=True)
+        # Outputs are shown as the project's tables below, so the CLI is asked not to print them too.
+        _banner(f"pulumi preview (Pulumi CLI {pinned_version()}, backend {engine.backend_url})")
+        _cli_run(engine, "preview", flags=["--suppress-outputs"])
+        _banner("pulumi up --yes")
+        up = _cli_run(engine, "up", flags=["--suppress-outputs"])
+        if world.nodes is not None:
+            _banner("real nodes: each machine's launcher steps (from the node's own disk)")
+            _show_node_steps(world)
+        _banner("what was built (stack outputs)")
+        provider_lines = [line for d in up.diagnostics for line in d.message.splitlines()]
+        print(render_outputs(engine.outputs(), provider_lines))
+        _banner("app instances, members and their last operations (as the platform reports them)")
+        _show_apps(world)
+        _banner("second pulumi up --expect-no-changes: must change nothing")
+        again = _cli_run(engine, "up", expect_no_changes=True, flags=["--suppress-outputs"])
+        changed = {k: v for k, v in again.changeSummary.items() if k != "same" and v}
+        print("no changes" if not changed else f"UNEXPECTED changes: {changed}")
+        if not keep:
+            _banner("pulumi destroy --yes (machines are released per their teardown mode, never deleted from MAAS)")
+            _cli_run(engine, "destroy")
+            assert world.maas is not None
+            statuses: dict[str, int] = {}
+            for m in world.maas.admin.machines():
+                statuses[m["status_name"]] = statuses.get(m["status_name"], 0) + 1
+            print(f"MAAS machines after destroy: {statuses}")
+        if changed:
+            raise SystemExit("demo: the second up was not a no-op")
     finally:
-        shutil.rmtree(backend, ignore_errors=True)
+        if not keep:
+            shutil.rmtree(backend, ignore_errors=True)
+        else:
+            print(f"stack kept: PULUMI_BACKEND_URL={engine.backend_url} (passphrase as PULUMI_CONFIG_PASSPHRASE)")
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m tools.demo")
     ap.add_argument("--stack", default="local")
     ap.add_argument("--keep", action="store_true", help="leave the stack up (skip destroy)")
-    ap.add_argument("--engine", action="store_true", help="use the CLI-free engine even if pulumi is installed")
     ap.add_argument("--nodes", choices=("auto", "nspawn", "fast"), default="auto",
                     help="machines as real nspawn nodes (auto: when this machine can boot them) or the fast backend")
     args = ap.parse_args(argv)
@@ -216,10 +186,7 @@ def main(argv: list[str] | None = None) -> int:
         if world.lab is not None:
             print(f"real nodes: each deployed machine boots a systemd-nspawn node on lab network "
                   f"{world.lab.gateway}/24 (no packages, no hw-sync timer; loop-device data disks: lab/node.py)")
-        if shutil.which("pulumi") and not args.engine:
-            run_with_cli(args.stack, world)
-        else:
-            run_with_engine(args.stack, world, args.keep)
+        run_stack(args.stack, world, args.keep)
     shutil.rmtree(work, ignore_errors=True)
     print("\ndemo finished")
     return 0

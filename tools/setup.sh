@@ -32,5 +32,10 @@ if [ ! -f "$stamp" ]; then
   rm -f .venv/.gpuaas-pip-*; touch "$stamp"
 fi
 
+# Every process of this venv (program, provider plugin, simulators, tests, ansible) serialises ast.parse
+# on CPython versions with gh-106905 before any thread starts (clients/threadsafe_ast.py): a .pth line
+# runs it at interpreter start, loaded by path so it never shadows the checkout's `clients` package.
+tools/install-ast-guard.sh .venv
+
 # The pinned Pulumi CLI (built from Go modules unless a new-enough one is on PATH): tools/pulumi-cli/.
 tools/pulumi-cli/setup.sh

@@ -13,8 +13,8 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from environments import Code, EnvironmentInvalid, validate_environment
-from environments.documents import MAX_BYTES
+from environments import Code, EnvironmentInvalid, load_environment, validate_environment
+from environments.documents import MAX_ALIAS_NODES, MAX_BYTES, alias_expansion
 from environments.loader import ENVIRONMENTS_DIR
 
 Doc = dict[str, Any]
@@ -221,3 +221,32 @@ def test_a_storage_layout_naming_a_device_the_sku_lacks_is_refused(tmp_path: Pat
     assert "nvme0n1" in f.message and "h200-boss-flat" in f.message and "dev-gpu-1" in f.message
     assert "bundle 'lab-h200' (steps/30-storage.sh)" in f.message and "(it has: sda)" in f.message
     assert "skus.cpu-small.block_devices" in f.hint
+
+
+def test_a_fleet_sized_environment_is_not_an_alias_bomb(tmp_path: Path) -> None:
+    """10,000 machines (1.4 MB, no alias) validate: the guard bounds what aliases add, not the size."""
+    doc = yaml.safe_load((ENVIRONMENTS_DIR / "local.yaml").read_text())
+    doc["sites"][0]["bmc_network"] = "172.16.0.0/16"
+    doc["machine_pools"] = [{"name": "fleet", "site": "local", "profile": "h200-lab"}]
+    doc["machines"] = [{"hostname": f"fleet-{i:05d}", "ipmi_address": f"172.16.{20 + i // 250}.{1 + i % 250}",
+                        "pxe_mac": f"b0:7b:25:21:{i // 256:02x}:{i % 256:02x}", "sku": "h200", "site": "local",
+                        "profile": "h200-lab", "pool": "fleet"} for i in range(10_000)]
+    for pool in doc["roce_pools"]:
+        net = f"10.{224 + int(pool['rail'])}"
+        pool.update(subnet=f"{net}.0.0/16", range={"start": f"{net}.0.10", "end": f"{net}.255.250"})
+    doc["hosts"] = [h for h in doc["hosts"] if not h.get("machine")]
+    doc["app_instances"] = []
+    path = tmp_path / "fleet.yaml"
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    env = load_environment(path)
+    assert len(env.machines) == 10_000
+
+
+def test_a_few_aliases_in_a_large_document_pass_and_many_expansions_fail(tmp_path: Path) -> None:
+    """Aliases are counted by what they add: one anchor reused a few times passes; reused so that it adds
+    more than MAX_ALIAS_NODES nodes it is refused, however small the file."""
+    assert alias_expansion(yaml.compose("a: &x [1, 2, 3]\nb: *x\nc: *x\n")) == 8
+    anchor = "a: &x [" + ", ".join(["1"] * 1000) + "]\n"
+    reused = anchor + "".join(f"b{i}: *x\n" for i in range(MAX_ALIAS_NODES // 1000 + 1))
+    assert alias_expansion(yaml.compose(reused)) > MAX_ALIAS_NODES
+    assert _codes(_write(tmp_path, reused + "name: x\n")) == [(Code.DOCUMENT_TOO_LARGE.value, "")]

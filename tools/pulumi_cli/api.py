@@ -260,6 +260,7 @@ class Engine:
         flags: list[str] | None = None,
         echo: bool = False,
         color: str = "never",
+        preview_json: bool = True,
     ) -> EngineHandle:
         """Start `pulumi <operation>` (`up` previews first, as `pulumi up --yes` does); `flags` are further
         CLI flags, e.g. `--skip-preview`, `--continue-on-error`, `--clear-pending-creates`, `--refresh`."""
@@ -275,7 +276,7 @@ class Engine:
             operation=operation, project_dir=self.project_dir, workspace_dir=self.workspace_dir,
             pulumi_home=self.pulumi_home, backend_url=self.backend_url, stack=self.stack, args=args,
             env={k: v for k, v in self._env().items() if k in self.env or k == "PULUMI_CONFIG_PASSPHRASE"},
-            run_dir=run_dir, echo=echo, color=color,
+            run_dir=run_dir, echo=echo, color=color, preview_json=preview_json,
         )
         request = run_dir / "request.json"
         request.write_text(req.model_dump_json())
@@ -300,8 +301,11 @@ class Engine:
         flags: list[str] | None = None,
         echo: bool = False,
         color: str = "never",
+        preview_json: bool = True,
     ) -> EngineResult:
-        handle = self.start(operation, targets, expect_no_changes, flags, echo=echo, color=color)
+        """Run one operation to completion; `echo` also prints the CLI's output as it comes (the demo)."""
+        handle = self.start(operation, targets, expect_no_changes, flags, echo=echo, color=color,
+                            preview_json=preview_json)
         try:
             return handle.wait(timeout)
         except subprocess.TimeoutExpired:

@@ -93,6 +93,9 @@ class Step(BaseModel):
     diffs: list[str] = Field(default_factory=list)  # the keys that changed
     detailedDiff: dict[str, Any] | None = None
     failed: bool = False
+    # Seconds since the CLI started when the step began and ended (as the runner saw the events arrive).
+    started_s: float | None = None
+    finished_s: float | None = None
 
 
 class Diagnostic(BaseModel):
@@ -130,6 +133,8 @@ class EngineResult(BaseModel):
     log: str = ""
     preview: dict[str, Any] | None = None
     summary: bool = False  # the CLI reached its summary event (a killed run never does)
+    wall_s: float = 0.0  # the CLI's run, start to exit
+    program_runs: list[tuple[float, float]] = Field(default_factory=list)  # the program's (start, end)s
     policyViolations: list[PolicyViolation] = Field(default_factory=list)  # `policyEvent`s, in order
     policyPacks: dict[str, str] = Field(default_factory=dict)  # packs that ran: name -> version (summary)
     policiesRun: list[str] = Field(default_factory=list)  # policies the packs judged (passed or failed), sorted
@@ -178,8 +183,9 @@ def _state(raw: dict[str, Any] | None) -> StepState | None:
     )
 
 
-def _step(meta: dict[str, Any], failed: bool = False) -> Step:
+def _step(meta: dict[str, Any], failed: bool = False, at: float | None = None) -> Step:
     return Step(
+        started_s=at,
         op=StepOp(meta["op"]),
         urn=meta["urn"],
         type=meta.get("type", ""),
@@ -206,7 +212,7 @@ def read_events(path: Path) -> list[dict[str, Any]]:
 
 
 def result_from_events(operation: Operation, events: list[dict[str, Any]], exit_code: int, log: str,
-                       preview: dict[str, Any] | None = None) -> EngineResult:
+                       preview: dict[str, Any] | None = None, times: list[float] | None = None) -> EngineResult:
     pre: list[Step] = []
     done: list[Step] = []
     failed: list[Step] = []
@@ -214,16 +220,25 @@ def result_from_events(operation: Operation, events: list[dict[str, Any]], exit_
     violations: list[PolicyViolation] = []
     policies_run: set[str] = set()
     summary: dict[str, Any] | None = None
-    for event in events:
+    began: dict[tuple[str, str], float] = {}  # (urn, op) -> when its pre event arrived
+    for i, event in enumerate(events):
+        at = times[i] if times and i < len(times) else None
         step_event = event.get("resourcePreEvent") or event.get("resOutputsEvent")
         if step_event and step_event.get("planning") and operation is not Operation.PREVIEW:
             continue  # the preview an `up` (refresh, destroy) starts with: planned, not done
         if "resourcePreEvent" in event:
-            pre.append(_step(event["resourcePreEvent"]["metadata"]))
+            step = _step(event["resourcePreEvent"]["metadata"], at=at)
+            pre.append(step)
+            if at is not None:
+                began[(step.urn, step.op)] = at
         elif "resOutputsEvent" in event:
-            done.append(_step(event["resOutputsEvent"]["metadata"]))
+            step = _step(event["resOutputsEvent"]["metadata"])
+            step.started_s, step.finished_s = began.get((step.urn, step.op)), at
+            done.append(step)
         elif "resOpFailedEvent" in event:
-            failed.append(_step(event["resOpFailedEvent"]["metadata"], failed=True))
+            step = _step(event["resOpFailedEvent"]["metadata"], failed=True)
+            step.started_s, step.finished_s = began.get((step.urn, step.op)), at
+            failed.append(step)
         elif "diagnosticEvent" in event:
             d = event["diagnosticEvent"]
             if d.get("severity") == Severity.DEBUG:

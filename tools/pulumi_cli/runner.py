@@ -16,6 +16,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from concurrent import futures
 from pathlib import Path
 from typing import Any
@@ -42,23 +43,66 @@ class RunRequest(BaseModel):
     run_dir: Path  # result.json, cli.log, events.jsonl, cli.pid
     echo: bool = False  # also print the CLI's output here (the demo)
     color: str = "never"
+    preview_json: bool = True  # a preview prints the CLI's `--json` document (else its display)
 
 
-def _program(project_dir: Path) -> Any:
+def _program(project_dir: Path, clock: Any, runs: list[tuple[float, float]]) -> Any:
+    """The project's program; each run's (start, end) in seconds since the CLI started is kept in `runs`
+    (`up` runs it twice: for its preview, then for the update)."""
     doc = yaml.safe_load((project_dir / "Pulumi.yaml").read_text()) or {}
     main = project_dir / str(doc.get("main") or "__main__.py")
     if main.is_dir():
         main = main / "__main__.py"
 
     def program() -> None:
-        runpy.run_path(str(main), run_name="__main__")
+        started = clock()
+        try:
+            runpy.run_path(str(main), run_name="__main__")
+        finally:
+            runs.append((started, clock()))
 
     return program
 
 
+class _EventTail:
+    """Reads the CLI's event log while it is written and notes when each event arrived (seconds since the
+    CLI started): the log's own timestamps are whole seconds."""
+
+    def __init__(self, path: Path, clock: Any) -> None:
+        self.path, self.clock = path, clock
+        self.times: list[float] = []
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        buf, pos = b"", 0
+        while True:
+            finished = self._done.is_set()
+            try:
+                with open(self.path, "rb") as f:
+                    f.seek(pos)
+                    chunk = f.read()
+            except FileNotFoundError:
+                chunk = b""
+            pos += len(chunk)
+            buf += chunk
+            *lines, buf = buf.split(b"\n")
+            now = self.clock()
+            self.times += [now] * sum(1 for line in lines if line.strip())
+            if finished:
+                return
+            self._done.wait(0.05)
+
+    def stop(self) -> list[float]:
+        self._done.set()
+        self._thread.join()
+        return self.times
+
+
 def _command(req: RunRequest, port: int, events: Path) -> list[str]:
     verb = {
-        Operation.PREVIEW: ["preview", "--json"],
+        Operation.PREVIEW: ["preview", "--json"] if req.preview_json else ["preview"],
         Operation.UP: ["up", "--yes"],
         Operation.REFRESH: ["refresh", "--yes"],
         Operation.DESTROY: ["destroy", "--yes"],
@@ -78,8 +122,15 @@ def run(req: RunRequest) -> EngineResult:
     project_dir = req.project_dir.resolve()
     sys.path.insert(0, str(project_dir))
     os.chdir(project_dir)
+    t0 = time.monotonic()
+
+    def clock() -> float:
+        return time.monotonic() - t0
+
+    program_runs: list[tuple[float, float]] = []
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=4), options=_GRPC_OPTIONS)
-    language_pb2_grpc.add_LanguageRuntimeServicer_to_server(LanguageServer(_program(project_dir)), server)
+    language_pb2_grpc.add_LanguageRuntimeServicer_to_server(
+        LanguageServer(_program(project_dir, clock, program_runs)), server)
     port = server.add_insecure_port("127.0.0.1:0")
     server.start()
 
@@ -93,6 +144,7 @@ def run(req: RunRequest) -> EngineResult:
         proc = subprocess.Popen(_command(req, port, events), cwd=req.workspace_dir, env=env,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, errors="replace")
         (req.run_dir / "cli.pid").write_text(str(proc.pid))
+        tail = _EventTail(events, clock)
 
         def pump(stream: Any, keep: bool) -> None:
             for line in stream:
@@ -112,14 +164,20 @@ def run(req: RunRequest) -> EngineResult:
         code = proc.wait()
         for t in threads:
             t.join()
+        times = tail.stop()
+        wall = clock()
     server.stop(0)
     preview = None
-    if req.operation is Operation.PREVIEW:
+    if req.operation is Operation.PREVIEW and req.preview_json:
         try:
             preview = json.loads("".join(stdout_chunks))
         except ValueError:
             preview = None  # the CLI failed before it could print its document; the log says why
-    return result_from_events(req.operation, read_events(events), code, log_path.read_text(errors="replace"), preview)
+    result = result_from_events(req.operation, read_events(events), code, log_path.read_text(errors="replace"),
+                                preview, times)
+    result.wall_s = wall
+    result.program_runs = program_runs
+    return result
 
 
 def main(argv: list[str]) -> int:
