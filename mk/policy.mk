@@ -12,6 +12,6 @@ $(POLICY_VENV)/.req-%: policy/requirements.txt
 	@tools/install-ast-guard.sh $(POLICY_VENV)
 	@rm -f $(POLICY_VENV)/.req-*; touch $@
 
-# Start the pack's analyzer as the CLI would and send it the declared stacks' resources.
+# `pulumi preview --policy-pack` by the real CLI (build/pulumi/bin) of the committed stacks and of broken ones.
 policy-test: setup policy-venv
 	@$(PY) -m pytest tests/policy $(PYTEST_ARGS)

@@ -2,14 +2,17 @@
 
 Started by the Pulumi CLI (`pulumi preview --policy-pack policy`) as
 `<virtualenv>/bin/python -u -m pulumi.policy <engine address> .` in this directory; it prints its
-gRPC port and serves the Analyzer service. The rules themselves are pure functions in
-`gpuaas_rules.py` (tested on their own and through a running analyzer in tests/policy/).
+gRPC port and serves the Analyzer service. A CLI without the Python language host runs it through
+`run-policy-pack` beside this file (`--policy-pack <abs path>/policy/run-policy-pack`). The rules
+themselves are pure functions in `gpuaas_rules.py` (tested on their own, and through the real CLI's
+previews in tests/policy/).
 """
 
 from __future__ import annotations
 
 import json
 import os
+from typing import Any
 
 import gpuaas_rules as rules
 from pulumi_policy import (
@@ -21,18 +24,63 @@ from pulumi_policy import (
     StackValidationArgs,
     StackValidationPolicy,
 )
+from pulumi_policy import policy as _sdk
+from pulumi_policy.deserialize import SPECIAL_SECRET_SIG, SPECIAL_SIG_KEY
+from pulumi_policy.policy import _PolicyAnalyzerServicer
 
 PACK = "gpuaas-policies"
 ENVIRONMENT_KEY = "gpuaas-infra:environment"
 
 
+# The stack the CLI is running, from its ConfigureStack call: current CLIs (3.274) send the stack's name and
+# config only there (PULUMI_CONFIG/PULUMI_STACK are no longer set for a pack), and pulumi-policy 1.21 keeps
+# nothing of that call but the stack's tags. Secret config values are not kept.
+STACK: dict[str, Any] = {}
+_configure_stack = _PolicyAnalyzerServicer.ConfigureStack
+
+
+def _keep_stack(self: Any, request: Any, context: Any) -> Any:
+    secret = set(request.config_secret_keys)
+    STACK.update(stack=request.stack, config={k: v for k, v in request.config.items() if k not in secret})
+    return _configure_stack(self, request, context)
+
+
+_PolicyAnalyzerServicer.ConfigureStack = _keep_stack  # type: ignore[method-assign]
+
+
+# Values the engine marks secret arrive wrapped; pulumi-policy 1.21 unwraps them to plain values before any
+# policy sees them, so a secret-marked config value (a provider resource's inputs are the stack config, e.g.
+# `gpuaas-infra:vault_token` set with --secret) would read as a plaintext secret. The pack sees them as the
+# CLI displays them, "[secret]" (what the rules skip); a value not marked secret is still judged.
+_deserialize_properties = _sdk.deserialize_properties
+
+
+def _masked(value: Any) -> Any:
+    if isinstance(value, dict):
+        if value.get(SPECIAL_SIG_KEY) == SPECIAL_SECRET_SIG:
+            return "[secret]"
+        return {k: _masked(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_masked(v) for v in value]
+    return value
+
+
+def _deserialize_masking_secrets(props: dict[str, Any], proxy_secrets: bool = False) -> dict[str, Any]:
+    return _deserialize_properties(props if proxy_secrets else _masked(props), proxy_secrets)
+
+
+_sdk.deserialize_properties = _deserialize_masking_secrets
+
+
 def environment() -> str:
-    """The stack's environment: the `gpuaas-infra:environment` config, else the stack name (as the program does)."""
+    """The stack's environment: the `gpuaas-infra:environment` config, else the stack name (as the program does).
+    From the CLI's ConfigureStack call; older CLIs set PULUMI_CONFIG and PULUMI_STACK instead."""
     try:
         config = json.loads(os.environ.get("PULUMI_CONFIG") or "{}")
     except ValueError:
         config = {}
-    return str(config.get(ENVIRONMENT_KEY) or os.environ.get("PULUMI_STACK", ""))
+    config = {**config, **STACK.get("config", {})}
+    return str(config.get(ENVIRONMENT_KEY) or STACK.get("stack") or os.environ.get("PULUMI_STACK", ""))
 
 
 def _res(args: ResourceValidationArgs) -> rules.Res:

@@ -74,6 +74,11 @@ def kind_of(type_: str) -> str:
 
 
 def _fold(urn: str, steps: list[Step]) -> Change | None:
+    # `preview --refresh`: a refresh step (old = the state before the refresh) and then the step planned
+    # against the refreshed state, whose old state is the one that counts.
+    planned = [s for s in steps if s.op not in (Op.REFRESH, Op.READ, Op.SAME)]
+    if planned and len(planned) < len(steps):
+        steps = planned
     ops = [s.op for s in steps]
     old = next((s.old_state for s in steps if s.old_state is not None), None)
     new = next((s.new_state for s in reversed(steps) if s.new_state is not None), None)

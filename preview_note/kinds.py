@@ -44,6 +44,7 @@ class PoolView(BaseModel):
     unchanged: int = 0
     unknown: bool = False  # the new machine list is only known after apply
     pending: tuple[str, ...] = ()  # staying machines whose new spec is only known after apply
+    drifted: tuple[tuple[str, str], ...] = ()  # (hostname, what drifted): the refreshed state's records
 
 
 class MemberView(BaseModel):
@@ -94,6 +95,10 @@ def pool_view(change: Change) -> PoolView:
     wide = [k for k in _POOL_WIDE if normalize(old_in.get(k)) != normalize(new_in.get(k))]
     if change.action is Action.CREATE:
         return PoolView(joins=tuple(sorted(new.keys() | unknown, key=natural)))
+    wanted = new.keys() | unknown
+    drifted = tuple((h, "; ".join(map(str, r.get("drift") or [])) or "drifted")
+                    for h, r in sorted(out_machines.items(), key=lambda kv: natural(kv[0]))
+                    if isinstance(r, dict) and r.get("outcome") == "drifted" and h in wanted)
     redeploys, updates, unchanged = [], [], 0
     for host in sorted(old.keys() & new.keys(), key=natural):
         deploying, in_place = machine_changes(old[host], new[host]) if old[host] else ([], [])
@@ -105,9 +110,8 @@ def pool_view(change: Change) -> PoolView:
             redeploys.append((host, ", ".join(deploying) + " changed"))
         elif in_place:
             updates.append((host, ", ".join(in_place)))
-        else:
+        elif host not in dict(drifted):
             unchanged += 1
-    wanted = new.keys() | unknown
     return PoolView(
         joins=tuple(sorted(wanted - old.keys(), key=natural)),
         redeploys=tuple(redeploys),
@@ -115,6 +119,7 @@ def pool_view(change: Change) -> PoolView:
         leaves=tuple((h, system_ids.get(h, "")) for h in sorted(old.keys() - wanted, key=natural)),
         unchanged=unchanged,
         pending=tuple(sorted(unknown & old.keys(), key=natural)),
+        drifted=drifted,
     )
 
 
@@ -171,7 +176,25 @@ def member_view(change: Change) -> MemberView:
             lines.append(f"`{key}` added on node `{node}`")
     if change.action is Action.REPLACE:
         lines.append("instance replaced: members are recreated from the new inputs")
+    if change.action is Action.UPDATE:
+        lines += _placement_lines(change.inputs("old").get("placements"), change.inputs("new").get("placements"))
     return MemberView(lines=tuple(lines), removals_counted=tuple(removals))
+
+
+def _placement_lines(old: Any, new: Any) -> list[str]:
+    """Placements are the members' platform node ids: they change when a member's machine is replaced
+    (known only after apply) even though no member moves."""
+    if old == new or not isinstance(old, dict):
+        return []
+    if is_unknown(new):
+        return ["placements (platform node ids) known after apply"]
+    new = new if isinstance(new, dict) else {}
+    out = []
+    for key in sorted(old.keys() | new.keys()):
+        if key in old and key in new and old[key] != new[key]:
+            what = "known after apply" if is_unknown(new[key]) else f"{show(old[key])} → {show(new[key])}"
+            out.append(f"`{key}` placement (platform node ids): {what}")
+    return out
 
 
 def _routes(inputs: dict[str, Any]) -> dict[str, dict[str, Any]]:

@@ -1,8 +1,17 @@
 """The `pulumi preview --json` document as pydantic models.
 
-The shape is the CLI's `PreviewDigest` (steps, diagnostics, changeSummary, config); the CLI-free
-engine in `engine/` prints the same shape. Unknown extra fields are kept (`extra="allow"`)
-because newer CLIs add fields and a note must not break on them.
+The shape is the CLI's `PreviewDigest` (pkg/display/json.go: config, steps, diagnostics, duration,
+changeSummary, maybeCorrupt). Unknown extra fields are kept (`extra="allow"`) because newer CLIs add
+fields (a step's `provider`, a state's `created`, `sourcePosition`, `stackTrace`, ...) and a note must
+not break on them. What the real CLI (3.274) sends for this project's dynamic providers, as the golden
+inputs (tests/preview_note/golden, captured by tests/preview_note/capture.py) show: `detailedDiff` is
+always null and `diffReasons` absent (the Python dynamic provider reports neither), `replaceReasons`
+may name nested paths (`machine.deploy.hwe_kernel`) or a whole input that is unknown; an input known
+only after apply is the unknown sentinel, possibly a whole object; secrets are "[secret]" (config too);
+diagnostics carry their prefix inside `message` ("error: ..."); `same` steps only with `--show-sames`
+(the root stack always), replacement halves only with `--show-replacement-steps`; `preview --refresh`
+adds `refresh` steps whose old and new states are equal (the drift shows in the next step's old
+outputs); no policy events (they come from `--event-log`).
 """
 
 from __future__ import annotations
@@ -37,6 +46,8 @@ class Op(StrEnum):
     REMOVE_PENDING_REPLACE = "remove-pending-replace"
     IMPORT = "import"
     IMPORT_REPLACEMENT = "import-replacement"
+    DIFF = "diff"  # `pulumi import`'s comparison with the imported resource
+    EXTEND_PARAMETERIZE = "extend-parameterize"  # a parameterized provider's extension
 
 
 class Severity(StrEnum):

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from pathlib import PurePath
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict
@@ -124,8 +125,12 @@ class StackPreview(BaseModel):
 
     @property
     def environment(self) -> str:
+        """The stack's environment: `gpuaas-infra:environment` (a name, or an environment file's path: its
+        stem, as `environments/<name>.yaml` is named), else the stack name."""
         env = self.digest.config.get(ENVIRONMENT_CONFIG_KEY)
-        return env if isinstance(env, str) and env else self.stack
+        if not isinstance(env, str) or not env:
+            return self.stack
+        return PurePath(env).stem if env.endswith((".yaml", ".yml")) else env
 
 
 def _label(urn: str) -> str:
@@ -212,7 +217,10 @@ def _resource_lines(change: Change, steps: list, environment: str) -> list[str]:
                     else host_ranges([h for h, _ in view.leaves])
                 )
             )
-        if change.action is Action.UPDATE and not (view.redeploys or view.leaves or view.unknown or view.pending):
+        if view.drifted:
+            out.append(f"  - drifted, brought back by this update ({len(view.drifted)}): " + by_reason(view.drifted))
+        if change.action is Action.UPDATE and not (view.redeploys or view.leaves or view.unknown or view.pending
+                                                   or view.drifted):
             out.append("  - no machine redeploys or leaves")
         if view.unchanged and change.action is not Action.CREATE:
             out.append(f"  - unchanged machines: {view.unchanged}")
@@ -262,6 +270,8 @@ def _diagnostics(diags: list[Diagnostic], names: dict[str, str]) -> list[str]:
         for d in sorted(loud, key=lambda d: d.severity is not Severity.ERROR):
             where = f" {names.get(d.urn, _label(d.urn))}" if d.urn else ""
             msg = (d.prefix or "") + d.message
+            if not d.prefix:  # the CLI's JSON folds the prefix into the message: "error: ..."
+                msg = msg.removeprefix(f"{d.severity.value}: ")
             if "\n" in msg.strip():
                 out.append(f"- **{d.severity.value}**{where}:")
                 out += _fenced(msg, "  ")

@@ -130,9 +130,20 @@ def changed_paths(
 
     before = {k: v for k, v in flatten(old or {}).items() if kept(k)}
     after = {k: v for k, v in flatten(new or {}).items() if kept(k)}
+    # A whole object known only after apply (the CLI sends `machine` or `bundles` as one unknown when any
+    # part of it waits on another resource): one row for it, with what it was, not a removal per old leaf.
+    unknown = [k for k, v in after.items() if is_unknown(v) and k not in before]
+    for top in unknown:
+        under = {k: before.pop(k) for k in [k for k in before if _below(k, top)]}
+        if under:
+            before[top] = {k[len(top):].lstrip("."): v for k, v in under.items()}
     rows = []
     for key in sorted(before.keys() | after.keys()):
         b, a = before.get(key, ABSENT), after.get(key, ABSENT)
         if b != a:
             rows.append((key, b, a))
     return rows
+
+
+def _below(path: str, top: str) -> bool:
+    return path.startswith((top + ".", top + "["))

@@ -5,6 +5,7 @@ import pytest
 from clients.threadsafe_ast import install
 from tests.fixtures.engine import engine_factory  # noqa: F401  (the CLI-free engine)
 from tests.fixtures.lab_gate import SKIPPED
+from tests.fixtures.policy import policy_venv  # noqa: F401  (make policy-venv: the policy pack's own venv)
 
 install()  # simulators and moto serve on threads in this process (clients/threadsafe_ast.py)
 

@@ -1,20 +1,34 @@
-"""The policy pack, started as the CLI starts it, judging the prod stack's resources.
+"""The policy pack under the real Pulumi CLI: `pulumi preview --policy-pack ...` of the committed stacks passes,
+and a stack that breaks a mandatory policy fails with exactly the expected policies.
 
-Prod as declared passes; each mutation of its real inputs fails with exactly the expected policies.
+The CLI here has no Python language host, so it starts the pack through `policy/run-policy-pack` (a binary
+analyzer plugin: the same pack, its own `.policy-venv`). Before a stack's first `up` the machines' and apps'
+inputs are unknown to a preview, so the broken declarations are made on `tests/policy/program` (the real
+components, those inputs known); the mutations (tests/policy/mutations.py) change one resource as it
+registers. Mutated stacks are named `mutated` with `environment: prod` in their config: the pack knows it is
+judging prod only from the stack config the CLI sends it (a pool's inputs carry no tier).
 """
 
 from __future__ import annotations
 
-import copy
 import json
-from collections.abc import Callable
+import tempfile
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from tests.policy.analyzer import PolicyAnalyzer, Resource
-from tests.policy.stacks import PreviewFailed, project_resources
+from simulators.localstack import LocalStack
+from tests.policy.conftest import PROGRAM, REPO, judge, resources
+from tests.policy.mutations import (
+    MUTATIONS,
+    MUTATIONS_KEY,
+    OUTSIDE_PROD,
+    PLAINTEXT_BMC_PASSWORD,
+    PLAINTEXT_TOKEN,
+    request,
+)
+from tools.pulumi_cli.api import Engine
+from tools.pulumi_cli.results import EngineResult
 
 POLICIES = {
     "no-control-plane-or-ci-on-worker",
@@ -27,219 +41,146 @@ POLICIES = {
     "customer-handoff-machines-never-erase",
     "no-node-ssh-credentials-in-apps",
 }
-Mutation = Callable[[list[Resource]], list[Resource]]
-
-
-def _edit(
-    kind: str, name: str | None, change: Callable[[dict[str, Any]], None], *, protect: bool | None = None
-) -> Mutation:
-    def mutate(resources: list[Resource]) -> list[Resource]:
-        out, hit = [], False
-        for r in resources:
-            if r.type.endswith(":" + kind) and (name is None or r.name == name) and not hit:
-                inputs = copy.deepcopy(r.inputs)
-                change(inputs)
-                r = Resource(r.urn, r.type, inputs, r.protect if protect is None else protect, r.parent)
-                hit = True
-            out.append(r)
-        assert hit, f"no {kind} {name or ''} in the stack to mutate"
-        return out
-
-    return mutate
-
-
-def _nothing(_: dict[str, Any]) -> None:
-    pass
-
-
-def _first_spec(inputs: dict[str, Any], **fields: Any) -> None:
-    """Add fields to a pool's first machine spec (one JSON string per hostname)."""
-    host = next(iter(inputs["machines"]))
-    inputs["machines"][host] = json.dumps({**json.loads(inputs["machines"][host]), **fields})
-
-
-def _members(inputs: dict[str, Any]) -> dict[str, Any]:
-    """The AppInstance provider's `instance.members` (or a flat `members`)."""
-    return inputs["instance"]["members"] if "instance" in inputs else inputs["members"]
-
-
-def _profile_on(resources: list[Resource], site: str) -> str:
-    return next(r.name for r in resources if r.type.endswith(":SiteProfile") and r.inputs["site"]["name"] == site)
-
-
-def _app_with_member(resources: list[Resource], member: str) -> str:
-    """The AppInstance declaring `member`; registration order is not stable, so never take the first."""
-    return next(r.name for r in resources if r.type.endswith(":AppInstance") and member in _members(r.inputs))
-
-
-def _first_pool_host(resources: list[Resource]) -> str:
-    pool = next(r for r in resources if r.type.endswith(":MachinePool"))
-    return str(next(iter(pool.inputs["machines"])))  # specs are keyed by hostname
-
-
-def test_pack_describes_its_policies(prod_analyzer: PolicyAnalyzer) -> None:
-    info = prod_analyzer.info()
-    assert info.name == "gpuaas-policies"
-    assert {p.name for p in info.policies} == POLICIES
-    assert all(p.enforcementLevel == 1 for p in info.policies)  # MANDATORY
-
-
-def test_prod_as_declared_passes(prod_analyzer: PolicyAnalyzer, prod_resources: tuple[list[Resource], str]) -> None:
-    resources, source = prod_resources
-    kinds = {r.type.rsplit(":", 1)[-1] for r in resources}
-    assert {"MachinePool", "SiteProfile", "HostConvergence", "AppInstance"} <= kinds, (source, kinds)
-    pools = [r for r in resources if r.type.endswith(":MachinePool")]
-    assert sum(len(p.inputs["machines"]) for p in pools) == 72  # environments/prod.yaml: 48 dal1 + 24 sjc1
-    assert prod_analyzer.check(resources) == []
-
-
-def _worker_with_runner(resources: list[Resource], tmp: Path) -> Mutation:
-    """prod's inventory plus one GPU machine as a worker_compute host that also runs a CI runner."""
-    host = {
-        "hostname": _first_pool_host(resources),
-        "address": "100.88.160.31",
-        "logical_role": "worker_compute",
-        "roles": ["node_agent", "runner"],
-    }
-    return _edit("HostConvergence", None, lambda i: i.update(hosts=[*i["hosts"], host]))
-
-
-MUTATIONS: dict[str, tuple[Callable[[list[Resource], Path], Mutation], set[str]]] = {
-    "pool not protected": (
-        lambda rs, tmp: _edit("MachinePool", "pool-dal1-h200-a", _nothing, protect=False),
-        {"prod-machines-protected"},
-    ),
-    "MAAS TLS off": (
-        lambda rs, tmp: _edit(
-            "MachinePool", "pool-sjc1-h200", lambda i: i["connection"]["maas"].update(tls_verify=False)
-        ),
-        {"maas-tls-verify-outside-prod-only"},
-    ),
-    "site TLS off": (
-        lambda rs, tmp: _edit("SiteProfile", None, lambda i: i["site"].update(tls_verify=False)),
-        {"maas-tls-verify-outside-prod-only"},
-    ),
-    "token in plaintext": (
-        lambda rs, tmp: _edit(
-            "MachinePool",
-            "pool-dal1-h200-b",
-            lambda i: i["connection"]["platform"].update(token="glpat-abcdefghij0123456789"),
-        ),
-        {"no-plaintext-secrets"},
-    ),
-    "BMC password in plaintext": (
-        lambda rs, tmp: _edit(
-            "MachinePool", "pool-sjc1-h200", lambda i: _first_spec(i, power_password="calvin-root-2024")
-        ),
-        {"no-plaintext-secrets"},
-    ),
-    "runner on a worker host": (
-        _worker_with_runner,
-        {"no-control-plane-or-ci-on-worker", "no-control-plane-or-ci-on-gpu-machine"},
-    ),
-    "Slurm controller on a GPU node": (
-        lambda rs, tmp: _edit(
-            "AppInstance",
-            _app_with_member(rs, "controller"),
-            lambda i: _members(i)["controller"].update(nodes=[_first_pool_host(rs)]),
-        ),
-        {"app-control-plane-not-on-workers"},
-    ),
-    "node SSH key handed to an app": (
-        lambda rs, tmp: _edit(
-            "AppInstance", None, lambda i: i["instance"].setdefault("inputs", {}).update(
-                node_access="ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIG9dLab operator@prod-app-1")
-        ),
-        {"no-node-ssh-credentials-in-apps"},
-    ),
-    "customer-handoff site that erases": (
-        lambda rs, tmp: _edit(
-            "SiteProfile", _profile_on(rs, "sjc1"), lambda i: i["site"].update(customer_handoff=True)
-        ),
-        {"customer-handoff-never-erases", "customer-handoff-machines-never-erase"},
-    ),
+STACK_POLICIES = {
+    "no-control-plane-or-ci-on-gpu-machine",
+    "app-control-plane-not-on-workers",
+    "customer-handoff-machines-never-erase",
 }
+COMMITTED = sorted(p.name.removeprefix("Pulumi.").removesuffix(".yaml")
+                   for p in (REPO / "stacks").glob("Pulumi.*.yaml"))
 
 
-@pytest.mark.parametrize("order", ["registered", "reversed"])
+def _mutated(tmp_path: Path, reqs: list[dict[str, object]], environment: str = "prod") -> EngineResult:
+    engine = Engine(PROGRAM, "mutated", tempfile.mkdtemp(prefix="backend-", dir=tmp_path),
+                    config_overrides={"environment": environment, MUTATIONS_KEY: json.dumps(reqs)})
+    return judge(engine)
+
+
+def _no_errors_but_the_verdict(result: EngineResult) -> list[str]:
+    return [m for m in result.errors() if m.strip() != "preview failed"]
+
+
+def test_prod_as_declared_passes(prod_baseline: EngineResult) -> None:
+    result = prod_baseline
+    assert result.ok, result.errors()
+    assert result.policyViolations == []
+    (pack, version), = result.policyPacks.items()
+    assert pack.split("|")[0] == "gpuaas-policies" and version == "0.1.0"
+    assert set(result.policiesRun) == POLICIES  # every policy judged this stack (resources and the stack)
+    declared = resources(result)
+    kinds = {r.kind for r in declared}
+    assert {"MachinePool", "SiteProfile", "HostConvergence", "AppInstance"} <= kinds, kinds
+    pools = [r for r in declared if r.kind == "MachinePool"]
+    assert sum(len(p.inputs["machines"]) for p in pools) == 72  # environments/prod.yaml: 48 dal1 + 24 sjc1
+    assert all(p.protect for p in pools)
+
+
 @pytest.mark.parametrize("case", sorted(MUTATIONS))
 def test_mutated_prod_fails_with_the_expected_policies(
-    case: str,
-    order: str,
-    prod_analyzer: PolicyAnalyzer,
-    prod_resources: tuple[list[Resource], str],
-    tmp_path: Path,
+    case: str, prod_baseline: EngineResult, tmp_path: Path
 ) -> None:
-    # Resources register concurrently, so their order differs between runs; a mutation must not depend on it.
-    resources = prod_resources[0] if order == "registered" else prod_resources[0][::-1]
-    make, expected = MUTATIONS[case]
-    violations = prod_analyzer.check(make(resources, tmp_path)(resources))
-    assert {v.policy for v in violations} == expected, violations
-    assert all(v.enforcement == "mandatory" and v.urn for v in violations)
-    for v in violations:
-        assert "glpat-abcdefghij0123456789" not in v.message and "calvin-root-2024" not in v.message
+    """Each mutation on its target picked in registration order and in reverse (resources register
+    concurrently, so a pick must not depend on which of a kind comes first): the CLI fails the preview
+    with exactly the expected mandatory policies. Where the resource's own provider refuses the change
+    at check, the engine still hands it to the pack, but stops the preview there: the stack policies,
+    judged at its end, never run."""
+    mutation = MUTATIONS[case]
+    declared = resources(prod_baseline)
+    reqs = {json.dumps(request(case, order), sort_keys=True) for order in (declared, declared[::-1])}
+    for req in map(json.loads, sorted(reqs)):
+        result = _mutated(tmp_path, [req])
+        violations = result.policyViolations
+        assert not result.ok and result.exitCode != 0, (req, result.log[-2000:])
+        assert {v.policyName for v in violations} == mutation.expected, (req, violations, result.errors())
+        assert all(v.enforcementLevel == "mandatory" and v.resourceUrn for v in violations), violations
+        assert all(v.policyPackName == "gpuaas-policies" for v in violations)
+        for v in violations:
+            assert PLAINTEXT_TOKEN not in v.message and PLAINTEXT_BMC_PASSWORD not in v.message
+        target = [d for d in result.diagnostics if (d.urn or "").endswith("::" + req["target"])]
+        if mutation.refused:
+            assert any(mutation.refused in d.message for d in target if d.severity == "error"), result.errors()
+            assert not STACK_POLICIES & set(result.policiesRun)
+        else:
+            assert _no_errors_but_the_verdict(result) == [], result.errors()
 
 
-def test_tls_off_is_allowed_outside_prod(
-    dev_analyzer: PolicyAnalyzer, prod_resources: tuple[list[Resource], str]
-) -> None:
-    resources, _ = prod_resources
-    site = next(r for r in resources if r.type.endswith(":SiteProfile"))
-    lab = Resource(
-        site.urn.replace("prod", "dev"),
-        site.type,
-        {**site.inputs, "tier": "dev", "site": {**site.inputs["site"], "tls_verify": False}},
-    )
-    assert dev_analyzer.analyze(lab) == []
-    pool = next(r for r in resources if r.type.endswith(":MachinePool"))
-    assert dev_analyzer.analyze(Resource(pool.urn, pool.type, pool.inputs, protect=False)) == []
+def test_what_prod_refuses_passes_outside_prod(policy_venv: None, tmp_path: Path) -> None:
+    """dev: MAAS TLS off and machines unprotected are allowed (its machine is unprotected as declared)."""
+    base = judge(Engine(PROGRAM, "dev", tmp_path / "baseline"))
+    assert base.ok and base.policyViolations == [], base.errors()
+    machines = [r for r in resources(base) if r.kind == "MaasMachine"]
+    assert machines and not any(m.protect for m in machines)
+    result = _mutated(tmp_path, [request(f"outside prod: {k}", resources(base)) for k in OUTSIDE_PROD], "dev")
+    assert result.ok, (result.errors(), result.policyViolations)
+    assert result.policyViolations == []
+    changed = {r.name: r for r in resources(result)}
+    assert changed[machines[0].name].inputs["connection"]["maas"]["tls_verify"] is False  # the mutation applied
 
 
-def test_first_preview_of_prod_with_unknowns_is_judged_without_errors(prod_analyzer: PolicyAnalyzer) -> None:
-    """The project's own prod preview: bundle digests and platform ids are unknown before the first up."""
-    try:
-        resources = project_resources("prod")
-    except PreviewFailed as exc:
-        pytest.fail(f"the project's prod preview fails: {exc.first_error}")
-    assert resources, "the project's program declares no gpuaas resources for prod"
-    violations = prod_analyzer.check(resources)
-    assert [v for v in violations if v.enforcement == "mandatory"] == []
+@pytest.mark.parametrize("stack", [s for s in COMMITTED if s != "local"])
+def test_committed_stack_passes(stack: str, policy_venv: None, tmp_path: Path) -> None:
+    """The project's own program, each committed stack file's config: a first preview (unknowns included,
+    judged without errors) passes the pack. A control stack's site stacks come first (StackReference)."""
+    backend = tmp_path / "backend"
+    if stack.endswith("-control"):
+        for site_stack in [s for s in COMMITTED if s.startswith(stack.removesuffix("control")) and s != stack]:
+            assert judge(Engine(REPO, site_stack, backend)).ok
+    result = judge(Engine(REPO, stack, backend))
+    assert result.ok, (result.errors(), result.policyViolations)
+    assert result.policyViolations == [] and result.errors() == []
+    assert any(r.kind in ("SiteProfile", "AppInstance") for r in resources(result))
 
 
-def test_violations_reach_the_preview_note(
-    prod_analyzer: PolicyAnalyzer, prod_resources: tuple[list[Resource], str], tmp_path: Path
-) -> None:
-    """The analyzer's diagnostics, written as the CLI's `--event-log` policy events, show in the MR note."""
+def test_local_stack_passes(policy_venv: None, tmp_path: Path) -> None:
+    """`local` (make demo) against the embedded simulators: a first preview passes the pack."""
+    with LocalStack("local") as world:
+        result = judge(Engine(REPO, "local", tmp_path / "backend", config_overrides=world.stack_config()))
+    assert result.ok, (result.errors(), result.policyViolations)
+    assert result.policyViolations == []
+    assert {"SiteProfile", "MaasMachine"} <= {r.kind for r in resources(result)}
+
+
+@pytest.mark.parametrize("as_secret", [True, False])
+def test_a_vault_token_in_stack_config_passes_only_as_a_secret(as_secret: bool, policy_venv: None,
+                                                               tmp_path: Path) -> None:
+    """The dynamic provider's resource has the stack config as its inputs: `gpuaas-infra:vault_token` set with
+    `--secret` reaches the pack marked secret and passes; set in plaintext, it fails `no-plaintext-secrets`."""
+    token = "hvs.CAESIGpuaasInfraPolicyTestToken0123456789"
+    engine = Engine(PROGRAM, "dev", tmp_path / "backend", config_overrides={"vault_token": token},
+                    secret_keys=frozenset({"vault_token"}) if as_secret else frozenset())
+    result = judge(engine)
+    if as_secret:
+        assert result.ok and result.policyViolations == [], (result.errors(), result.policyViolations)
+        return
+    assert not result.ok
+    (v,) = result.policyViolations
+    assert v.policyName == "no-plaintext-secrets" and v.enforcementLevel == "mandatory"
+    assert "::pulumi:providers:pulumi-python::" in v.resourceUrn
+    assert "gpuaas-infra:vault_token" in v.message and token not in v.message
+
+
+def test_a_mandatory_violation_blocks_up(prod_baseline: EngineResult, tmp_path: Path) -> None:
+    """`pulumi up --yes --policy-pack` (the deploy jobs): the preview it starts with fails, nothing is created."""
+    engine = Engine(PROGRAM, "mutated", tmp_path / "backend", config_overrides={
+        "environment": "prod", MUTATIONS_KEY: json.dumps([request("pool not protected", resources(prod_baseline))])})
+    result = judge(engine, "up")
+    assert not result.ok
+    assert [v.policyName for v in result.policyViolations] == ["prod-machines-protected"]
+    assert result.steps == [] and result.changed() == {}
+    assert [r["type"] for r in engine.resources().values() if r["type"] != "pulumi:pulumi:Stack"] == []
+
+
+def test_violations_reach_the_preview_note(prod_baseline: EngineResult, tmp_path: Path) -> None:
+    """The CLI's preview document and its policy events (what `--event-log` holds) make the MR note."""
     from cli.main import main
 
-    resources, _ = prod_resources
-    mutated = _edit("MachinePool", "pool-dal1-h200-a", _nothing, protect=False)(resources)
-    violations = prod_analyzer.check(mutated)
-    assert violations
+    result = _mutated(tmp_path, [request("pool not protected", resources(prod_baseline))])
+    assert result.policyViolations
     log = tmp_path / "events.jsonl"
-    log.write_text(
-        "".join(
-            json.dumps(
-                {
-                    "sequence": i,
-                    "timestamp": 0,
-                    "policyEvent": {
-                        "resourceUrn": v.urn,
-                        "message": v.message,
-                        "color": "never",
-                        "policyName": v.policy,
-                        "policyPackName": "gpuaas-policies",
-                        "policyPackVersion": "0.1.0",
-                        "enforcementLevel": v.enforcement,
-                    },
-                }
-            )
-            + "\n"
-            for i, v in enumerate(violations)
-        )
-    )
+    log.write_text("".join(json.dumps({"sequence": i, "timestamp": 0, "policyEvent": v.model_dump()}) + "\n"
+                           for i, v in enumerate(result.policyViolations)))
     preview = tmp_path / "preview.json"
-    preview.write_text(json.dumps({"config": {"gpuaas-infra:environment": "prod"}, "steps": []}))
+    preview.write_text(json.dumps(result.preview_digest()))
     note = tmp_path / "note.md"
     assert main(["preview-note", f"prod={preview}", "--event-log", f"prod={log}", "--out", str(note)]) == 0
     text = note.read_text()

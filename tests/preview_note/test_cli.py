@@ -24,9 +24,20 @@ def test_usage_lists_every_registered_command(capsys: pytest.CaptureFixture[str]
 
 def test_preview_note_writes_file(tmp_path: Path) -> None:
     out = tmp_path / "note.md"
-    rc = main(["preview-note", "--stack", f"dev={GOLDEN / 'dev_realistic.json'}", "--out", str(out)])
+    rc = main(["preview-note", "--stack", f"local={GOLDEN / 'showcase.json'}", "--out", str(out)])
     assert rc == 0
-    assert out.read_text() == (GOLDEN / "dev_realistic.md").read_text()
+    assert out.read_text() == (GOLDEN / "showcase.md").read_text()
+
+
+def test_preview_note_with_the_clis_event_log(tmp_path: Path) -> None:
+    """The pipeline's two files, both from the real CLI: the `--json` document and the `--event-log`."""
+    out = tmp_path / "note.md"
+    rc = main(["preview-note", f"local={GOLDEN / 'policy_violation.json'}",
+               "--event-log", f"local={GOLDEN / 'policy_violation.events.jsonl'}", "--out", str(out)])
+    assert rc == 0
+    assert out.read_text() == (GOLDEN / "policy_violation.md").read_text()
+    assert ("- **mandatory** `no-plaintext-secrets` (gpuaas-policies@0.1.0) on pulumi-python `default`"
+            in out.read_text())
 
 
 def test_preview_note_with_event_log(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -71,7 +82,7 @@ def test_post_note_from_ci_variables(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     note = tmp_path / "note-dev.md"
-    shutil.copy(GOLDEN / "dev_realistic.md", note)
+    shutil.copy(GOLDEN / "showcase.md", note)
     monkeypatch.setenv("CI_API_V4_URL", fake_gitlab.url)
     monkeypatch.setenv("CI_PROJECT_ID", PROJECT)
     monkeypatch.setenv("CI_MERGE_REQUEST_IID", str(MR_IID))

@@ -1,8 +1,10 @@
 """What one CLI operation returns, read from the engine events the CLI logs (`--event-log`).
 
 The events are the CLI's own (`apitype.EngineEvent`): a step per resource (`resourcePreEvent` when it
-starts, `resOutputsEvent` when it is done, `resOpFailedEvent` when it failed), diagnostics (provider
-output and errors included) and one `summaryEvent`. A preview also keeps the CLI's `--json` document.
+starts, `resOutputsEvent` when it is done, `resOpFailedEvent` when it failed; an `up`'s own preview
+marks its steps `planning`, and those are not steps of the run), diagnostics (provider output and
+errors included), policy packs' findings (`policyEvent`) and one `summaryEvent`. A preview also keeps
+the CLI's `--json` document.
 """
 
 from __future__ import annotations
@@ -103,6 +105,18 @@ class Diagnostic(BaseModel):
     severity: Severity
 
 
+class PolicyViolation(BaseModel):
+    """A policy pack's finding, as the CLI's engine event `policyEvent` (apitype.PolicyEvent) carries it."""
+
+    resourceUrn: str = ""
+    message: str = ""
+    policyName: str = ""
+    policyPackName: str = ""
+    policyPackVersion: str = ""
+    enforcementLevel: str = ""  # "mandatory", "advisory", "remediate", "disabled"
+    severity: str = ""
+
+
 class EngineResult(BaseModel):
     """One operation: `ok` is the CLI's exit status; steps, diagnostics and the summary come from its
     engine events; `log` is everything the CLI printed; `preview` the `pulumi preview --json` document."""
@@ -121,6 +135,9 @@ class EngineResult(BaseModel):
     summary: bool = False  # the CLI reached its summary event (a killed run never does)
     wall_s: float = 0.0  # the CLI's run, start to exit
     program_runs: list[tuple[float, float]] = Field(default_factory=list)  # the program's (start, end)s
+    policyViolations: list[PolicyViolation] = Field(default_factory=list)  # `policyEvent`s, in order
+    policyPacks: dict[str, str] = Field(default_factory=dict)  # packs that ran: name -> version (summary)
+    policiesRun: list[str] = Field(default_factory=list)  # policies the packs judged (passed or failed), sorted
 
     def preview_digest(self) -> dict[str, Any]:
         """The `pulumi preview --json` document of a preview."""
@@ -200,10 +217,15 @@ def result_from_events(operation: Operation, events: list[dict[str, Any]], exit_
     done: list[Step] = []
     failed: list[Step] = []
     diagnostics: list[Diagnostic] = []
+    violations: list[PolicyViolation] = []
+    policies_run: set[str] = set()
     summary: dict[str, Any] | None = None
     began: dict[tuple[str, str], float] = {}  # (urn, op) -> when its pre event arrived
     for i, event in enumerate(events):
         at = times[i] if times and i < len(times) else None
+        step_event = event.get("resourcePreEvent") or event.get("resOutputsEvent")
+        if step_event and step_event.get("planning") and operation is not Operation.PREVIEW:
+            continue  # the preview an `up` (refresh, destroy) starts with: planned, not done
         if "resourcePreEvent" in event:
             step = _step(event["resourcePreEvent"]["metadata"], at=at)
             pre.append(step)
@@ -223,6 +245,12 @@ def result_from_events(operation: Operation, events: list[dict[str, Any]], exit_
                 continue
             diagnostics.append(Diagnostic(urn=d.get("urn") or None, prefix=d.get("prefix"),
                                           message=d.get("message", ""), severity=Severity(d["severity"])))
+        elif "policyEvent" in event:
+            fields = PolicyViolation.model_fields
+            violations.append(PolicyViolation(**{k: v for k, v in event["policyEvent"].items() if k in fields}))
+        elif "policyAnalyzeSummaryEvent" in event or "policyAnalyzeStackSummaryEvent" in event:
+            judged = event.get("policyAnalyzeSummaryEvent") or event.get("policyAnalyzeStackSummaryEvent") or {}
+            policies_run.update(judged.get("passed") or [], judged.get("failed") or [])
         elif "summaryEvent" in event:
             summary = event["summaryEvent"]
     # A preview's steps are planned (pre events); a run's are those that finished or failed.
@@ -244,4 +272,7 @@ def result_from_events(operation: Operation, events: list[dict[str, Any]], exit_
         log=log,
         preview=preview,
         summary=summary is not None,
+        policyViolations=violations,
+        policyPacks=dict((summary or {}).get("PolicyPacks") or {}),
+        policiesRun=sorted(policies_run),
     )
