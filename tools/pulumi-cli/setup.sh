@@ -10,7 +10,7 @@
 # The Python language host (module .../sdk/python/cmd/pulumi-language-python/v3) is not served by the
 # module proxy here, so programs run as Automation API inline programs (no language host needed);
 # dynamic providers run through the SDK's `pulumi-resource-pulumi-python` plugin, installed from the
-# module cache, and Python policy packs through our launcher `pulumi-analyzer-policy-python`.
+# module cache (the policy pack runs as a binary analyzer: policy/run-policy-pack).
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 repo="$(cd "$here/../.." && pwd)"
@@ -19,7 +19,7 @@ bin="$out/bin"
 version="$(awk '$1 == "github.com/pulumi/pulumi/pkg/v3" {print $2}' "$here/go.mod")"
 [[ -n "$version" ]] || { echo "setup: no github.com/pulumi/pulumi/pkg/v3 require in $here/go.mod" >&2; exit 2; }
 want="${version#v}"
-stamp="$out/.provided-$(cat "$here/go.mod" "$here/go.sum" "$here/pulumi-analyzer-policy-python" | sha256sum | cut -c1-16)"
+stamp="$out/.provided-$(cat "$here/go.mod" "$here/go.sum" | sha256sum | cut -c1-16)"
 
 if [[ -f "$stamp" && -x "$bin/pulumi" ]] && "$bin/pulumi" version >/dev/null 2>&1; then
   exit 0
@@ -29,8 +29,7 @@ fi
 version_ge() { [[ "$(printf '%s\n%s\n' "$1" "$2" | sort -V | head -1)" == "$2" ]]; }
 
 mkdir -p "$bin"
-rm -f "$out"/.provided-*
-install -m 0755 "$here/pulumi-analyzer-policy-python" "$bin/pulumi-analyzer-policy-python"
+rm -f "$out"/.provided-* "$bin/pulumi-analyzer-policy-python"
 
 on_path="$(PATH="$(printf '%s' "$PATH" | tr ':' '\n' | grep -vxF "$bin" | paste -sd:)" command -v pulumi || true)"
 if [[ -n "$on_path" ]]; then
