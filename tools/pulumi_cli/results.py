@@ -253,7 +253,13 @@ def result_from_events(operation: Operation, events: list[dict[str, Any]], exit_
             policies_run.update(judged.get("passed") or [], judged.get("failed") or [])
         elif "summaryEvent" in event:
             summary = event["summaryEvent"]
-    # A preview's steps are planned (pre events); a run's are those that finished or failed.
+    # A preview's steps are planned (pre events); a run's are those that finished or failed. A component
+    # that never registers outputs has no outputs event: the engine counts its step done when it starts,
+    # so once the run reached its summary, a component's started step counts as done.
+    if operation is not Operation.PREVIEW and summary is not None:
+        ended = {(s.urn, s.op) for s in done + failed}
+        done += [s for s in pre if (s.urn, s.op) not in ended and s.new is not None and not s.new.custom
+                 and s.type != ROOT_STACK_TYPE]
     steps = (pre if operation is Operation.PREVIEW else done) + failed
     stack_outputs: dict[str, Any] = {}
     for step in done:
