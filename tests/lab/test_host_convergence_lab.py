@@ -144,6 +144,7 @@ def test_second_up_through_the_cli_changes_nothing_and_a_preview_lists_a_change(
     handle = engine.start_up()
     plugins: dict[int, dict[str, str]] = {}  # the provider server's pid -> its environment
     workers: dict[int, int] = {}  # ansible worker pid -> its parent's pid
+    playbooks: dict[int, int] = {}  # ansible-playbook pid -> its parent's pid (ansible-runner forked it)
     while handle.popen.poll() is None and time.monotonic() - t0 < 900:
         procs = _procs()
         for pid in _under(handle.pid, procs):
@@ -153,6 +154,8 @@ def test_second_up_through_the_cli_changes_nothing_and_a_preview_lists_a_change(
                     plugins[pid] = _environ(pid)
                 elif "-m clients.ansible" in cmd:
                     workers[pid] = ppid
+                elif "/ansible-playbook " in cmd and "/ansible-playbook " not in procs.get(ppid, (0, ""))[1]:
+                    playbooks.setdefault(pid, ppid)  # the playbook itself, not one of its forks
             except OSError:
                 continue  # it ended between the two reads
         time.sleep(0.2)
@@ -167,6 +170,7 @@ def test_second_up_through_the_cli_changes_nothing_and_a_preview_lists_a_change(
     assert all(FORK_VAR not in env for env in plugins.values()), "the provider server has GRPC_ENABLE_FORK_SUPPORT"
     assert workers, "never saw the ansible worker (python -m clients.ansible)"
     assert set(workers.values()) <= set(plugins), "the ansible worker is a child of the provider server"
+    assert playbooks and set(playbooks.values()) <= set(workers), "ansible-runner forks in the worker only"
 
     changed = lab_spec.model_copy(update={"preview_check": True,
                                           "extra_vars": {"common_journald_max_retention": "14day"}})
