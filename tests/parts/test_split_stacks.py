@@ -147,3 +147,57 @@ def test_local_split_up_binds_members_through_the_reference(engine_factory: Any,
 
     _no_changes(site.up(timeout=600))
     _no_changes(control.up(timeout=600))
+
+
+def test_an_all_stack_moves_into_its_site_and_control_stacks_with_pulumi_state_move(
+    engine_factory: Any, world: LocalStack, tmp_path: Path, env_file: Path
+) -> None:
+    """README, "Splitting an environment": an existing `all` stack is split with `pulumi state move
+    --include-parents` (the site's URNs, then the rest); nothing is recreated: the site stack's next `up`
+    changes nothing, the control stack's updates its app instance in place once (its `stack` input names
+    the stack) without a platform operation, and then nothing is left to do."""
+    config = {**world.stack_config(), "gpuaas-infra:environment": str(env_file)}
+    backend = tmp_path / "backend"
+    whole = engine_factory(REPO, "local", config=config, backend=backend)
+    site = engine_factory(REPO, "local-local", config={**config, "gpuaas-infra:part": "site:local"}, backend=backend)
+    control = engine_factory(REPO, "local-control", config={**config, "gpuaas-infra:part": "control"},
+                             backend=backend)
+    deployed = whole.up(timeout=600)
+    assert deployed.ok, deployed.errors()
+    site.apply_config()
+    control.apply_config()
+    # the site's URNs: what the (empty) site stack's own preview plans, found in the `all` stack's state
+    planned_names = {urn.split("::", 2)[2] for urn in _ok(site.preview(timeout=600)).ops()
+                     if urn.split("::")[2] != STACK_TYPE}
+    urns = list(whole.resources())
+    site_urns = [u for u in urns if u.split("::", 2)[2] in planned_names]
+    assert len(site_urns) == len(planned_names), "every resource the site stack declares is in the all stack"
+
+    def move(dest: str, moved: list[str]) -> None:
+        done = whole.cli("state", "move", "--source", "local", "--dest", dest, "--include-parents", "--yes", *moved,
+                         with_stack=False)
+        assert "Successfully moved resources" in done.stdout + done.stderr
+
+    move("local-local", site_urns)
+    rest = [u for u in whole.resources() if u.split("::")[2] != STACK_TYPE and "::pulumi:providers:" not in u]
+    assert any("AppInstance" in u for u in rest) and not any("MaasMachine" in u for u in rest)
+    move("local-control", rest)
+    assert [u.split("::")[2] for u in whole.resources() if "::pulumi:providers:" not in u] == [STACK_TYPE]
+
+    _no_changes(site.up(timeout=600))
+    assert world.platform is not None
+    before = len(world.platform.operations())
+    first = _ok(control.up(timeout=600))
+    assert {urn.rsplit("::", 1)[-1]: op for urn, op in first.changed().items()} == {"app-slurm-local": StepOp.UPDATE}
+    [step] = [s for s in first.steps if s.urn.endswith("::app-slurm-local")]
+    assert step.old is not None and step.new is not None
+    olds, news = step.old.inputs, step.new.inputs
+    assert {k for k in {*olds, *news} if olds.get(k) != news.get(k)} == {"stack"}
+    assert (olds["stack"], news["stack"]) == ("local", "local-control")
+    assert len(world.platform.operations()) == before, "the move costs no platform operation"
+    _no_changes(control.up(timeout=600))
+
+
+def _ok(result: EngineResult) -> EngineResult:
+    assert result.ok, result.errors()
+    return result
