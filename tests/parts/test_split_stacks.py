@@ -9,6 +9,7 @@ share one `file://` backend, as they share the site's S3 backend in production, 
 - the local stack as a site stack and a control stack, against the embedded simulators: the site stack
   deploys the machines and exports their node ids; the control stack binds the Slurm worker to the node
   id it reads through the StackReference (never a copied value); a second `up` of each changes nothing.
+- an existing `all` stack moved into its site and control stacks with `pulumi state move` (README).
 """
 
 from __future__ import annotations
