@@ -5,6 +5,15 @@
                           on_event=print_progress)
     result.hosts["dev-gpu-1"].changed, result.changes, result.failures
 
+Ansible runs in a separate Python process, `python -m clients.ansible`, never in the caller's. The
+caller is usually the dynamic-provider server, a gRPC server: ansible-runner forks (pexpect) before it
+execs ansible-playbook, and a fork inside a gRPC process can restart gRPC's poller threads in the child
+and kill the run on every host at once. `subprocess.Popen` only forks to exec (no Python runs in the
+child), so nothing needs `GRPC_ENABLE_FORK_SUPPORT` set. The request (a `PlaybookRun`, secrets included)
+goes to the worker as one JSON line on its stdin, never in argv; the worker streams each task result
+back as a JSON line on stdout, then the run's result. Its stdin stays open for the whole run: when it
+closes (the caller is done, or died) the worker cancels a run still going, cleans up and exits.
+
 Every run gets its own private data directory (mode 0700, under a fresh temp dir) holding the
 inventory, the extra vars (which may carry secrets) and the SSH key; it is removed when the run
 ends, whatever happened. Secrets never come back in the result: tasks that carry them use
@@ -14,22 +23,26 @@ are censored the same way.
 
 from __future__ import annotations
 
+import collections
 import difflib
 import json
 import os
 import shutil
+import signal
+import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Mapping
 from enum import StrEnum
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
-import ansible_runner
-from pydantic import BaseModel, ConfigDict, Field, SecretStr
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
 
-ANSIBLE_DIR = Path(__file__).resolve().parents[1] / "ansible"
+ROOT = Path(__file__).resolve().parents[1]  # holds the `clients` package: the worker's import path
+ANSIBLE_DIR = ROOT / "ansible"
 SITE_PLAYBOOK = ANSIBLE_DIR / "playbooks" / "site.yml"
 _MAX_DIFF_CHARS = 4000
 
@@ -161,8 +174,12 @@ def _write_private(path: Path, text: str) -> None:
         f.write(text)
 
 
-def run_playbook(req: PlaybookRun, on_event: Callable[[TaskEvent], None] | None = None) -> RunResult:
-    """Run the playbook; per-host stats, the changes (with diffs) and the failures."""
+def _run_here(req: PlaybookRun, on_event: Callable[[TaskEvent], None] | None = None,
+              cancelled: Callable[[], bool] = lambda: False) -> RunResult:
+    """Run the playbook in this process (the worker's side); per-host stats, the changes (with diffs) and
+    the failures. `cancelled` is polled: when it turns true ansible-runner stops the run."""
+    import ansible_runner  # only the worker process imports it
+
     # size: one private dir's whole life (key, known_hosts, event handler, run, cleanup) in one try/finally
     top = Path(tempfile.mkdtemp(prefix="gpuaas-ansible-"))  # mkdtemp: mode 0700
     pdd = top / "pdd"
@@ -205,7 +222,7 @@ def run_playbook(req: PlaybookRun, on_event: Callable[[TaskEvent], None] | None 
         runner = ansible_runner.run(
             private_data_dir=str(pdd), playbook=str(req.playbook), inventory=req.inventory,
             extravars=req.extravars, cmdline=" ".join(cmdline), quiet=True, timeout=req.timeout_s,
-            event_handler=handle,
+            event_handler=handle, cancel_callback=cancelled,
             envvars={
                 "ANSIBLE_CONFIG": str(ANSIBLE_DIR / "ansible.cfg"),
                 "ANSIBLE_SSH_ARGS": f"-o ControlMaster=auto -o ControlPersist=60s -o ControlPath={top}/cp-%C "
@@ -225,3 +242,173 @@ def run_playbook(req: PlaybookRun, on_event: Callable[[TaskEvent], None] | None 
                          check=req.check, error=error)
     finally:
         shutil.rmtree(top, ignore_errors=True)  # inventory, extra vars, key, artifacts: all of it
+
+
+# --- the worker process and its caller ---------------------------------------------------------------
+
+class AnsibleWorkerFailed(RuntimeError):
+    """The worker process could not run the playbook (it crashed, or ansible-runner raised)."""
+
+
+def _request_line(req: PlaybookRun) -> str:
+    doc = req.model_dump(mode="json")
+    doc["ssh_private_key"] = req.ssh_private_key.get_secret_value()
+    return json.dumps(doc) + "\n"
+
+
+def _worker_env() -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH", "")) if p)
+    env["PYTHONUNBUFFERED"] = "1"
+    env["TMPDIR"] = tempfile.gettempdir()  # the private data dir goes where the caller's temp files go
+    return env
+
+
+def run_playbook(req: PlaybookRun, on_event: Callable[[TaskEvent], None] | None = None) -> RunResult:
+    """Run the playbook in a worker process (`python -m clients.ansible`); `on_event` gets each task result
+    as it happens. Per-host stats, the changes (with diffs) and the failures."""
+    proc = subprocess.Popen([sys.executable, "-m", "clients.ansible"], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=_worker_env(), cwd=ROOT,
+                            text=True, errors="replace")
+    assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
+    tail: collections.deque[str] = collections.deque(maxlen=15)
+
+    def relay(stream: IO[str]) -> None:  # the worker's stderr: passed on (the CLI shows a provider's stderr)
+        for line in stream:
+            tail.append(line.rstrip("\n"))
+            sys.stderr.write(line)
+            sys.stderr.flush()
+
+    relay_thread = threading.Thread(target=relay, args=(proc.stderr,), daemon=True)
+    relay_thread.start()
+    result: RunResult | None = None
+    error: str | None = None
+    try:
+        proc.stdin.write(_request_line(req))
+        proc.stdin.flush()  # stdin stays open: closing it is how the worker learns its caller is gone
+        for line in proc.stdout:
+            msg = json.loads(line)
+            if "event" in msg:
+                if on_event is not None:
+                    on_event(TaskEvent.model_validate(msg["event"]))
+            elif "result" in msg:
+                result = RunResult.model_validate(msg["result"])
+            elif "error" in msg:
+                error = str(msg["error"])
+    finally:
+        try:
+            proc.stdin.close()  # cancels the run if it is still going (an exception above)
+        except BrokenPipeError:
+            pass
+        code = proc.wait()
+        relay_thread.join(timeout=5)
+    if result is not None:
+        return result
+    raise AnsibleWorkerFailed(error or f"the ansible worker exited {code} without a result"
+                              + ("\n" + "\n".join(tail) if tail else ""))
+
+
+def _worker(stdin: IO[str], out: IO[str]) -> int:
+    """`python -m clients.ansible`: one PlaybookRun (a JSON line) from `stdin`, task events and the result as
+    JSON lines on `out`. End of stdin before the run ends cancels it."""
+    line = stdin.readline()
+    if not line:
+        return 2
+    lock = threading.Lock()
+
+    def send(msg: dict[str, Any]) -> None:
+        with lock:
+            try:
+                out.write(json.dumps(msg) + "\n")
+                out.flush()
+            except BrokenPipeError:
+                pass  # the caller is gone; the run is being cancelled
+
+    try:
+        req = PlaybookRun.model_validate_json(line)
+    except ValidationError as e:  # never echo the input: it carries the key and secret extra vars
+        send({"error": "bad request: " + "; ".join(f"{'.'.join(map(str, x['loc']))}: {x['msg']}"
+                                                   for x in e.errors(include_input=False))})
+        return 2
+    gone = threading.Event()
+
+    def watch() -> None:
+        stdin.read()  # returns at end of file: the caller closed its end or died
+        gone.set()
+
+    threading.Thread(target=watch, daemon=True).start()
+    try:
+        result = _run_here(req, lambda e: send({"event": e.model_dump(mode="json")}), gone.is_set)
+    except Exception as e:  # noqa: BLE001 - reported to the caller, which raises it
+        send({"error": f"{type(e).__name__}: {e}"})
+        return 1
+    finally:
+        _end_leftovers()
+    send({"result": result.model_dump(mode="json")})
+    return 0
+
+
+_PR_SET_CHILD_SUBREAPER = 36
+
+
+def _become_subreaper() -> None:
+    """Processes the run orphans (a cancelled task's command, ssh control masters) become this worker's
+    children instead of init's, so `_end_leftovers` can find them (Linux; elsewhere nothing changes)."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+    except (OSError, AttributeError):
+        pass
+
+
+def _descendants(pid: int) -> list[int]:
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, ValueError, IndexError):
+                continue
+            children.setdefault(ppid, []).append(int(entry))
+    out, todo = [], [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            out.append(child)
+            todo.append(child)
+    return out
+
+
+def _end_leftovers() -> None:
+    """After the run (done, failed, cancelled or timed out): no process of it outlives the worker."""
+    if not os.path.isdir("/proc"):
+        return
+    for _ in range(5):
+        left = _descendants(os.getpid())
+        if not left:
+            break
+        for pid in left:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        while True:  # reap them (they are this subreaper's children now)
+            try:
+                if os.waitpid(-1, os.WNOHANG)[0] == 0:
+                    break
+            except ChildProcessError:
+                break
+        time.sleep(0.05)
+
+
+def main() -> int:
+    # The protocol owns the real stdout; anything else printing (ansible-runner, a warning) goes to stderr.
+    protocol = os.fdopen(os.dup(sys.stdout.fileno()), "w")
+    os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
+    _become_subreaper()
+    return _worker(sys.stdin, protocol)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

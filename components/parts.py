@@ -9,7 +9,11 @@
                   machine's site stack exports, read through a `pulumi.StackReference` (never copied)
 
 The control stack reads `<environment>-<site>` for each site whose machines are app members, or the
-stack `gpuaas-infra:siteStacks.<site>` names.
+stack `gpuaas-infra:siteStacks.<site>` names. The Pulumi CLI resolves the reference on the control stack's
+own backend (the site stacks must share it): on a file or S3 backend a bare name is the project's stack,
+`organization/gpuaas-infra/<name>`, which may also be written out. A site stack that does not exist fails
+the preview or update in the CLI (`unknown stack "prod-dal1"`); one that exists without the machine's node
+id yet is unknown in a preview and stops an update here (`SiteStackNotDeployed`, naming the stack).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Host convergence is on in the committed stack files whose environment has hosts: pins (url + sha256)
 and Vault references live in `gpuaas-infra:hostRoles`; validation refuses a pin without a sha256, and a
 role whose artifact or secret the stack does not name, with code, stack file, config path and hint.
-The dev program (through the CLI-free engine) declares HostConvergence with the committed pins."""
+The dev program (a `pulumi preview` by the real CLI) declares HostConvergence with the committed pins."""
 
 from __future__ import annotations
 
@@ -14,10 +14,11 @@ import yaml
 
 from components.host_roles import ROLE_NEEDS, host_roles_findings
 from components.settings import StackConfigInvalid, StackSettings
-from engine.config import load_stack_config
 from environments import load_environment
 from environments.findings import Code
 from lab.standins import build_standins
+from tests.fixtures.preview import planned
+from tests.fixtures.stack_config import committed_config
 
 REPO = Path(__file__).resolve().parents[2]
 DEV = ["dev-control-1", "dev-lab-1", "dev-gpu-1"]
@@ -30,8 +31,8 @@ NOT_YET = {
 
 
 def committed(stack: str) -> dict[str, str]:
-    """The stack file's config as the program receives it (the engine's reader, like the CLI's)."""
-    return {k.removeprefix("gpuaas-infra:"): v for k, v in load_stack_config(REPO, stack).values.items()}
+    """The stack file's config as the program receives it (strings; hostRoles JSON-encoded, as the CLI does)."""
+    return committed_config(stack)
 
 
 @pytest.mark.parametrize("stack", ["local", "dev", "staging", "prod"])
@@ -107,9 +108,9 @@ def test_the_dev_program_declares_host_convergence_from_committed_config(engine_
     engine = engine_factory(REPO, "dev", backend=tmp_path / "backend")
     preview = engine.preview(timeout=300)
     assert preview.ok, preview.errors()
-    [step] = [s for s in preview.steps if s.urn.endswith("gpuaas:HostConvergence::dev-host-roles-convergence")]
-    assert step.op.value == "create"
-    inputs = (step.newState or {})["inputs"]
+    step = planned(preview, "gpuaas:HostConvergence::dev-host-roles-convergence")
+    assert step["op"] == "create"
+    inputs = step["newState"]["inputs"]
     stack_file = yaml.safe_load((REPO / "stacks" / "Pulumi.dev.yaml").read_text())["config"]
     assert inputs["artifacts"] == stack_file["gpuaas-infra:hostRoles"]["artifacts"]
     assert inputs["secret_refs"] == stack_file["gpuaas-infra:hostRoles"]["secret_refs"]
@@ -118,7 +119,7 @@ def test_the_dev_program_declares_host_convergence_from_committed_config(engine_
 
     bad = _dev_with(lambda r: r["artifacts"]["k3s"].pop("sha256"))
     refused = engine_factory(REPO, "dev", config={"gpuaas-infra:hostRoles": bad["hostRoles"]},
-                             state_path=tmp_path / "s2.json").preview(timeout=300)
+                             backend=tmp_path / "backend-2").preview(timeout=300)
     assert not refused.ok
     text = "\n".join(refused.errors()) + refused.log
     assert "STK002 stacks/Pulumi.dev.yaml: gpuaas-infra:hostRoles.artifacts.k3s.sha256" in text

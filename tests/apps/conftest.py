@@ -178,7 +178,7 @@ def bare(doc: dict[str, Any]) -> None:
 
 @pytest.fixture
 def bare_env_file(tmp_path: Path) -> Path:
-    """A copy of environments/local.yaml with the app instance and hosts only (fast engine runs)."""
+    """A copy of environments/local.yaml with the app instance and hosts only (fast CLI runs)."""
     path = tmp_path / "local-bare.yaml"
     path.write_text((REPO / "environments" / "local.yaml").read_text())
     edit(path, bare)

@@ -1,5 +1,5 @@
-"""The local stack's Slurm instance through the CLI-free engine and the real dynamic-provider server,
-against the embedded MAAS + platform simulators, OpenBao and S3 (simulators/localstack.py).
+"""The local stack's Slurm instance run by the real Pulumi CLI (tools/pulumi_cli) and the SDK's dynamic-provider
+server, against the embedded MAAS + platform simulators, OpenBao and S3 (simulators/localstack.py).
 
 The environment is a copy of `local` trimmed to two MAAS machines (local-gpu-1 standalone, local-gpu-2
 in the pool), so the workers can move between enrolled nodes without deploying a fleet per test.
@@ -16,6 +16,7 @@ import pytest
 from clients.platform import models as m
 from simulators.localstack import LocalStack
 from simulators.platform import ErrorBurst, FaultPlan
+from tests.fixtures.backend import state_text
 
 from .conftest import REPO, edit, set_workers
 
@@ -65,7 +66,7 @@ def ok(result: Any) -> Any:
     return result
 
 
-def test_create_same_scale_rebind_upgrade_destroy(world: World, env_file: Path, tmp_path: Path) -> None:
+def test_create_same_scale_rebind_upgrade_destroy(world: World, env_file: Path) -> None:
     engine = world.engine
     runs = [ok(engine.preview())]
     assert world.app_op(runs[0]) == "create", "preview passes check with node ids still unknown"
@@ -121,7 +122,7 @@ def test_create_same_scale_rebind_upgrade_destroy(world: World, env_file: Path, 
     assert world.member_ops()[5:] == ["member_drain", "member_drain"]
     roles = {e.role for e in world.sim.audit() if e.project_id == world.pid}
     assert roles == {m.Role.SERVICE_ACCOUNT}, "the app lane is driven by the project's service account only"
-    state = (tmp_path / "state.json").read_text()
+    state = state_text(engine)
     secrets = world.stack.secret_values()
-    assert not [s for s in secrets if s in state], "a secret value is in the state file"
+    assert secrets and not [s for s in secrets if s in state], "a secret value is in the stack's state"
     assert not [s for s in secrets for r in runs if s in r.log or s in str(r.outputs)], "a secret in a log"

@@ -1,4 +1,4 @@
-"""Faults through the engine on the local stack: a failed member operation (clear error, then the next
+"""Faults on the local stack run by the real Pulumi CLI: a failed member operation (clear error, then the next
 up redoes only what is left), drift found by refresh, and the provider killed between two operations."""
 
 from __future__ import annotations
@@ -98,7 +98,10 @@ def test_provider_killed_between_drain_and_remove_then_rerun(slow_world: World, 
     assert m.OperationKind.MEMBER_REMOVE not in [o.kind for o in world.sim.operations()], "killed before the remove"
 
     # The operator's recovery (docs/operations.md): `pulumi cancel`, `pulumi refresh --clear-pending-creates`.
-    assert "removed the lock" in engine.cancel()
+    locks = engine.backend_dir / ".pulumi" / "locks" / "organization" / engine.project / engine.stack
+    assert [p for p in locks.iterdir()], "the killed run left its lock on the stack"
+    assert "has been canceled" in engine.cancel()
+    assert not [p for p in locks.iterdir()], "`pulumi cancel` removed the lock"
     ok(engine.refresh(flags=["--clear-pending-creates"]))
     ok(engine.up())
     assert world.member_ops() == ["member_drain", "member_remove"], "the drain is not repeated"
@@ -140,17 +143,15 @@ def test_a_member_removed_by_hand_twice_is_put_back_twice(world: World) -> None:
     assert world.app_op(ok(engine.preview())) == "same", "and then nothing is left to do"
 
 
-def test_refresh_right_after_up_reports_no_drift(world: World, tmp_path: Path) -> None:
+def test_refresh_right_after_up_reports_no_drift(world: World) -> None:
     """read() returns the outputs create/update wrote, in the same shape: refresh + preview stay clean."""
-    import json
-
     engine = world.engine
     ok(engine.up())
-    state = tmp_path / "state.json"
 
     def app_outputs() -> dict[str, Any]:
-        doc = json.loads(state.read_text())
-        return next(r["outputs"] for r in doc["resources"] if r["urn"].endswith(f"app-{world.instance().name}"))
+        """The app instance's outputs in the stack's checkpoint (`pulumi stack export`)."""
+        return next(r["outputs"] for urn, r in engine.resources().items()
+                    if urn.endswith(f"app-{world.instance().name}"))
 
     before = app_outputs()
     ok(engine.refresh())

@@ -1,4 +1,4 @@
-"""Seed 000's app types through the CLI-free engine, the real provider server and the platform simulator,
+"""Seed 000's app types run by the real Pulumi CLI, the SDK's provider server and the platform simulator,
 on the local environment reduced to its hosts (the platform places every member):
 
 - RKE2: create, scale, a failed agent join (code, message, correlation id; the next up redoes only it, as
@@ -19,6 +19,7 @@ import pytest
 from clients.platform import models as m
 from simulators.localstack import LocalStack
 from simulators.platform import FaultPlan, OperationFailure
+from tests.fixtures.preview import planned
 
 from .conftest import REPO, edit
 from .test_engine import ok
@@ -111,9 +112,9 @@ def test_rke2_through_the_engine(run: Run, bare_env_file: Path) -> None:
 def test_openclaw_follows_the_vllm_endpoint(run: Run, bare_env_file: Path) -> None:
     edit(bare_env_file, _declare(OPENCLAW, VLLM))  # declared consumer first: the component orders them
     preview = ok(run.engine.preview())
-    step = next(s for s in preview.steps if s.urn.endswith("gpuaas:AppInstance::app-openclaw"))
-    assert step.op.value == "create"
-    assert any(d.endswith("gpuaas:AppInstance::app-vllm-chat") for d in (step.newState or {})["dependencies"])
+    step = planned(preview, "gpuaas:AppInstance::app-openclaw")
+    assert step["op"] == "create"
+    assert any(d.endswith("gpuaas:AppInstance::app-vllm-chat") for d in step["newState"]["dependencies"])
 
     up = ok(run.engine.up())
     vllm, claw = run.live("vllm-chat"), run.live("openclaw")

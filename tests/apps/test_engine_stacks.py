@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from providers.common import UNKNOWN
+from tests.fixtures.preview import planned
 
 from .conftest import REPO, edit
 
@@ -18,17 +19,17 @@ def test_dev_previews_its_rke2_instance_bound_to_its_machine(engine_factory: Any
     engine = engine_factory(REPO, "dev", config={"gpuaas-infra:environment": "dev"}, backend=tmp_path / "backend")
     preview = engine.preview(timeout=300)
     assert preview.ok, preview.errors()
-    step = next(s for s in preview.steps if s.urn.endswith("gpuaas:AppInstance::app-rke2-lab"))
-    assert step.op.value == "create"
-    state = step.newState or {}
+    step = planned(preview, "gpuaas:AppInstance::app-rke2-lab")
+    assert step["op"] == "create"
+    state = step["newState"]
     inputs = state["inputs"]
     assert inputs["topology"] == {"dev-gpu-1": "worker_compute", "dev-lab-1": "app_control"}
     assert inputs["instance"]["members"]["server"]["nodes"] == ["dev-lab-1"]
     # the app_control host is not a MAAS machine: the platform places it; the agent waits for the machine
     assert inputs["placements"]["server"] == [None] and inputs["placements"]["agent"] == UNKNOWN
     assert any(d.endswith("gpuaas:MaasMachine::machine-dev-gpu-1") for d in state["dependencies"])
-    slurm = next(s for s in preview.steps if s.urn.endswith("gpuaas:AppInstance::app-slurm-lab"))
-    assert slurm.op.value == "create" and (slurm.newState or {})["inputs"]["placements"] == {
+    slurm = planned(preview, "gpuaas:AppInstance::app-slurm-lab")
+    assert slurm["op"] == "create" and slurm["newState"]["inputs"]["placements"] == {
         "controller": [], "worker": []}
 
 def test_a_controller_on_a_worker_compute_host_is_refused(engine_factory: Any, tmp_path: Path,

@@ -10,8 +10,9 @@ temporary directory: the commands take a path too) with the real https URLs and 
 `gpuaas-infra secrets <env> --template`; fills it; one `vault kv put -mount=... <path> key=@file` per
 path (OpenBao's `bao` CLI, which takes the same arguments and VAULT_* variables); `gpuaas-infra doctor
 <env>` until it is green; then the first `pulumi up` of a new stack named after the environment
-(the CLI-free engine here: docs/engine.md). The only test knob is `machine_time_scale`, which shortens
-the provider's waits for the simulated MAAS (no endpoint or credential comes from it).
+(the real Pulumi CLI, tools/pulumi_cli, on a local file backend). The only test knob is
+`machine_time_scale`, which shortens the provider's waits for the simulated MAAS (no endpoint or
+credential comes from it).
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from environments import load_environment
 from simulators.localstack import LocalStack
 from simulators.openbao import bao_binary
 from simulators.tls import PrivateCa, TlsFront
+from tests.fixtures.backend import state_text
 
 REPO = Path(__file__).resolve().parents[2]
 SITE = "newsite"
@@ -176,10 +178,9 @@ def test_a_newcomer_reaches_a_green_doctor_and_a_successful_up(
     assert out.rstrip().endswith("checks: 0 FAIL, 0 SKIP"), out
 
     # The first `pulumi up` of stack `newsite` (its environment is the file; secrets from Vault at run time)
-    state = tmp_path / "state.json"
     engine = engine_factory(REPO, SITE, config={"gpuaas-infra:environment": str(env_file),
                                                 "gpuaas-infra:machine_time_scale": "0.001"},
-                            state_path=state, env={"VAULT_TOKEN": site.vault_token})
+                            backend=tmp_path / "backend", env={"VAULT_TOKEN": site.vault_token})
     up = engine.up(timeout=100)
     assert up.ok, up.errors()
     machines = up.outputs["machines"]
@@ -189,5 +190,6 @@ def test_a_newcomer_reaches_a_green_doctor_and_a_successful_up(
     assert text.count('"Deployed"') >= 4, text[:2000]
     assert up.outputs["app_instances"], up.outputs
 
+    state = state_text(engine)
     for secret in _secrets(site, filled):
-        assert secret not in out and secret not in up.log and secret not in state.read_text(), "a secret leaked"
+        assert secret not in out and secret not in up.log and secret not in state, "a secret leaked"

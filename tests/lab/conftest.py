@@ -23,14 +23,14 @@ from pydantic import SecretStr
 
 from clients.vault import VaultAuthMethod, VaultCredentials, VaultReader, VaultSettings
 from components.host_roles import spec_for
-from components.settings import NAMESPACE, ArtifactPin, StackSettings
-from engine.config import load_stack_config
+from components.settings import ArtifactPin, StackSettings
 from environments import load_environment
 from lab import Lab, LabInfo
 from providers.common import VaultInputs
 from providers.host_convergence import HostConvergenceSpec, SecretReader
 from simulators.openbao import OpenBaoDevServer
 from tests.fixtures.lab_gate import require_lab
+from tests.fixtures.stack_config import committed_config
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -106,10 +106,9 @@ def lab_reader(lab_vault: OpenBaoDevServer) -> SecretReader:
 
 
 def committed_stack_config(stack: str) -> dict[str, str]:
-    """stacks/Pulumi.<stack>.yaml's config as the program reads it (un-namespaced keys, strings),
-    read the way the engine (and the Pulumi CLI) hands it to the program."""
-    values = load_stack_config(REPO, stack).values
-    return {k.removeprefix(f"{NAMESPACE}:"): v for k, v in values.items()}
+    """stacks/Pulumi.<stack>.yaml's config as the program reads it (un-namespaced keys, strings, as the
+    Pulumi CLI hands it to the program)."""
+    return committed_config(stack, REPO)
 
 
 @pytest.fixture(scope="session")

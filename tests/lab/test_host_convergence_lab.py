@@ -6,6 +6,7 @@ roles' services -> an unreachable host fails the run, named. Real SSH, real apt,
 from __future__ import annotations
 
 import json
+import os
 import time
 import urllib.request
 from pathlib import Path
@@ -22,6 +23,7 @@ from providers.host_convergence import (
     SecretReader,
     converge,
 )
+from tests.fixtures.backend import state_text
 
 from .conftest import DEV_HOSTS, record_phase
 
@@ -86,30 +88,89 @@ def test_converges_all_three_hosts(
 
 
 ENGINE_PROJECT = Path(__file__).parent / "engine_project"
+FORK_VAR = "GRPC_ENABLE_FORK_SUPPORT"
 
 
-def test_second_up_through_the_engine_changes_nothing_and_a_preview_lists_a_change(
+def _procs() -> dict[int, tuple[int, str]]:
+    """pid -> (parent pid, command line) of every process."""
+    out = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                stat = Path(f"/proc/{entry}/stat").read_text()
+                cmd = Path(f"/proc/{entry}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            except OSError:
+                continue
+            out[int(entry)] = (int(stat.rsplit(")", 1)[1].split()[1]), cmd)
+    return out
+
+
+def _under(root: int, procs: dict[int, tuple[int, str]]) -> set[int]:
+    found, todo = set(), [root]
+    while todo:
+        parent = todo.pop()
+        for pid, (ppid, _) in procs.items():
+            if ppid == parent and pid not in found:
+                found.add(pid)
+                todo.append(pid)
+    return found
+
+
+def _environ(pid: int) -> dict[str, str]:
+    raw = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+    return dict(x.decode(errors="replace").split("=", 1) for x in raw if b"=" in x)
+
+
+def test_second_up_through_the_cli_changes_nothing_and_a_preview_lists_a_change(
     engine_factory: Any, lab: LabInfo, lab_spec: HostConvergenceSpec, lab_vault: Any,
-    lab_secrets: dict[str, str], tmp_path: Path,
+    lab_secrets: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """The CLI-free engine runs the real provider over gRPC: up (Vault via clients.vault), then a
-    preview of a changed variable, which runs --check --diff and prints what would change."""
+    """The real Pulumi CLI runs the real provider (the plugin `pulumi-resource-pulumi-python`, i.e.
+    `python -m pulumi.dynamic`) with nothing set by hand: no GRPC_ENABLE_FORK_SUPPORT anywhere, and
+    Ansible runs in a worker process the provider starts (`python -m clients.ansible`), not in the
+    provider's gRPC server. up (Vault via clients.vault), then a preview of a changed variable, which
+    runs --check --diff and prints what would change."""
     if "first" not in _state:
         pytest.fail("the converge test did not leave its result: it failed or did not run first")
+    monkeypatch.delenv(FORK_VAR, raising=False)  # the CLI, hence the plugin, inherits this environment
 
     def engine_for(spec: HostConvergenceSpec) -> Any:
         cfg = {"gpuaas-infra:hostConvergenceSpec": spec.model_dump_json(),
                "gpuaas-infra:vault_token": lab_vault.root_token}
         return engine_factory(ENGINE_PROJECT, "lab", config=cfg, backend=tmp_path / "backend")
 
+    engine = engine_for(lab_spec)
     t0 = time.monotonic()
-    up = engine_for(lab_spec).up(timeout=900)
-    record_phase("second run (engine up)", time.monotonic() - t0)
-    assert up.ok, up.errors() if hasattr(up, "errors") else up.log[-3000:]
+    handle = engine.start_up()
+    plugins: dict[int, dict[str, str]] = {}  # the provider server's pid -> its environment
+    workers: dict[int, int] = {}  # ansible worker pid -> its parent's pid
+    playbooks: dict[int, int] = {}  # ansible-playbook pid -> its parent's pid (ansible-runner forked it)
+    while handle.popen.poll() is None and time.monotonic() - t0 < 900:
+        procs = _procs()
+        for pid in _under(handle.pid, procs):
+            ppid, cmd = procs[pid]
+            try:
+                if "-m pulumi.dynamic" in cmd and pid not in plugins:
+                    plugins[pid] = _environ(pid)
+                elif "-m clients.ansible" in cmd:
+                    workers[pid] = ppid
+                elif "/ansible-playbook " in cmd and "/ansible-playbook " not in procs.get(ppid, (0, ""))[1]:
+                    playbooks.setdefault(pid, ppid)  # the playbook itself, not one of its forks
+            except OSError:
+                continue  # it ended between the two reads
+        time.sleep(0.2)
+    up = handle.wait(timeout=60)
+    record_phase("second run (CLI up)", time.monotonic() - t0)
+    assert up.ok, up.errors() or up.log[-3000:]
     assert up.outputs["changed_total"] == 0
     assert {h: r["changed"] for h, r in up.outputs["hosts"].items()} == dict.fromkeys(DEV_HOSTS, 0)
     assert {h: r["outcome"] for h, r in up.outputs["hosts"].items()} == dict.fromkeys(DEV_HOSTS, "ok")
     assert up.outputs["content_hash"] == _state["first"].content_hash
+    assert plugins, "never saw the dynamic-provider server (python -m pulumi.dynamic) under the CLI"
+    assert all(FORK_VAR not in env for env in plugins.values()), "the provider server has GRPC_ENABLE_FORK_SUPPORT"
+    assert workers, "never saw the ansible worker (python -m clients.ansible)"
+    assert set(workers.values()) <= set(plugins), "the ansible worker is a child of the provider server"
+    assert playbooks and set(playbooks.values()) <= set(workers), "ansible-runner forks in the worker only"
 
     changed = lab_spec.model_copy(update={"preview_check": True,
                                           "extra_vars": {"common_journald_max_retention": "14day"}})
@@ -118,12 +179,13 @@ def test_second_up_through_the_engine_changes_nothing_and_a_preview_lists_a_chan
     record_phase("preview of a change", time.monotonic() - t0)
     assert preview.ok, preview.log[-3000:]
     assert [s.op.value for s in preview.steps if "HostConvergence" in s.urn] == ["update"]
+    said = "\n".join(preview.messages())  # the provider's stderr, as the CLI's diagnostics
     for h in DEV_HOSTS:
-        assert f"[host-convergence preview] {h}: would change: Set journald retention" in preview.log
-    assert "+MaxRetentionSec=14day" in preview.log
-    assert "hosts that would change: dev-control-1, dev-gpu-1, dev-lab-1" in preview.log
+        assert f"[host-convergence preview] {h}: would change: Set journald retention" in said
+    assert "+MaxRetentionSec=14day" in said
+    assert "hosts that would change: dev-control-1, dev-gpu-1, dev-lab-1" in said
     assert "MaxRetentionSec=30day" in lab.ssh("dev-gpu-1", "cat /etc/systemd/journald.conf.d/gpuaas.conf").stdout
-    _assert_no_secret((tmp_path / "state.json").read_text() + up.log + preview.log, lab_secrets)
+    _assert_no_secret(state_text(engine) + up.log + preview.log + said, lab_secrets)
 
 
 def _active(lab: LabInfo, host: str) -> set[str]:

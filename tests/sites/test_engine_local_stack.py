@@ -1,4 +1,4 @@
-"""The sites area of the local stack through the CLI-free engine, against the embedded servers
+"""The sites area of the local stack run by the real Pulumi CLI (tools/pulumi_cli), against the embedded servers
 (simulators/localstack.py: MAAS + platform simulators, OpenBao, moto S3)."""
 
 from __future__ import annotations
@@ -12,9 +12,10 @@ import pytest
 import yaml
 
 from simulators.localstack import LocalStack
+from tests.fixtures.backend import state_text
 
 PROJECT = Path(__file__).parent / "engine_project"
-pytestmark = pytest.mark.slow  # engine runs: a subprocess per operation
+pytestmark = pytest.mark.slow  # CLI runs: a subprocess per operation
 REPO_ENVS = Path(__file__).resolve().parents[2] / "environments"
 TEMPLATES = Path(__file__).resolve().parents[2] / "providers" / "bundle_templates"
 
@@ -72,8 +73,8 @@ def test_up_creates_everything_second_up_changes_nothing_and_state_has_no_secret
     assert len(addresses) == len(set(addresses)) == 32
     second = engine.up(timeout=300)
     assert second.ok and set(ops(second).values()) == {"same"}, ops(second)
-    # No secret value anywhere in the state file or the engine's output.
-    state = (tmp_path / "state.json").read_text()
+    # No secret value anywhere in the stack's state (checkpoint, backups, history) or the CLI's output.
+    state = state_text(engine)
     secrets = world.secret_values()
     assert secrets and not [s for s in secrets if s in state or s in first.log or s in second.log]
 
@@ -151,11 +152,11 @@ def test_refresh_right_after_up_reports_no_drift(engine_factory: Any, world: Loc
     engine = make_engine(engine_factory, world, tmp_path)
     first = engine.up(timeout=300)
     assert first.ok, first.errors() or first.log[-2000:]
-    state = tmp_path / "state.json"
-    before = {r["urn"]: r.get("outputs") for r in yaml.safe_load(state.read_text())["resources"]}
+    # `pulumi stack export --show-secrets`: secret values compared decrypted (each save re-encrypts them)
+    before = {urn: r.get("outputs") for urn, r in engine.resources(show_secrets=True).items()}
     refreshed = engine.refresh(timeout=300)
     assert refreshed.ok, refreshed.errors()
-    after = {r["urn"]: r.get("outputs") for r in yaml.safe_load(state.read_text())["resources"]}
+    after = {urn: r.get("outputs") for urn, r in engine.resources(show_secrets=True).items()}
     changed = {u.rsplit("::", 1)[-1]: sorted(k for k in {*before[u], *after[u]} if before[u].get(k) != after[u].get(k))
                for u in before if before[u] != after.get(u)}
     detail = [d for u in before if before[u] != after.get(u) for d in _differences(before[u], after.get(u), u)]

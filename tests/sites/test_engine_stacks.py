@@ -1,4 +1,4 @@
-"""dev, staging and prod declare their sites, profiles, bundles and RoCE assignments (engine preview:
+"""dev, staging and prod declare their sites, profiles, bundles and RoCE assignments (a `pulumi preview`:
 check runs for real - templates render, RoCE tables are computed - and nothing is contacted)."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 PROJECT = Path(__file__).parent / "engine_project"
-pytestmark = pytest.mark.slow  # engine runs: a subprocess per operation
+pytestmark = pytest.mark.slow  # CLI runs: a subprocess per operation
 
 EXPECTED = {
     "dev": {"bundle-lab-h200", "profile-lab-h200-lab", "roce-lab"},

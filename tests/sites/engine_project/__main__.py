@@ -1,4 +1,4 @@
-"""The real program's first step and the sites builder only: the engine tests of issue 5 exercise
+"""The real program's first step and the sites builder only: the CLI tests of issue 5 exercise
 sites, profiles, bundles and RoCE assignments without depending on other areas' builders."""
 
 import pulumi
