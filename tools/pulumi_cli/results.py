@@ -200,7 +200,7 @@ def _step(meta: dict[str, Any], failed: bool = False, at: float | None = None) -
 
 def read_events(path: Path) -> list[dict[str, Any]]:
     """The event log's events; a torn last line (the run was killed mid-write) is dropped."""
-    out = []
+    out: list[dict[str, Any]] = []
     if not path.exists():
         return out
     for line in path.read_text(errors="replace").splitlines():
