@@ -176,11 +176,11 @@ def _write_private(path: Path, text: str) -> None:
 
 def _run_here(req: PlaybookRun, on_event: Callable[[TaskEvent], None] | None = None,
               cancelled: Callable[[], bool] = lambda: False) -> RunResult:
+    # size: one private dir's whole life (key, known_hosts, event handler, run, cleanup) in one try/finally
     """Run the playbook in this process (the worker's side); per-host stats, the changes (with diffs) and
     the failures. `cancelled` is polled: when it turns true ansible-runner stops the run."""
     import ansible_runner  # only the worker process imports it
 
-    # size: one private dir's whole life (key, known_hosts, event handler, run, cleanup) in one try/finally
     top = Path(tempfile.mkdtemp(prefix="gpuaas-ansible-"))  # mkdtemp: mode 0700
     pdd = top / "pdd"
     t0 = time.monotonic()

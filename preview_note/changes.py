@@ -74,6 +74,7 @@ def kind_of(type_: str) -> str:
 
 
 def _fold(urn: str, steps: list[Step]) -> Change | None:
+    # size: one resource's steps folded into one change, every op the CLI sends handled in one place
     # `preview --refresh`: a refresh step (old = the state before the refresh) and then the step planned
     # against the refreshed state, whose old state is the one that counts.
     planned = [s for s in steps if s.op not in (Op.REFRESH, Op.READ, Op.SAME)]

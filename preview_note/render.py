@@ -189,6 +189,7 @@ def summary_line(stack: str, changes: list[Change], harmful: list[Destructive], 
 
 
 def _resource_lines(change: Change, steps: list, environment: str) -> list[str]:
+    # size: a reviewer's lines for one resource, top to bottom as the note prints them
     extra = ""
     if change.action is Action.REPLACE and change.delete_before_replace:
         extra = " (delete before replace)"

@@ -1,6 +1,6 @@
 """Imports run one way (docs/architecture.md): environments and clients are leaves; providers use
 clients and only the environment's pure rule functions; components wire environments to providers;
-product code never imports the simulators, the engine or any other support code."""
+product code never imports the simulators, the tools or any other support code."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 OURS = {p.name for p in REPO.iterdir() if (p / "__init__.py").exists()} | {"__main__"}
-SUPPORT = {"simulators", "engine", "preview_note", "ci_lint", "lab", "tools", "tests", "benchmarks", "policy", "cli"}
+SUPPORT = {"simulators", "preview_note", "ci_lint", "lab", "tools", "tests", "benchmarks", "policy", "cli"}
 # layer -> what of ours it may import (a module path prefix: "environments" or "environments.rules")
 ALLOWED: dict[str, tuple[str, ...]] = {
     "clients": ("clients",),
@@ -71,10 +71,10 @@ def test_product_code_never_imports_support_code() -> None:
 def test_the_checker_sees_a_back_edge(tmp_path: Path) -> None:
     """The scan must be able to fail: a relative and an absolute back edge are both found."""
     fake = REPO / "clients" / "_layer_probe.py"
-    fake.write_text("from providers.kind import KindDescriptor\nfrom ..engine import api\n")
+    fake.write_text("from providers.kind import KindDescriptor\nfrom ..tools import demo\n")
     try:
         names = [n for _, n in _imports(fake)]
     finally:
         fake.unlink()
-    assert names == ["providers.kind.KindDescriptor", "engine.api"], names
+    assert names == ["providers.kind.KindDescriptor", "tools.demo"], names
     assert not any(_allowed(n, ALLOWED["clients"]) for n in names)

@@ -211,74 +211,86 @@ def read_events(path: Path) -> list[dict[str, Any]]:
     return out
 
 
-def result_from_events(operation: Operation, events: list[dict[str, Any]], exit_code: int, log: str,
-                       preview: dict[str, Any] | None = None, times: list[float] | None = None) -> EngineResult:
-    pre: list[Step] = []
-    done: list[Step] = []
-    failed: list[Step] = []
-    diagnostics: list[Diagnostic] = []
-    violations: list[PolicyViolation] = []
-    policies_run: set[str] = set()
-    summary: dict[str, Any] | None = None
-    began: dict[tuple[str, str], float] = {}  # (urn, op) -> when its pre event arrived
-    for i, event in enumerate(events):
-        at = times[i] if times and i < len(times) else None
+class _Events:
+    """The events of one run, sorted into steps (started, done, failed), diagnostics and policy results."""
+
+    def __init__(self, operation: Operation) -> None:
+        self.operation = operation
+        self.pre: list[Step] = []
+        self.done: list[Step] = []
+        self.failed: list[Step] = []
+        self.diagnostics: list[Diagnostic] = []
+        self.violations: list[PolicyViolation] = []
+        self.policies_run: set[str] = set()
+        self.summary: dict[str, Any] | None = None
+        self._began: dict[tuple[str, str], float] = {}  # (urn, op) -> when its pre event arrived
+
+    def add(self, event: dict[str, Any], at: float | None) -> None:
         step_event = event.get("resourcePreEvent") or event.get("resOutputsEvent")
-        if step_event and step_event.get("planning") and operation is not Operation.PREVIEW:
-            continue  # the preview an `up` (refresh, destroy) starts with: planned, not done
+        if step_event and step_event.get("planning") and self.operation is not Operation.PREVIEW:
+            return  # the preview an `up` (refresh, destroy) starts with: planned, not done
         if "resourcePreEvent" in event:
             step = _step(event["resourcePreEvent"]["metadata"], at=at)
-            pre.append(step)
+            self.pre.append(step)
             if at is not None:
-                began[(step.urn, step.op)] = at
-        elif "resOutputsEvent" in event:
-            step = _step(event["resOutputsEvent"]["metadata"])
-            step.started_s, step.finished_s = began.get((step.urn, step.op)), at
-            done.append(step)
-        elif "resOpFailedEvent" in event:
-            step = _step(event["resOpFailedEvent"]["metadata"], failed=True)
-            step.started_s, step.finished_s = began.get((step.urn, step.op)), at
-            failed.append(step)
+                self._began[(step.urn, step.op)] = at
+        elif "resOutputsEvent" in event or "resOpFailedEvent" in event:
+            failed = "resOpFailedEvent" in event
+            step = _step(event["resOpFailedEvent" if failed else "resOutputsEvent"]["metadata"], failed=failed)
+            step.started_s, step.finished_s = self._began.get((step.urn, step.op)), at
+            (self.failed if failed else self.done).append(step)
         elif "diagnosticEvent" in event:
             d = event["diagnosticEvent"]
-            if d.get("severity") == Severity.DEBUG:
-                continue
-            diagnostics.append(Diagnostic(urn=d.get("urn") or None, prefix=d.get("prefix"),
-                                          message=d.get("message", ""), severity=Severity(d["severity"])))
+            if d.get("severity") != Severity.DEBUG:
+                self.diagnostics.append(Diagnostic(urn=d.get("urn") or None, prefix=d.get("prefix"),
+                                                   message=d.get("message", ""), severity=Severity(d["severity"])))
         elif "policyEvent" in event:
             fields = PolicyViolation.model_fields
-            violations.append(PolicyViolation(**{k: v for k, v in event["policyEvent"].items() if k in fields}))
+            self.violations.append(PolicyViolation(**{k: v for k, v in event["policyEvent"].items() if k in fields}))
         elif "policyAnalyzeSummaryEvent" in event or "policyAnalyzeStackSummaryEvent" in event:
             judged = event.get("policyAnalyzeSummaryEvent") or event.get("policyAnalyzeStackSummaryEvent") or {}
-            policies_run.update(judged.get("passed") or [], judged.get("failed") or [])
+            self.policies_run.update(judged.get("passed") or [], judged.get("failed") or [])
         elif "summaryEvent" in event:
-            summary = event["summaryEvent"]
-    # A preview's steps are planned (pre events); a run's are those that finished or failed. A component
-    # that never registers outputs has no outputs event: the engine counts its step done when it starts,
-    # so once the run reached its summary, a component's started step counts as done.
-    if operation is not Operation.PREVIEW and summary is not None:
-        ended = {(s.urn, s.op) for s in done + failed}
-        done += [s for s in pre if (s.urn, s.op) not in ended and s.new is not None and not s.new.custom
-                 and s.type != ROOT_STACK_TYPE]
-    steps = (pre if operation is Operation.PREVIEW else done) + failed
+            self.summary = event["summaryEvent"]
+
+    def steps(self) -> list[Step]:
+        """A preview's steps are planned (pre events); a run's are those that finished or failed. A
+        component that never registers outputs has no outputs event: the engine counts its step done when
+        it starts, so once the run reached its summary, a component's started step counts as done."""
+        if self.operation is Operation.PREVIEW:
+            return self.pre + self.failed
+        done = list(self.done)
+        if self.summary is not None:
+            ended = {(s.urn, s.op) for s in self.done + self.failed}
+            done += [s for s in self.pre if (s.urn, s.op) not in ended and s.new is not None
+                     and not s.new.custom and s.type != ROOT_STACK_TYPE]
+        return done + self.failed
+
+
+def result_from_events(operation: Operation, events: list[dict[str, Any]], exit_code: int, log: str,
+                       preview: dict[str, Any] | None = None, times: list[float] | None = None) -> EngineResult:
+    seen = _Events(operation)
+    for i, event in enumerate(events):
+        seen.add(event, times[i] if times and i < len(times) else None)
     stack_outputs: dict[str, Any] = {}
-    for step in done:
+    for step in seen.done:
         if step.type == ROOT_STACK_TYPE and step.new is not None:
             stack_outputs = step.new.outputs
+    summary = seen.summary or {}
     return EngineResult(
         operation=operation,
         ok=exit_code == 0,
-        steps=steps,
-        changeSummary=dict((summary or {}).get("resourceChanges") or {}),
-        diagnostics=diagnostics,
+        steps=seen.steps(),
+        changeSummary=dict(summary.get("resourceChanges") or {}),
+        diagnostics=seen.diagnostics,
         outputs=stack_outputs,
-        failed=list(dict.fromkeys(s.urn for s in failed)),
+        failed=list(dict.fromkeys(s.urn for s in seen.failed)),
         exitCode=exit_code,
-        durationNs=int((summary or {}).get("durationSeconds") or 0) * 1_000_000_000,
+        durationNs=int(summary.get("durationSeconds") or 0) * 1_000_000_000,
         log=log,
         preview=preview,
-        summary=summary is not None,
-        policyViolations=violations,
-        policyPacks=dict((summary or {}).get("PolicyPacks") or {}),
-        policiesRun=sorted(policies_run),
+        summary=seen.summary is not None,
+        policyViolations=seen.violations,
+        policyPacks=dict(summary.get("PolicyPacks") or {}),
+        policiesRun=sorted(seen.policies_run),
     )

@@ -113,34 +113,15 @@ def _command(req: RunRequest, port: int, events: Path) -> list[str]:
     ]
 
 
-def run(req: RunRequest) -> EngineResult:
-    # Imported here: the SDK's gRPC server is only needed in this process.
-    import grpc
-    from pulumi.automation._server import LanguageServer
-    from pulumi.runtime.proto import language_pb2_grpc
-
-    project_dir = req.project_dir.resolve()
-    sys.path.insert(0, str(project_dir))
-    os.chdir(project_dir)
-    t0 = time.monotonic()
-
-    def clock() -> float:
-        return time.monotonic() - t0
-
-    program_runs: list[tuple[float, float]] = []
-    server = grpc.server(futures.ThreadPoolExecutor(max_workers=4), options=_GRPC_OPTIONS)
-    language_pb2_grpc.add_LanguageRuntimeServicer_to_server(
-        LanguageServer(_program(project_dir, clock, program_runs)), server)
-    port = server.add_insecure_port("127.0.0.1:0")
-    server.start()
-
+def _run_cli(req: RunRequest, port: int, clock: Any) -> tuple[int, str, list[float], float]:
+    """Run the CLI, its output passed through to cli.log (and here when echoing); (exit code, its stdout,
+    each event's arrival time, its wall time)."""
     events = req.run_dir / "events.jsonl"
-    log_path = req.run_dir / "cli.log"
     env = cli_env(req.pulumi_home, req.backend_url, req.env)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(project_dir), env.get("PYTHONPATH", "")) if p)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(req.project_dir), env.get("PYTHONPATH", "")) if p)
     stdout_chunks: list[str] = []
     lock = threading.Lock()
-    with open(log_path, "w") as log:
+    with open(req.run_dir / "cli.log", "w") as log:
         proc = subprocess.Popen(_command(req, port, events), cwd=req.workspace_dir, env=env,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, errors="replace")
         (req.run_dir / "cli.pid").write_text(str(proc.pid))
@@ -164,17 +145,41 @@ def run(req: RunRequest) -> EngineResult:
         code = proc.wait()
         for t in threads:
             t.join()
-        times = tail.stop()
-        wall = clock()
-    server.stop(0)
+        return code, "".join(stdout_chunks), tail.stop(), clock()
+
+
+def run(req: RunRequest) -> EngineResult:
+    # Imported here: the SDK's gRPC server is only needed in this process.
+    import grpc
+    from pulumi.automation._server import LanguageServer
+    from pulumi.runtime.proto import language_pb2_grpc
+
+    req = req.model_copy(update={"project_dir": req.project_dir.resolve()})
+    sys.path.insert(0, str(req.project_dir))
+    os.chdir(req.project_dir)
+    t0 = time.monotonic()
+
+    def clock() -> float:
+        return time.monotonic() - t0
+
+    program_runs: list[tuple[float, float]] = []
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=4), options=_GRPC_OPTIONS)
+    language_pb2_grpc.add_LanguageRuntimeServicer_to_server(
+        LanguageServer(_program(req.project_dir, clock, program_runs)), server)
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    try:
+        code, stdout, times, wall = _run_cli(req, port, clock)
+    finally:
+        server.stop(0)
     preview = None
     if req.operation is Operation.PREVIEW and req.preview_json:
         try:
-            preview = json.loads("".join(stdout_chunks))
+            preview = json.loads(stdout)
         except ValueError:
             preview = None  # the CLI failed before it could print its document; the log says why
-    result = result_from_events(req.operation, read_events(events), code, log_path.read_text(errors="replace"),
-                                preview, times)
+    log = (req.run_dir / "cli.log").read_text(errors="replace")
+    result = result_from_events(req.operation, read_events(req.run_dir / "events.jsonl"), code, log, preview, times)
     result.wall_s = wall
     result.program_runs = program_runs
     return result
