@@ -180,6 +180,8 @@ def test_v1_state_refresh_noop_up_destroy(engine_factory: Any, world: RestoredWo
 
     again = engine.up()
     assert again.ok and set(_ops(again).values()) == {StepOp.SAME.value}, _ops(again)
+    quiet = engine.preview(expect_no_changes=True)
+    assert quiet.ok, quiet.changed()
 
     down = engine.destroy()
     assert down.ok, down.errors()
