@@ -5,10 +5,12 @@ duplicate machine (hostname, system_id, MAC), every declared machine is Deployed
 platform (one active node, the one the stack's outputs and MAAS owner data name), one Slurm instance.
 
 A stage is one step start of the run: the run's event log (the CLI's `--event-log`, the EngineHandle's
-`events.jsonl`) is watched and the whole run (runner, CLI, provider plugin) is SIGKILLed right after its
-Nth `resourcePreEvent`, for N over every step of a clean run of the same change (counted first). The
-preview `pulumi up` runs before its update logs no events: that stage is killed once the CLI has printed
-`Previewing update`, before any step started. Two runs are staged:
+`events.jsonl`) is watched and the whole run (runner, CLI, provider plugin) is SIGKILLed right after the
+update's Nth `resourcePreEvent`, for N over every step of a clean run of the same change (counted first);
+each step that changes a resource through the provider is killed once more while it is under way (the
+CLI saved it as pending: the provider call is going). The preview `pulumi up` runs first is killed once,
+as it plans its first dynamic resource (its events are logged with `planning: true`, and the log is
+truncated when the update starts). Two runs are staged:
 - the first `up` of a fresh stack (a fresh world per stage: the simulators start in about a second);
 - an `up` that redeploys the standalone machine (a delete-before-replace, and the app instance pinned to
   it updates), all stages in one world, the machine's deploy input toggled before each.
@@ -36,17 +38,23 @@ RUN_TIMEOUT_S = 300
 ATTEMPTS = 3  # runs to catch a step under way (a quick one may be done before the checkpoint is read)
 
 
-def _pre_events(path: Path) -> list[dict[str, Any]]:
-    """The `resourcePreEvent` metadata logged so far (a line still being written is left for later)."""
+def _pre_events(path: Path, planning: bool = False) -> list[dict[str, Any]]:
+    """The `resourcePreEvent` metadata logged so far, of the update (or, `planning`, of the preview `up`
+    runs first: the CLI logs the preview's events with `planning: true`, then truncates the log when the
+    update starts). A line still being written is left for later."""
     if not path.exists():
         return []
     out = []
     for line in path.read_text(errors="replace").splitlines(keepends=True):
-        if not line.endswith("\n"):
+        try:
+            event = json.loads(line) if line.endswith("\n") else None
+        except ValueError:  # read across the truncation at the update's start
+            event = None
+        if event is None:
             break
-        event = json.loads(line)
-        if "resourcePreEvent" in event:
-            out.append(event["resourcePreEvent"]["metadata"])
+        pre = event.get("resourcePreEvent")
+        if pre is not None and bool(pre.get("planning")) == planning:
+            out.append(pre["metadata"])
     return out
 
 
@@ -121,20 +129,21 @@ def kill_under_way(world: World, handle: EngineHandle, step: dict[str, Any]) -> 
 
 
 def kill_in_preview(handle: EngineHandle) -> str:
-    """SIGKILL the run during the preview `up` runs first: once the CLI printed `Previewing update` and a
-    moment later, before any step of the update started."""
+    """SIGKILL the run in the preview `up` runs first, once it planned its first step on a dynamic resource
+    (the provider's check and diff are going), before any step of the update started."""
+    events = handle.run_dir / "events.jsonl"
     deadline = time.monotonic() + RUN_TIMEOUT_S
-    while "Previewing update" not in handle.log():
+    while not (planned := [m for m in _pre_events(events, planning=True)
+                           if m["type"].startswith("pulumi-python:dynamic/")]):
         assert handle.popen.poll() is None, f"the run ended before its preview: {handle.log()[-2000:]}"
         assert time.monotonic() < deadline, "the preview never started"
-        time.sleep(0.01)
-    time.sleep(0.5)
+        time.sleep(0.005)
     handle.kill()
-    started = _pre_events(handle.run_dir / "events.jsonl")
+    started = _pre_events(events)
     log = handle.log()
     handle.wait(timeout=30)
     assert not started and "Updating (" not in log, f"killed too late for a preview stage: {started}"
-    return "preview"
+    return f"the preview, planning {_step(planned[0])}"
 
 
 def pending(world: World) -> list[str]:
