@@ -123,7 +123,7 @@ class World:
         return dict(pool.get(hostname) or {})
 
     def recover(self) -> None:
-        """What an operator runs after a killed `pulumi up` (docs/operations.md, "A run was killed"):
+        """What an operator runs after a killed `pulumi up` (docs/recovery.md, "A run was killed"):
         `pulumi cancel` for the lock the killed run left, then `pulumi refresh --clear-pending-creates`
         (the next `up` creates those resources again and the providers adopt what they find)."""
         self.engine.cancel()

@@ -168,7 +168,7 @@ def test_provider_killed_mid_deploy_then_rerun(
         pytest.fail("no machine reached Deploying")
     handle.kill()
     handle.wait(timeout=30)
-    # What the operator runs (docs/operations.md, "A run was killed"): the lock a killed run leaves
+    # What the operator runs (docs/recovery.md, "A run was killed"): the lock a killed run leaves
     # stays until `pulumi cancel`; pending creates stay until `refresh --clear-pending-creates`.
     # The CLI refuses before its engine starts, so the refusal is in its output, not an engine event.
     refused = engine.up()
