@@ -1,10 +1,13 @@
-"""State written by an older gpuaas-infra keeps working (issue: state files are a contract).
+"""State written by an older gpuaas-infra keeps working (issue: state is a contract).
 
-`state_v1/` holds the `local` stack's state file as the code at 1ad1b86 wrote it after two `up`s,
-plus the simulators' stores at that moment (see `state_v1/capture.py`). The test stands that world up
-again (same MAAS machines and system_ids, same platform nodes, same bundle objects), points the old
-state at the new endpoints (operators' endpoints do not move between runs; ours are ephemeral
-ports), then runs refresh, preview, a no-op `up` and destroy with the current code.
+`state_v1/` holds the `local` stack's state as the code at 1ad1b86 wrote it after two `up`s, plus the
+simulators' stores at that moment (see `state_v1/capture.py`). That code's engine kept its own state
+file (`state_v1/state.json`); `state_v1/convert.py` turned it once into the Pulumi deployment the real
+CLI holds for the same resources (`deployment.json`, secrets encrypted for the test passphrase, the
+stack's salt in `encryptionsalt`). The test stands that world up again (same MAAS machines and
+system_ids, same platform nodes, same bundle objects), creates a `local` stack with that salt, imports
+the deployment pointed at the new endpoints (operators' endpoints do not move between runs; ours are
+ephemeral ports), then runs refresh, preview, a no-op `up` and destroy of today's program with the real CLI.
 """
 
 from __future__ import annotations
@@ -16,14 +19,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from clients.platform.models import Role
-from engine.model import StepOp
 from simulators.localstack import LocalStack, maas_inventory
 from simulators.maas import MaasSimulator
 from simulators.openbao import OpenBaoDevServer
 from simulators.platform import PlatformSimulator
 from simulators.s3 import MotoS3Server
+from tools.pulumi_cli.results import SECRET_SIG, StepOp
 
 REPO = Path(__file__).resolve().parents[2]
 FIXTURE = Path(__file__).parent / "state_v1"
@@ -65,7 +69,11 @@ class RestoredWorld(LocalStack):
 
     def start(self) -> RestoredWorld:
         env, blob = self.env, self.blob
-        self.vault = OpenBaoDevServer().start()
+        # Vault as v1 left it, down to its token: a plain `pulumi refresh` runs no program, so it configures
+        # the dynamic provider from the provider's inputs in state (the config of the last up, v1's token).
+        vault = OpenBaoDevServer()
+        vault.root_token = blob["urls"]["gpuaas-infra:vault_token"]
+        self.vault = vault.start()
         self.s3 = MotoS3Server().start()
         self.s3.create_bucket(env.artifact_store.bucket, versioning=True)
         client = self.s3.client()
@@ -89,23 +97,30 @@ class RestoredWorld(LocalStack):
         return self
 
 
-def _old_state(world: RestoredWorld, path: Path) -> None:
-    """The v1 state pointed at this world: its endpoints, and the bundle's S3 version (moto numbers
-    the re-uploaded object anew; a real bucket keeps its versions)."""
-    text = (FIXTURE / "state.json").read_text()
+def _old_deployment(world: RestoredWorld) -> dict[str, Any]:
+    """The v1 deployment pointed at this world: its endpoints, and the bundle's S3 version (moto numbers
+    the re-uploaded object anew; a real bucket keeps its versions). No secret holds an endpoint, so the
+    encrypted deployment is edited as it is."""
+    text = (FIXTURE / "deployment.json").read_text()
     new = world.stack_config()
     for key, old_url in world.blob["urls"].items():
         if key.startswith("gpuaas-infra:embedded_"):
             text = text.replace(old_url.rstrip("/"), new[key].rstrip("/"))
     assert world.s3 is not None
     client = world.s3.client()
-    for res in json.loads(text)["resources"]:
+    for res in json.loads(text)["deployment"]["resources"]:
         ref = (res.get("outputs") or {}).get("ref")
         if isinstance(ref, dict) and ref.get("version_id"):
             head = client.head_object(Bucket=ref["bucket"], Key=ref["key"])
             text = text.replace(ref["version_id"], head["VersionId"])
-    path.write_text(text)
-    path.chmod(0o600)
+    return dict(json.loads(text))
+
+
+def _v1_stack(engine: Any) -> None:
+    """Give the engine's `local` stack the salt the fixture's secrets were encrypted with (before `pulumi
+    stack init`, which keeps a salt the stack file already has)."""
+    engine.stack_file.parent.mkdir(parents=True, exist_ok=True)
+    engine.stack_file.write_text(yaml.safe_dump({"encryptionsalt": (FIXTURE / "encryptionsalt").read_text().strip()}))
 
 
 def _ops(result: Any) -> dict[str, str]:
@@ -126,19 +141,30 @@ def world() -> Any:
 
 
 def test_v1_state_refresh_noop_up_destroy(engine_factory: Any, world: RestoredWorld, tmp_path: Path) -> None:
-    state_path = tmp_path / "state.json"
-    _old_state(world, state_path)
-    recorded = json.loads(state_path.read_text())
-    for res in recorded["resources"]:
+    deployment = _old_deployment(world)
+    recorded = deployment["deployment"]["resources"]
+    for res in recorded:
         provider = (res.get("inputs") or {}).get("__provider", "")
         assert not provider or res["type"].startswith("pulumi-python:dynamic/")
+        assert res["type"].startswith("pulumi-python:dynamic/") == bool(res.get("provider")), res["urn"]
     before = {h: m["system_id"] for h, m in _maas(world).items()}
     assert set(before) == set(MACHINES) and {m["status_name"] for m in _maas(world).values()} == {"Deployed"}
 
-    engine = engine_factory(REPO, "local", config=world.stack_config(), state_path=state_path)
+    engine = engine_factory(REPO, "local", config=world.stack_config(), backend=tmp_path / "backend")
+    _v1_stack(engine)
+    engine.import_(deployment)
+    # The CLI decrypts the fixture's secrets with the test passphrase and the stored salt: the provider's
+    # config as v1 ran it (its Vault token, the one secret).
+    shown = engine.resources(show_secrets=True)
+    (provider,) = [r for r in shown.values() if r["type"] == "pulumi:providers:pulumi-python"]
+    token = provider["inputs"]["gpuaas-infra:vault_token"]
+    assert token[SECRET_SIG] == "1b47061264138c4ac30d75fd1eb44270"
+    assert json.loads(token["plaintext"]) == world.blob["urls"]["gpuaas-infra:vault_token"]
+    assert set(shown) == {r["urn"] for r in recorded}
+
     refreshed = engine.refresh()
     assert refreshed.ok, refreshed.errors()
-    assert len(json.loads(state_path.read_text())["resources"]) == len(recorded["resources"]), "refresh lost a resource"
+    assert len(engine.resources()) == len(recorded), "refresh lost a resource"
 
     preview = engine.preview()
     assert preview.ok, preview.errors()
@@ -154,6 +180,8 @@ def test_v1_state_refresh_noop_up_destroy(engine_factory: Any, world: RestoredWo
 
     again = engine.up()
     assert again.ok and set(_ops(again).values()) == {StepOp.SAME.value}, _ops(again)
+    quiet = engine.preview(expect_no_changes=True)
+    assert quiet.ok, quiet.changed()
 
     down = engine.destroy()
     assert down.ok, down.errors()

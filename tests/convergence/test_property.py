@@ -3,7 +3,7 @@
 drift, nothing is duplicated, and every machine keeps its platform node id unless it was redeployed.
 
 Each example is a random sequence of actions on the `local` stack (a standalone machine, a pool,
-one Slurm instance) against the embedded simulators, driven through the CLI-free engine. MAAS holds
+one Slurm instance) against the embedded simulators, run by the real Pulumi CLI (tools/pulumi_cli). MAAS holds
 two spare racked machines so that pools can grow. Hypothesis prints the failing sequence.
 """
 

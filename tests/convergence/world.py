@@ -17,8 +17,8 @@ import yaml
 from clients.maas import MaasClient
 from clients.platform import PlatformClient
 from clients.platform import models as pm
-from engine.model import StepOp
 from simulators.localstack import LocalStack
+from tools.pulumi_cli.results import StepOp
 
 REPO = Path(__file__).resolve().parents[2]
 POOL = "local-h200"
@@ -55,7 +55,7 @@ class World:
         with LocalStack(str(tmp / "racked.yaml")) as stack:
             cfg = stack.stack_config()
             cfg["gpuaas-infra:environment"] = str(env_file)
-            engine = engine_factory(REPO, "local", config=cfg, state_path=tmp / "state.json")
+            engine = engine_factory(REPO, "local", config=cfg, backend=tmp / "backend")
             world = cls(stack, engine, env_file, random.Random(seed))
             try:
                 yield world
@@ -123,7 +123,7 @@ class World:
         return dict(pool.get(hostname) or {})
 
     def recover(self) -> None:
-        """What an operator runs after a killed `pulumi up` (docs/operations.md, "A run was killed"):
+        """What an operator runs after a killed `pulumi up` (docs/recovery.md, "A run was killed"):
         `pulumi cancel` for the lock the killed run left, then `pulumi refresh --clear-pending-creates`
         (the next `up` creates those resources again and the providers adopt what they find)."""
         self.engine.cancel()

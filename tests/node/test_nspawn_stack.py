@@ -1,4 +1,4 @@
-"""The local stack through the CLI-free engine with real nodes behind the MAAS simulator (LocalStack,
+"""The local stack run by the real Pulumi CLI with real nodes behind the MAAS simulator (LocalStack,
 MachineBackend.NSPAWN): each deploy boots a systemd-nspawn node from the user_data MAAS holds, the node's
 cloud-init runs the launcher (fetch, steps, validation, enroll) and reports to MAAS's metadata status
 endpoint, which is what makes the machine Deployed. Two machines (local-gpu-1 standalone, local-gpu-2 a
@@ -59,9 +59,10 @@ def _engine(engine_factory: Any, world: LocalStack, lab_env: Path, tmp_path: Pat
     return engine_factory(REPO, "local", config=cfg, backend=tmp_path / "backend")
 
 
-def _deployed_digests(state_path: Path) -> dict[str, str]:
-    """hostname -> the bundle digest the engine's state says each machine was deployed with."""
-    state = json.loads(state_path.read_text())
+def _deployed_digests(engine: Any) -> dict[str, str]:
+    """hostname -> the bundle digest the stack's state (`pulumi stack export`) says each machine was
+    deployed with."""
+    state = engine.export()
     out: dict[str, str] = {}
 
     def walk(value: Any) -> None:
@@ -114,7 +115,8 @@ def test_up_of_the_local_stack_on_real_nodes_then_no_changes(
     assert not world.nodes.errors, world.nodes.errors
     machines = {m["hostname"]: m for m in world.maas.admin.machines()}
     assert {h: machines[h]["status_name"] for h in MACHINES} == {h: "Deployed" for h in MACHINES}
-    digests = _deployed_digests(tmp_path / "state.json")
+    digests = _deployed_digests(engine)
+    assert set(digests) >= set(MACHINES), digests
     for hostname in MACHINES:
         node = world.nodes.latest(hostname)
         assert node is not None, f"{hostname}: no node booted"
@@ -126,7 +128,7 @@ def test_up_of_the_local_stack_on_real_nodes_then_no_changes(
         # the token was consumed by a request from the node's own lab address
         assert world.lab is not None
         assert world.platform.enroll_caller(record.node_id) == world.lab.address(hostname) != world.lab.gateway
-        # the digest the node ran is the one in the engine's state, and it says so in its own report
+        # the digest the node ran is the one in the stack's state, and it says so in its own report
         steps = _steps(node)
         assert steps and all(s["ok"] for s in steps.values()), {k: s["output_tail"][-400:] for k, s in steps.items()}
         assert record.bootstrap is not None and record.bootstrap.runner.value == "launcher"

@@ -1,10 +1,9 @@
-"""The demo's output after `up` of the local stack (CLI-free engine, real provider server): the pool's
-progress lines arrive on provider output in the stable form, and the tables match the state file
-row for row (machines, app members, bootstrap bundles)."""
+"""The demo's output after `up` of the local stack (the real Pulumi CLI, the SDK's provider server): the
+pool's progress lines arrive on provider output in the stable form, and the tables match the stack's
+deployment (`pulumi stack export`) row for row (machines, app members, bootstrap bundles)."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -24,17 +23,16 @@ def world() -> Iterator[LocalStack]:
         yield w
 
 
-def _state(path: Path, kind: str) -> list[dict[str, Any]]:
-    doc = json.loads(path.read_text())
-    return [r for r in doc["resources"] if r["type"].endswith(f"gpuaas:{kind}")]
+def _state(resources: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
+    return [r for r in resources if r["type"].endswith(f"gpuaas:{kind}")]
 
 
 def test_progress_and_tables_match_the_state(engine_factory: Any, world: LocalStack, tmp_path: Path) -> None:
-    state = tmp_path / "state.json"
-    engine = engine_factory(REPO, "local", config=world.stack_config(), state_path=state)
+    engine = engine_factory(REPO, "local", config=world.stack_config(), backend=tmp_path / "backend")
     result = engine.up()
     assert result.ok, result.errors()
     log = result.log.splitlines()
+    state = list(engine.resources().values())
 
     progress = [p for line in log if (p := Progress.parse(line.removeprefix("[provider] ")))]
     pool = [p for p in progress if p.label == "pool local-h200"]

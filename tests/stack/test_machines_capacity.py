@@ -1,4 +1,4 @@
-"""batch_max_parallel per profile through the CLI-free engine (issue 14, machines item 7): two pools
+"""batch_max_parallel per profile through the real Pulumi CLI (issue 14, machines item 7): two pools
 and a standalone machine of one profile, limit 1, run in one `up` (the provider server runs their
 provider calls at once): MAAS never sees two machines of the profile busy at the same time."""
 

@@ -1,27 +1,32 @@
-"""Identity drift through the CLI-free engine (issue 14, machines item 1): a machine renamed in MAAS
+"""Identity drift through the real Pulumi CLI (issue 14, machines item 1): a machine renamed in MAAS
 by hand and a declared tag removed by hand are found by refresh, shown by preview, and repaired in
 place by up (read back); a refresh right after a clean up finds nothing."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 from clients.maas import MaasClient
 from simulators.localstack import LocalStack
-from tests.stack.test_machines_engine import engine_for, env_file, maas_machines, machine_ops, world  # noqa: F401
+from tests.stack.test_machines_engine import (  # noqa: F401
+    engine_for,
+    env_file,
+    maas_machines,
+    machine_ops,
+    state_resources,
+    world,
+)
 
 
-def _state(tmp_path: Path) -> dict[str, dict[str, Any]]:
-    """hostname -> record, for the MaasMachine and every pool machine."""
+def _state(engine: Any) -> dict[str, dict[str, Any]]:
+    """hostname -> record, for the MaasMachine and every pool machine (the stack's deployment)."""
     out: dict[str, dict[str, Any]] = {}
-    for res in json.loads((tmp_path / "state.json").read_text())["resources"]:
-        outputs = res.get("outputs") or {}
-        if "gpuaas:index:MaasMachine" in res["type"] or res["type"].endswith("MaasMachine"):
-            out[outputs["machine"]["hostname"]] = outputs
-        elif res["type"].endswith("MachinePool"):
-            out.update(outputs["machines_state"])
+    for res in state_resources(engine, "MaasMachine"):
+        out[res["outputs"]["machine"]["hostname"]] = res["outputs"]
+    for res in state_resources(engine, "MachinePool"):
+        out.update(res["outputs"]["machines_state"])
+    assert len(out) == 4, sorted(out)
     return out
 
 
@@ -33,7 +38,7 @@ def test_rename_and_removed_tag_are_drift_and_up_repairs_them(
     assert world.maas is not None
     # A refresh right after a clean up reports no drift, and the next preview is clean.
     assert engine.refresh().ok
-    clean = _state(tmp_path)
+    clean = _state(engine)
     assert not any(r.get("drift") for r in clean.values()), {h: r.get("drift") for h, r in clean.items()}
     assert {r["outcome"] for r in clean.values()} == {"ready"}
     assert set(machine_ops(engine.preview()).values()) == {"same"}
@@ -46,7 +51,7 @@ def test_rename_and_removed_tag_are_drift_and_up_repairs_them(
     maas.set_tags(sid1, [], remove=["gpu"])
 
     assert engine.refresh().ok
-    drifted = _state(tmp_path)
+    drifted = _state(engine)
     assert drifted["local-gpu-2"]["outcome"] == "drifted"
     assert any("renamed-by-hand" in d for d in drifted["local-gpu-2"]["drift"])
     assert drifted["local-gpu-1"]["outcome"] == "drifted"
@@ -61,6 +66,6 @@ def test_rename_and_removed_tag_are_drift_and_up_repairs_them(
     assert {m["status_name"] for m in maas_machines(world).values()} == {"Deployed"}, "repaired, not redeployed"
 
     assert engine.refresh().ok
-    after = _state(tmp_path)
+    after = _state(engine)
     assert not any(r.get("drift") for r in after.values())
     assert set(machine_ops(engine.preview()).values()) == {"same"}

@@ -1,5 +1,5 @@
-"""The local stack's machines through the CLI-free engine and the real dynamic-provider server,
-against the embedded MAAS + platform simulators, OpenBao and S3 (simulators/localstack.py)."""
+"""The local stack's machines run by the real Pulumi CLI (tools/pulumi_cli) and the SDK's dynamic-provider
+server, against the embedded MAAS + platform simulators, OpenBao and S3 (simulators/localstack.py)."""
 
 from __future__ import annotations
 
@@ -51,6 +51,11 @@ def machine_ops(result: Any) -> dict[str, str]:
         for urn, op in result.ops().items()
         if "MaasMachine" in urn or "MachinePool" in urn
     }
+
+
+def state_resources(engine: Any, kind: str) -> list[dict[str, Any]]:
+    """The stack's resources of one kind (`MachinePool`, `MaasMachine`, ...), from `pulumi stack export`."""
+    return [r for r in engine.resources().values() if r["type"].endswith(f"gpuaas:{kind}")]
 
 
 def maas_machines(world: LocalStack) -> dict[str, dict[str, Any]]:
@@ -108,15 +113,26 @@ def test_up_same_redeploy_one_destroy(engine_factory: Any, world: LocalStack, tm
     assert {h for h in MACHINES if after[h] > before[h]} == {"local-gpu-1", "local-gpu-3"}
     assert {m["status_name"] for m in maas_machines(world).values()} == {"Deployed"}
 
+    deployed = json.dumps(engine.export())
+    assert '"ciphertext"' in deployed, "the deployment holds secrets, encrypted"
+    assert not [s for s in world.secret_values() if s in deployed], "a secret value is in the stack's deployment"
+
     down = engine.destroy()
     assert down.ok, [d.message for d in down.diagnostics]
     machines = maas_machines(world)
     assert set(machines) == set(MACHINES), "destroy never deletes machines from MAAS"
     assert {m["status_name"] for m in machines.values()} == {"Ready"}
 
-    state = (tmp_path / "state.json").read_text()
-    leaked = [s for s in world.secret_values() if s in state]
-    assert not leaked, "a secret value is in the state file"
+    # Every checkpoint the backend kept (the stack, its backups, its update history) and the stack's config.
+    leaked = backend_leaks(tmp_path / "backend", world.secret_values())
+    assert not leaked, f"a secret value is in the backend: {leaked}"
+
+
+def backend_leaks(backend: Path, secrets: list[str]) -> list[str]:
+    """Files of a file backend (checkpoints, backups, history, the stack's config) holding a secret value."""
+    files = [p for p in backend.rglob("*") if p.is_file()]
+    assert any("history" in p.parts for p in files) and any(p.name.startswith("Pulumi.") for p in files), files
+    return [str(p.relative_to(backend)) for p in files if any(s in p.read_text(errors="replace") for s in secrets)]
 
 
 def test_machine_released_by_hand_refresh_then_up(
@@ -152,11 +168,14 @@ def test_provider_killed_mid_deploy_then_rerun(
         pytest.fail("no machine reached Deploying")
     handle.kill()
     handle.wait(timeout=30)
-    # What the operator runs (docs/operations.md, "A run was killed"): the lock a killed run leaves
+    # What the operator runs (docs/recovery.md, "A run was killed"): the lock a killed run leaves
     # stays until `pulumi cancel`; pending creates stay until `refresh --clear-pending-creates`.
+    # The CLI refuses before its engine starts, so the refusal is in its output, not an engine event.
     refused = engine.up()
-    assert not refused.ok and "`pulumi cancel`" in refused.errors()[0]
-    assert "removed the lock" in engine.cancel()
+    assert not refused.ok and "the stack is currently locked" in refused.log and "`pulumi cancel`" in refused.log
+    assert "has been canceled" in engine.cancel()
+    locks = tmp_path / "backend" / ".pulumi" / "locks"
+    assert not [p for p in locks.rglob("*") if p.is_file()], "cancel removed the killed run's lock"
     cleared = engine.refresh(flags=["--clear-pending-creates"])
     assert cleared.ok, cleared.errors()
     rerun = engine.up()

@@ -1,4 +1,4 @@
-"""A MAAS outage at the very first request of an `up` (issue 14 bug 5) through the CLI-free engine:
+"""A MAAS outage at the very first request of an `up` (issue 14 bug 5) through the real Pulumi CLI:
 503s on python-libmaas's describe and on the first machine lookups are ridden out; the run succeeds."""
 
 from __future__ import annotations

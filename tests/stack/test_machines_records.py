@@ -1,10 +1,9 @@
-"""Machine state through the CLI-free engine: a pool update keeps the records of the machines it did
+"""Machine state through the real Pulumi CLI: a pool update keeps the records of the machines it did
 not touch (issue 14 bug 1), power inputs change in place for real (issue 14), and the next preview
 after each is clean."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -13,7 +12,7 @@ import pytest
 
 from clients.maas import MaasClient
 from simulators.localstack import LocalStack
-from tests.stack.test_machines_engine import edit, engine_for, maas_machines, machine_ops
+from tests.stack.test_machines_engine import edit, engine_for, maas_machines, machine_ops, state_resources
 
 REPO = Path(__file__).resolve().parents[2]
 POOL = ("local-gpu-2", "local-gpu-3", "local-gpu-4")
@@ -33,14 +32,13 @@ def env_file(tmp_path: Path) -> Path:
     return path
 
 
-def _outputs(tmp_path: Path, kind: str) -> dict[str, Any]:
-    state = json.loads((tmp_path / "state.json").read_text())
-    (res,) = [r for r in state["resources"] if f"gpuaas:{kind}" in r["type"]]
+def _outputs(engine: Any, kind: str) -> dict[str, Any]:
+    (res,) = state_resources(engine, kind)
     return dict(res["outputs"])
 
 
-def _pool_records(tmp_path: Path) -> dict[str, dict[str, Any]]:
-    return {h: {k: r.get(k) for k in KEPT} for h, r in _outputs(tmp_path, "MachinePool")["machines_state"].items()}
+def _pool_records(engine: Any) -> dict[str, dict[str, Any]]:
+    return {h: {k: r.get(k) for k in KEPT} for h, r in _outputs(engine, "MachinePool")["machines_state"].items()}
 
 
 def test_pool_update_keeps_untouched_records_and_the_next_preview_is_clean(
@@ -48,9 +46,9 @@ def test_pool_update_keeps_untouched_records_and_the_next_preview_is_clean(
 ) -> None:
     engine = engine_for(engine_factory, world, tmp_path, env_file)
     assert engine.up().ok
-    first = _pool_records(tmp_path)
+    first = _pool_records(engine)
     assert {r["outcome"] for r in first.values()} == {"ready"} and all(r["node_id"] for r in first.values())
-    state = _outputs(tmp_path, "MachinePool")["machines_state"]
+    state = _outputs(engine, "MachinePool")["machines_state"]
     assert not any({"notes", "stage_seconds"} & set(r) for r in state.values()), "notes and timings are not state"
 
     # Repair one: released by hand, found by refresh, redeployed by up.
@@ -59,10 +57,10 @@ def test_pool_update_keeps_untouched_records_and_the_next_preview_is_clean(
         first["local-gpu-2"]["system_id"], erase=False, secure_erase=False, quick_erase=False, force=False
     )
     assert engine.refresh().ok
-    assert _pool_records(tmp_path)["local-gpu-2"]["outcome"] == "drifted"
+    assert _pool_records(engine)["local-gpu-2"]["outcome"] == "drifted"
     assert machine_ops(engine.preview()).get("pool-local-h200") == "update"
     assert engine.up().ok
-    repaired = _pool_records(tmp_path)
+    repaired = _pool_records(engine)
     assert repaired["local-gpu-2"]["outcome"] == "ready" and repaired["local-gpu-2"]["status"] == "Deployed"
     for h in ("local-gpu-3", "local-gpu-4"):
         assert repaired[h] == first[h], f"{h} was not touched: its record must not change"
@@ -76,7 +74,7 @@ def test_pool_update_keeps_untouched_records_and_the_next_preview_is_clean(
 
     edit(env_file, change)
     assert engine.up().ok
-    after = _pool_records(tmp_path)
+    after = _pool_records(engine)
     assert after["local-gpu-3"]["deploy_fingerprint"] != repaired["local-gpu-3"]["deploy_fingerprint"]
     for h in ("local-gpu-2", "local-gpu-4"):
         assert after[h] == repaired[h], f"{h} was not touched: its record must not change"

@@ -163,7 +163,10 @@ class Engine:
 
     @property
     def backend_url(self) -> str:
-        return f"file://{self.backend_dir}"
+        # metadata=skip: no `.attrs` sidecar per state file. The file backend writes a checkpoint by rename
+        # (atomic) but its sidecar by truncate-and-write, so a run SIGKILLed in between left an empty
+        # `<stack>.json.attrs` and every later command failed "failed to load checkpoint: EOF".
+        return f"file://{self.backend_dir}?metadata=skip"
 
     @property
     def stack_file(self) -> Path:

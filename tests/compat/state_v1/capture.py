@@ -1,12 +1,19 @@
 """How `state_v1/` was made (historical: ran once, at commit 1ad1b86, with that commit's code).
 
-It ran the `local` stack's `up` through the CLI-free engine against the embedded simulators and
-saved what a later version needs to stand the same world up again:
-- `state.json`: the engine's state file (encrypted with the engine's test passphrase);
-- `world.pickle`: the MAAS and platform simulators' in-memory stores and the S3 bucket's objects
-  (simulator test keys only; Vault is re-seeded by the test from the environment).
-`test_state_v1.py` loads these with the current code. Do not re-run this with newer code: the point
-of the fixture is that it was written by the old one.
+It ran the `local` stack's `up` twice through that commit's CLI-free engine against the embedded
+simulators and saved what a later version needs to stand the same world up again:
+- `state.json`: the engine's own state file (its JSON, `"version": 1`; secrets would be AES-GCM with a
+  scrypt key from the engine's test passphrase `gpuaas-infra-engine-test-passphrase`; this one holds none);
+- `world.pickle`: the MAAS and platform simulators' in-memory stores, the S3 bucket's objects and the
+  stack config the run used (simulator test keys only; Vault is re-seeded by the test from the environment).
+
+That engine is gone and the real Pulumi CLI owns state now, so `convert.py` (run once, with the CLI
+v3.274.1) turned `state.json` into what the test imports: `deployment.json`, the same resources as a
+`pulumi stack export` deployment (the dynamic provider's default provider resource added, holding the
+capture's stack config; secrets encrypted by the CLI for `TEST_PASSPHRASE`), and `encryptionsalt`, the
+salt of the stack it was exported from. `test_state_v1.py` loads `deployment.json` and `world.pickle`
+with the current code. Do not re-run either script with newer code: the point of the fixture is that
+it was written by the old one.
 """
 
 from __future__ import annotations
