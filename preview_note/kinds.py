@@ -10,12 +10,14 @@ import re
 from enum import StrEnum
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, ValidationError
 
 from preview_note.changes import Action, Change
-from preview_note.values import changed_paths, is_unknown, normalize, show
-from providers.kind import all_kinds
-from providers.machines.resource_io import pool_machines
+from preview_note.values import is_unknown, normalize, show
+from providers.machines.plan import Change as MachineChange
+from providers.machines.plan import changed_fields, rekey, renames, worst
+from providers.machines.resource_io import machine_record, machine_spec_of, pool_machines, pool_records
+from providers.machines.spec import LifecyclePolicy, MachineSpec
 
 PROD_ENVIRONMENTS = frozenset({"prod", "production"})
 # Top-level inputs shown by a kind's own view rather than as generic field rows.
@@ -24,8 +26,6 @@ OWN_VIEW_FIELDS: dict[str, frozenset[str]] = {
     # topology and placements follow from the members (which node, which platform node id).
     "AppInstance": frozenset({"members", "instance.members", "topology", "placements", "instance.ui_routes"}),
 }
-# Pool-level inputs whose change redeploys every machine that stays in the pool.
-_POOL_WIDE = ("site", "profile", "deploy")
 # Where a pool's state records its machines: `machines_state` (MachinePool provider) or `machines`.
 _POOL_STATE_KEYS = ("machines_state", "machines")
 
@@ -38,6 +38,7 @@ class PoolView(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     joins: tuple[str, ...] = ()
+    reidentifies: tuple[tuple[str, str], ...] = ()  # (hostname, why): other hardware under that name
     redeploys: tuple[tuple[str, str], ...] = ()  # (hostname, why)
     leaves: tuple[tuple[str, str], ...] = ()  # (hostname, system_id or "")
     updates: tuple[tuple[str, str], ...] = ()  # (hostname, fields changed in place)
@@ -63,62 +64,86 @@ def natural(text: str) -> list[Any]:
     return [int(p) if p.isdigit() else p for p in re.split(r"(\d+)", text)]
 
 
-def _machines(value: Any) -> dict[str, dict[str, Any]]:
-    """hostname -> spec (without its hostname) of a pool's `machines` input, in either shape state holds."""
-    return {h: {k: v for k, v in spec.items() if k != "hostname"} for h, spec in pool_machines(value).items()}
+def _specs(value: Any) -> dict[str, MachineSpec]:
+    """hostname -> typed spec of a pool's `machines` input (entries unknown or unreadable left out)."""
+    out = {}
+    for host, raw in pool_machines(value).items():
+        try:
+            out[host] = MachineSpec.model_validate(raw)
+        except ValidationError:
+            continue
+    return out
 
 
-def machine_changes(old: dict[str, Any], new: dict[str, Any]) -> tuple[list[str], list[str]]:
-    """(paths that redeploy the machine, paths changed in place) between two machine specs, by the
-    MaasMachine descriptor (providers/kind.py): the rule the provider's diff applies, not a copy."""
-    diff = all_kinds()["MaasMachine"].diff({"machine": old}, {"machine": new}, inputs=["machine"])
-    return [p.removeprefix("machine.") for p in diff.replaces], [p.removeprefix("machine.") for p in diff.updates]
+def _why(fields: dict[str, MachineChange], what: MachineChange) -> str:
+    return ", ".join(f for f, c in fields.items() if c is what) + " changed"
+
+
+def machine_change(change: Change) -> tuple[MachineChange | None, dict[str, MachineChange]]:
+    """A MaasMachine step's effect on its machine, by the machines plan (providers/machines/plan.py) from the
+    same state the provider's diff reads: (the change, each changed field's change); (None, {}) when the
+    new spec is only known after apply or the state is unreadable."""
+    new = machine_spec_of(change.inputs("new"))
+    old_state = {**change.inputs("old"), **(change.old.outputs if change.old else {})}
+    record = machine_record(old_state, old_state.get("system_id"))
+    if new is None or record is None:
+        return None, {}
+    fields = changed_fields(record, new, machine_spec_of(old_state))
+    return worst(fields.values()), fields
 
 
 def pool_view(change: Change) -> PoolView:
+    """A MachinePool step per machine, by the machines plan from the pool's records (what its provider's
+    diff reads) and, to name the fields, its old inputs' specs."""
     old_in, new_in = change.inputs("old"), change.inputs("new")
     old_out = change.old.outputs if change.old else {}
-    old = _machines(old_in.get("machines"))
-    # Outputs are what MAAS holds now: a machine there but not in old inputs is still a member.
-    out_machines: dict[str, Any] = next((old_out[k] for k in _POOL_STATE_KEYS if isinstance(old_out.get(k), dict)), {})
-    for host in out_machines:
-        old.setdefault(host, {})
-    system_ids = {h: str(v.get("system_id", "")) for h, v in out_machines.items() if isinstance(v, dict)}
+    records = pool_records({**old_in, **old_out})
+    old_specs = _specs(old_in.get("machines"))
+    system_ids = {h: r.system_id or "" for h, r in records.items()}
+    known = records.keys() | old_specs.keys()
     if change.action is Action.DELETE:
-        return PoolView(leaves=tuple((h, system_ids.get(h, "")) for h in sorted(old, key=natural)))
+        return PoolView(leaves=tuple((h, system_ids.get(h, "")) for h in sorted(known, key=natural)))
     new_raw = new_in.get("machines")
     if is_unknown(new_raw):
         return PoolView(unknown=True)
-    new = _machines(new_raw)
+    new = _specs(new_raw)
     # One spec per hostname: a spec known only after apply still says which machine it is (its key).
     unknown = {h for h, v in new_raw.items() if is_unknown(v)} if isinstance(new_raw, dict) else set()
-    wide = [k for k in _POOL_WIDE if normalize(old_in.get(k)) != normalize(new_in.get(k))]
     if change.action is Action.CREATE:
         return PoolView(joins=tuple(sorted(new.keys() | unknown, key=natural)))
+    moved = renames({h: i for h, r in records.items() if (i := r.identity()) is not None}, new.values())
+    prior = rekey(records, moved)
+    back = {v: k for k, v in moved.items()}
     wanted = new.keys() | unknown
-    drifted = tuple((h, "; ".join(map(str, r.get("drift") or [])) or "drifted")
-                    for h, r in sorted(out_machines.items(), key=lambda kv: natural(kv[0]))
-                    if isinstance(r, dict) and r.get("outcome") == "drifted" and h in wanted)
-    redeploys, updates, unchanged = [], [], 0
-    for host in sorted(old.keys() & new.keys(), key=natural):
-        deploying, in_place = machine_changes(old[host], new[host]) if old[host] else ([], [])
-        if change.action is Action.REPLACE:
-            redeploys.append((host, "pool replaced"))
-        elif wide:
-            redeploys.append((host, "pool " + ", ".join(wide) + " changed"))
-        elif deploying:
-            redeploys.append((host, ", ".join(deploying) + " changed"))
-        elif in_place:
-            updates.append((host, ", ".join(in_place)))
+    drifted = tuple((h, "; ".join(r.drift) or "drifted")
+                    for h, r in sorted(prior.items(), key=lambda kv: natural(kv[0]))
+                    if r.outcome is not None and r.outcome.value == "drifted" and h in wanted)
+    joins, reidentifies, redeploys, updates, unchanged = [], [], [], [], 0
+    for host, spec in sorted(new.items(), key=lambda kv: natural(kv[0])):
+        rec = prior.get(host)
+        if rec is None or not rec.system_id:
+            joins.append(host)
+            continue
+        fields = changed_fields(rec, spec, old_specs.get(back.get(host, host)))
+        if host in back:
+            fields = {"hostname": MachineChange.IN_PLACE, **fields}
+        what = worst(fields.values())
+        if what is MachineChange.REIDENTIFY:
+            reidentifies.append((host, _why(fields, what)))
+        elif what is MachineChange.REDEPLOY:
+            redeploys.append((host, _why(fields, what)))
+        elif what is MachineChange.IN_PLACE:
+            updates.append((host, ", ".join(fields)))
         elif host not in dict(drifted):
             unchanged += 1
     return PoolView(
-        joins=tuple(sorted(wanted - old.keys(), key=natural)),
+        joins=tuple(joins),
+        reidentifies=tuple(reidentifies),
         redeploys=tuple(redeploys),
         updates=tuple(updates),
-        leaves=tuple((h, system_ids.get(h, "")) for h in sorted(old.keys() - wanted, key=natural)),
+        leaves=tuple((h, system_ids.get(back.get(h, h), "")) for h in sorted(prior.keys() - wanted, key=natural)),
         unchanged=unchanged,
-        pending=tuple(sorted(unknown & old.keys(), key=natural)),
+        pending=tuple(sorted(unknown & prior.keys(), key=natural)),
         drifted=drifted,
     )
 
@@ -270,6 +295,17 @@ def by_reason(pairs: tuple[tuple[str, str], ...] | list[tuple[str, str]]) -> str
     return "; ".join(f"{host_ranges(hosts)} ({why})" for why, hosts in sorted(groups.items()))
 
 
+def redeploy_terms(change: Change) -> str:
+    """What a redeploy does to data disks and how fast it rolls: the new policy's release erase mode and
+    batch_max_parallel (the lifecycle's own defaults when the policy does not say)."""
+    policy = change.inputs("new").get("policy")
+    policy = policy if isinstance(policy, dict) else {}
+    erase = policy.get("release_erase_mode") or LifecyclePolicy().release_erase_mode.value
+    batch = normalize(policy.get("batch_max_parallel") or LifecyclePolicy().batch_max_parallel)
+    disks = "data disks kept" if erase == "none" else f"data disks erased ({erase} erase)"
+    return f"{disks}; rolling, at most {batch} at once"
+
+
 def _hosts(items: list[str]) -> str:
     return host_ranges(items)
 
@@ -279,22 +315,28 @@ def destructive(change: Change, environment: str) -> list[Destructive]:
     # size: one branch per kind that can destroy something (machine, pool, app instance, prod bundle)
     name, kind, act = f"`{change.name}`", change.kind, change.action
     old_in = change.inputs("old")
-    if kind == "MaasMachine" and act in (Action.REPLACE, Action.DELETE):
+    if kind == "MaasMachine" and act in (Action.REPLACE, Action.UPDATE, Action.DELETE):
         nested = old_in.get("machine")
         spec: dict[str, Any] = nested if isinstance(nested, dict) else old_in
         host = spec.get("hostname") or change.name
         mode = spec.get("teardown_mode")
         mode_txt = f" (teardown_mode {show(mode)})" if mode else ""
-        if act is Action.REPLACE:
-            reasons = set(change.replace_reasons)
-            paths = [
-                p for p, _, _ in changed_paths(old_in, change.inputs("new")) if p.split(".")[0].split("[")[0] in reasons
-            ]
-            why = ", ".join(f"`{r}`" for r in (paths[:4] or change.replace_reasons)) or "replacement"
-            text = f"MaasMachine {name}: machine `{host}` is **released and redeployed**{mode_txt}; cause: {why}"
-            return [Destructive(harm=Harm.REDEPLOY, count=1, text=text)]
-        text = f"MaasMachine {name}: machine `{host}` is **released**{mode_txt}"
-        return [Destructive(harm=Harm.RELEASE, count=1, text=text)]
+        if act is Action.DELETE:
+            text = f"MaasMachine {name}: machine `{host}` is **released**{mode_txt}"
+            return [Destructive(harm=Harm.RELEASE, count=1, text=text)]
+        what, fields = machine_change(change)
+        if what is None:
+            text = f"MaasMachine {name}: machine `{host}`: spec known after apply, **may redeploy**"
+        elif what is MachineChange.REIDENTIFY or act is Action.REPLACE:
+            cause = _why(fields, MachineChange.REIDENTIFY)
+            text = (f"MaasMachine {name}: machine `{host}` is **released**{mode_txt}, then the hardware its spec "
+                    f"names now is found (or created) and **deployed**; cause: {cause}")
+        elif what is MachineChange.REDEPLOY:
+            text = (f"MaasMachine {name}: machine `{host}` is **released and redeployed** ({redeploy_terms(change)}); "
+                    f"cause: {_why(fields, what)}")
+        else:
+            return []
+        return [Destructive(harm=Harm.REDEPLOY, count=1, text=text)]
     if kind == "MachinePool" and act in (Action.UPDATE, Action.REPLACE, Action.DELETE):
         view = pool_view(change)
         out = []
@@ -305,8 +347,20 @@ def destructive(change: Change, environment: str) -> list[Destructive]:
                     harm=Harm.REDEPLOY,
                     count=len(view.redeploys),
                     text=(
-                        f"MachinePool {name}: **{len(view.redeploys)} machine(s) redeploy** ({'; '.join(whys)}): "
-                        + _hosts([h for h, _ in view.redeploys])
+                        f"MachinePool {name}: **{len(view.redeploys)} machine(s) redeploy** ({'; '.join(whys)}; "
+                        f"{redeploy_terms(change)}): " + _hosts([h for h, _ in view.redeploys])
+                    ),
+                )
+            )
+        if view.reidentifies:
+            out.append(
+                Destructive(
+                    harm=Harm.REDEPLOY,
+                    count=len(view.reidentifies),
+                    text=(
+                        f"MachinePool {name}: **{len(view.reidentifies)} machine(s) name other hardware**: released, "
+                        "then the new hardware found (or created) and deployed: "
+                        + by_reason(view.reidentifies)
                     ),
                 )
             )

@@ -32,6 +32,7 @@ from preview_note.kinds import (
     member_view,
     members_of,
     pool_view,
+    redeploy_terms,
     route_lines,
 )
 from preview_note.model import Diagnostic, EnforcementLevel, PolicyViolation, PreviewDigest, Severity
@@ -202,8 +203,12 @@ def _resource_lines(change: Change, steps: list, environment: str) -> list[str]:
             out.append("  - machines: known after apply")
         if view.joins:
             out.append(f"  - joins ({len(view.joins)}): " + host_ranges(list(view.joins)))
+        if view.reidentifies:
+            out.append(f"  - other hardware under the name, released then deployed anew ({len(view.reidentifies)}): "
+                       + by_reason(view.reidentifies))
         if view.redeploys:
-            out.append(f"  - redeploys ({len(view.redeploys)}): " + by_reason(view.redeploys))
+            out.append(f"  - redeploys ({len(view.redeploys)}, {redeploy_terms(change)}): "
+                       + by_reason(view.redeploys))
         if view.updates:
             out.append(f"  - updated in place ({len(view.updates)}): " + by_reason(view.updates))
         if view.pending:
@@ -220,8 +225,8 @@ def _resource_lines(change: Change, steps: list, environment: str) -> list[str]:
             )
         if view.drifted:
             out.append(f"  - drifted, brought back by this update ({len(view.drifted)}): " + by_reason(view.drifted))
-        if change.action is Action.UPDATE and not (view.redeploys or view.leaves or view.unknown or view.pending
-                                                   or view.drifted):
+        if change.action is Action.UPDATE and not (view.redeploys or view.reidentifies or view.leaves
+                                                   or view.unknown or view.pending or view.drifted):
             out.append("  - no machine redeploys or leaves")
         if view.unchanged and change.action is not Action.CREATE:
             out.append(f"  - unchanged machines: {view.unchanged}")

@@ -1,7 +1,8 @@
 """MaasMachine: one MAAS machine, one resource (the dev lab's way; prod uses MachinePool).
 
 Thin adapter: Pulumi dicts -> `MachineInputs` -> the machines reconciler (a pool of one) -> outputs.
-What a changed input means is the descriptor's (`MAAS_MACHINE`); `read` records MAAS's real state so
+What a changed input means is the machines plan's rule (providers/machines/plan.py; `MAAS_MACHINE` is its
+Pulumi view: replace only for other hardware); `read` records MAAS's real state so
 refresh finds drift; destroy releases per the teardown mode and never deletes the machine from MAAS.
 State per machine is its `MachineRecord` at the top level of the outputs.
 """
@@ -28,11 +29,14 @@ from providers.common import plain
 from providers.kind import KindDescriptor, register
 from providers.machines import reconciler as rc
 from providers.machines.drift import repair_identity
+from providers.machines.plan import FIELD_RULES, SHARED_INPUT_RULES, Change, changed_fields, fields_of
 from providers.machines.resource_io import (
     DROPPED_OUTPUTS,
     MachineInputs,
     canonical,
     check_inputs,
+    machine_record,
+    machine_spec_of,
     time_scale_from,
     typed_inputs,
 )
@@ -49,39 +53,19 @@ def _runtime() -> ModuleType:
 MAAS_MACHINE = register(
     KindDescriptor(
         name="MaasMachine",
-        identity=("machine.site", "connection.maas.site"),
-        replaces=(
-            "machine.deploy",
-            "machine.storage",
-            "machine.roce_links",
-            "machine.sku",
-            "machine.profile",
-            "machine.pxe_interface",
-            "machine.pxe_mac",
-        ),
+        # The plan's rule (providers/machines/plan.py), as Pulumi sees it: a spec naming other hardware is
+        # a new MAAS machine (replace); everything else, redeploys included, updates this one.
+        identity=("connection.maas.site", *(f"machine.{f}" for f in fields_of(Change.REIDENTIFY))),
         in_place=(
-            "machine.hostname",
-            "machine.tags",
-            "machine.teardown_mode",
-            "machine.ipmi_address",
-            "machine.power_type",
-            "machine.power_user_path",
-            "machine.retry_generation",
-            "connection",
-            "policy",
+            *(f"machine.{f}" for f, rule in FIELD_RULES.items() if rule.change is not Change.REIDENTIFY),
+            *SHARED_INPUT_RULES,
         ),
         delete_before_replace=True,
         summary_outputs=("system_id", "status", "outcome", "node_id"),
-        doc="One MAAS machine, found by its system_id; deploy inputs redeploy it (release, then deploy).",
+        doc="One MAAS machine, found by its system_id; what a change does is the machines plan's rule.",
         notes={
-            "machine.deploy": "release + deploy again (a machine can't be held twice: delete-before-replace)",
-            "machine.ipmi_address": "MAAS power parameters updated in place and read back",
-            "machine.power_type": "MAAS power type updated in place and read back",
-            "machine.power_user_path": "BMC credentials re-read from Vault and set in place",
-            "machine.teardown_mode": "only what destroy does later; nothing changes in MAAS",
-            "machine.retry_generation": "a fresh deploy retry budget for the next run (owner-data count reset)",
-            "policy": "the profile's lifecycle policy (e.g. hardware_sync_interval): read by the next run",
-            "connection": "endpoints and Vault paths: read by the next call",
+            **{f"machine.{f}": f"{rule.change.value}: {rule.why}" for f, rule in FIELD_RULES.items()},
+            **{k: f"{rule.change.value}: {rule.why}" for k, rule in SHARED_INPUT_RULES.items()},
         },
     )
 )
@@ -109,10 +93,18 @@ class MaasMachineProvider(ResourceProvider):
         return CheckResult(inputs, failures)
 
     def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
-        d = MAAS_MACHINE.diff(canonical(MachineInputs, olds), canonical(MachineInputs, news), inputs=INPUTS)
-        record = rc.MachineRecord.parse("", plain(olds))
-        attention = record is not None and record.needs_attention  # drift from refresh: up repairs it
-        return DiffResult(changes=d.changed or attention, replaces=list(d.replaces), delete_before_replace=True)
+        shared = tuple(SHARED_INPUT_RULES)
+        d = MAAS_MACHINE.diff(canonical(MachineInputs, olds, shared), canonical(MachineInputs, news, shared),
+                              inputs=shared)
+        record, new = machine_record(olds, _id), machine_spec_of(news)
+        if new is None:  # only known after apply (a preview): an update that may redeploy, decided at up
+            return DiffResult(changes=True, replaces=list(d.replaces), delete_before_replace=True)
+        if record is None:  # state this version can't read: the safe reading, a new machine
+            return DiffResult(changes=True, replaces=["machine"], delete_before_replace=True)
+        fields = changed_fields(record, new, machine_spec_of(olds))
+        replaces = [f"machine.{f}" for f, c in fields.items() if c is Change.REIDENTIFY]
+        changed = bool(fields) or d.changed or record.needs_attention  # drift from refresh: up repairs it
+        return DiffResult(changes=changed, replaces=[*d.replaces, *replaces], delete_before_replace=True)
 
     def create(self, props: dict[str, Any]) -> CreateResult:
         inputs = typed_inputs(MachineInputs, props)
@@ -127,18 +119,20 @@ class MaasMachineProvider(ResourceProvider):
     def update(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
         inputs = typed_inputs(MachineInputs, news)
         spec = inputs.machine
-        prior = rc.MachineRecord.parse(spec.hostname, {**plain(olds), "hostname": spec.hostname, "system_id": _id})
+        prior = machine_record(olds, _id)
+        if prior is not None and prior.hostname != spec.hostname:
+            prior = prior.model_copy(update={"hostname": spec.hostname})  # renamed in place: same machine
         with self._session(inputs) as ctx:
             done = rc.converge(ctx, [spec], {spec.hostname: prior} if prior else {})
             rc.raise_failures(f"machine {spec.hostname}", done.results)
-            rc.apply_in_place(ctx, _old_spec(olds), spec, _id)
+            rc.apply_in_place(ctx, machine_spec_of(olds), spec, _id)
             repair_identity(ctx.ops, [(spec, _id)])  # renamed / a declared tag removed by hand
         return UpdateResult({**_inputs(news), **done.records[spec.hostname].state(identity=False)})
 
     def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
         state = {k: v for k, v in plain(props).items() if k not in DROPPED_OUTPUTS}
         inputs = typed_inputs(MachineInputs, state)
-        record = rc.MachineRecord.parse(inputs.machine.hostname, {**state, "system_id": id_})
+        record = machine_record(state, id_)
         if record is None:
             return ReadResult(id_, state)
         maas = _runtime().maas_client(
@@ -149,7 +143,7 @@ class MaasMachineProvider(ResourceProvider):
 
     def delete(self, id_: str, props: dict[str, Any]) -> None:
         inputs = typed_inputs(MachineInputs, props)
-        record = rc.MachineRecord.parse(inputs.machine.hostname, {**plain(props), "system_id": id_})
+        record = machine_record(props, id_)
         with self._session(inputs) as ctx:
             results = rc.release(ctx, [(inputs.machine, record)])
         rc.raise_failures(f"machine {inputs.machine.hostname}", results)
@@ -158,13 +152,6 @@ class MaasMachineProvider(ResourceProvider):
 def _inputs(props: dict[str, Any]) -> dict[str, Any]:
     raw = plain(props)
     return {k: raw[k] for k in INPUTS if k in raw}
-
-
-def _old_spec(olds: dict[str, Any]) -> Any:
-    try:
-        return typed_inputs(MachineInputs, olds).machine
-    except ValueError:  # old inputs this version can't read: nothing to compare, no in-place edit
-        return None
 
 
 class MaasMachine(Resource, module="gpuaas", name="MaasMachine"):

@@ -6,7 +6,8 @@ its own bound, the profile's `batch_max_parallel`: adding machines onboards only
 changed deploy input redeploys the affected machines in rolling batches; machines that leave are
 released per their teardown mode; untouched machines keep their records exactly; one failing
 machine never stops the others. The pool itself is never replaced (descriptor `MACHINE_POOL`):
-per machine, the plan decides (join, redeploy, repair, stay, leave).
+per machine, the machines plan decides (providers/machines/plan.py: join, reidentify, redeploy, repair,
+in place, stay, leave).
 """
 
 from __future__ import annotations
@@ -32,7 +33,15 @@ from providers.common import has_unknown, plain
 from providers.kind import KindDescriptor, register
 from providers.machines import reconciler as rc
 from providers.machines.drift import repair_identity
-from providers.machines.resource_io import PoolInputs, canonical, check_inputs, time_scale_from, typed_inputs
+from providers.machines.plan import SHARED_INPUT_RULES, MachineRecord, plan, rekey, renames
+from providers.machines.resource_io import (
+    PoolInputs,
+    canonical,
+    check_inputs,
+    pool_records,
+    time_scale_from,
+    typed_inputs,
+)
 from providers.machines.spec import Connection, LifecyclePolicy, MachineSpec
 
 
@@ -48,12 +57,13 @@ MACHINE_POOL = register(
     KindDescriptor(
         name="MachinePool",
         identity=(),
-        in_place=("pool", "machines", "connection", "policy"),
+        in_place=("machines", *SHARED_INPUT_RULES),
         summary_outputs=("counts",),
         doc="Many machines of one site/profile; never replaced: each machine is planned on its own.",
         notes={
-            "machines": "per machine: join, redeploy (MaasMachine's replace rules), repair, stay or leave",
-            "pool": "a label: renaming the pool keeps its machines",
+            "machines": "per machine, the machines plan (providers/machines/plan.py): join, reidentify, "
+                        "redeploy, repair, in place, stay or leave",
+            **{k: f"{rule.change.value}: {rule.why}" for k, rule in SHARED_INPUT_RULES.items()},
         },
     )
 )
@@ -61,11 +71,6 @@ INPUTS = tuple(PoolInputs.model_fields)
 # What the pool's outputs keep of its inputs: everything but the machine specs, which state holds once,
 # in the inputs (issue 18). Per machine the outputs keep the record (identity, fingerprints, MAAS facts).
 KEPT_INPUTS = tuple(k for k in INPUTS if k != "machines")
-
-
-def pool_plan(old_machines: dict[str, dict[str, Any]], new: PoolInputs) -> dict[str, list[str]]:
-    """Which machines join, redeploy, repair, stay, or leave (from old state and new inputs)."""
-    return rc.plan(rc.parse_records(old_machines), new.specs).as_dict()
 
 
 class MachinePoolProvider(ResourceProvider):
@@ -91,7 +96,7 @@ class MachinePoolProvider(ResourceProvider):
         d = MACHINE_POOL.diff(
             canonical(PoolInputs, olds, KEPT_INPUTS), canonical(PoolInputs, news, KEPT_INPUTS), inputs=KEPT_INPUTS
         )
-        records = prior_records(olds)
+        records = pool_records(olds)
         attention = any(r.needs_attention for r in records.values())  # drift, or a release to retry
         return DiffResult(
             changes=d.changed or attention or machines_changed(records, news), replaces=[], delete_before_replace=False
@@ -106,10 +111,10 @@ class MachinePoolProvider(ResourceProvider):
 
     def update(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
         inputs = typed_inputs(PoolInputs, news)
-        records = prior_records(olds)
+        records = pool_records(olds)
         old_specs = {h: ident for h, r in records.items() if (ident := r.identity()) is not None}
-        moved = rc.renames(old_specs, inputs.specs)  # renamed in place, not released and redeployed
-        prior = rc.rekey(records, moved)
+        moved = renames(old_specs, inputs.specs)  # renamed in place, not released and redeployed
+        prior = rekey(records, moved)
         old_specs = {moved.get(h, h): s for h, s in old_specs.items()}
         wanted = set(inputs.machines)
         leaving = [(s, prior.get(h)) for h, s in old_specs.items() if h not in wanted]
@@ -128,7 +133,7 @@ class MachinePoolProvider(ResourceProvider):
     def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
         state = plain(props)
         connection = Connection.model_validate(state["connection"])
-        records = prior_records(state)
+        records = pool_records(state)
         maas = _runtime().maas_client(
             connection, getattr(self, "_credentials", None), time_scale=getattr(self, "_time_scale", 1.0)
         )
@@ -137,7 +142,7 @@ class MachinePoolProvider(ResourceProvider):
 
     def delete(self, id_: str, props: dict[str, Any]) -> None:
         state = plain(props)
-        records = prior_records(state)
+        records = pool_records(state)
         items = [(ident, r) for r in records.values() if (ident := r.identity()) is not None]
         connection, policy = (
             Connection.model_validate(state["connection"]),
@@ -148,43 +153,25 @@ class MachinePoolProvider(ResourceProvider):
         rc.raise_failures(f"pool {state.get('pool')}", results)
 
 
-def prior_records(olds: dict[str, Any]) -> dict[str, rc.MachineRecord]:
-    """The pool's records from its outputs. State written before issue 18 kept each machine's spec in
-    the outputs (`machines`) and no identity in the record: the identity and spec fingerprint come from
-    that spec, so old state diffs, renames, releases and refreshes exactly as new state does."""
-    raw = plain(olds)
-    records = rc.parse_records(raw.get("machines_state"))
-    for item in raw.get("machines") or ():
-        try:
-            spec = MachineSpec.model_validate(item)
-        except ValidationError:
-            continue  # a spec this version can't read: its record stays without identity
-        rec = records.get(spec.hostname)
-        if rec is not None and rec.identity() is None:
-            records[spec.hostname] = rc.written_for(rec, spec)
-    return records
-
-
 _SPECS: TypeAdapter[dict[str, Json[MachineSpec]]] = TypeAdapter(dict[str, Json[MachineSpec]])
 
 
-def machines_changed(records: dict[str, rc.MachineRecord], news: dict[str, Any]) -> bool:
-    """Whether the declared machines differ from what the records were written for (a machine joins,
-    leaves, or any field of its spec changed); unknown or unreadable specs count as changed."""
+def machines_changed(records: dict[str, MachineRecord], news: dict[str, Any]) -> bool:
+    """Whether the plan has anything to do for the declared machines (join, leave, or any change but
+    `stay`); unknown or unreadable specs count as changed."""
     raw = news.get("machines")
     if not isinstance(raw, dict) or has_unknown(raw):
         return True
     try:
-        specs = _SPECS.validate_python(plain(raw)).values()
+        specs = list(_SPECS.validate_python(plain(raw)).values())
     except ValidationError:
         return True
-    wanted = {r.hostname for r in records.values() if not r.leaving}
-    if wanted != {s.hostname for s in specs}:
-        return True
-    return any(records[s.hostname].spec_fingerprint != s.spec_fingerprint() for s in specs)
+    moved = renames({h: i for h, r in records.items() if (i := r.identity()) is not None}, specs)
+    p = plan(rekey(records, moved), specs)
+    return bool(moved or p.join or p.reidentify or p.redeploy or p.in_place or p.leave or p.repair)
 
 
-def _outputs(props: dict[str, Any], records: dict[str, rc.MachineRecord]) -> dict[str, Any]:
+def _outputs(props: dict[str, Any], records: dict[str, MachineRecord]) -> dict[str, Any]:
     raw = plain(props)
     counts: dict[str, int] = {}
     for r in records.values():

@@ -8,10 +8,12 @@ from clients.maas import datasource_failure
 
 from .bootstrap import reported_failure, verdict
 from .cloud_init import render_user_data
+from .plan import checks_fingerprint
 from .ports import MaasError, MachineDetail
 from .records import (
     OWNER_ATTEMPTS,
     OWNER_ATTEMPTS_FOR,
+    OWNER_CHECKS,
     OWNER_FINGERPRINT,
     OWNER_MANAGED,
     OWNER_NODE_ID,
@@ -229,6 +231,7 @@ def _record_owner_data(ctx: Context, m: LifecycleRecord) -> None:
         m.system_id,
         {
             OWNER_FINGERPRINT: m.spec.deploy_fingerprint(),
+            OWNER_CHECKS: checks_fingerprint(m.spec),
             OWNER_NODE_ID: m.node_id,
             OWNER_MANAGED: "gpuaas-infra",
             OWNER_ATTEMPTS: str(m.deploy_attempts),

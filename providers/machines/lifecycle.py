@@ -14,8 +14,10 @@ from collections.abc import Callable
 from clients.maas import MaasUnavailable
 
 from . import handlers as h
+from .plan import redeploy_due
 from .ports import PortError
 from .records import (
+    OWNER_CHECKS,
     OWNER_FINGERPRINT,
     OWNER_MANAGED,
     OWNER_NODE_ID,
@@ -141,9 +143,10 @@ def stage_for(m: LifecycleRecord) -> Stage:
     table = ONBOARD_TABLE if m.goal is Goal.DEPLOYED else teardown
     status = m.view.status
     if m.goal is Goal.DEPLOYED and status is MaasStatus.DEPLOYED:
-        fingerprint = m.view.owner_data.get(OWNER_FINGERPRINT)
-        if fingerprint is not None and fingerprint != m.spec.deploy_fingerprint():
-            return Stage.RELEASE  # our deploy inputs changed: release, then deploy again
+        deployed_from = {"deploy": m.view.owner_data.get(OWNER_FINGERPRINT),
+                         "checks": m.view.owner_data.get(OWNER_CHECKS)}
+        if redeploy_due(deployed_from, m.spec):
+            return Stage.RELEASE  # the plan's rule: a change that redeploys; release, then deploy again
     return table.get(status, Stage.FAILED)
 
 

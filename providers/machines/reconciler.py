@@ -1,8 +1,9 @@
 """The machines kind's reconciler: verbs over typed specs and per-machine records, no Pulumi.
 
-- `plan(prior, specs)`: which machines join, redeploy, repair, stay (pure).
-- `converge(ctx, specs, prior, leaving)`: run the lifecycle for the machines that need it, carry
-  every untouched machine's record forward unchanged, release the machines that leave.
+- the plan (`plan.py`): the record state keeps, what a change does (`change`), a run's plan (pure).
+- `converge(ctx, specs, prior, leaving)`: run the lifecycle for the machines the plan says need it
+  (join, reidentify: release the old hardware first, redeploy, repair), carry every untouched machine's
+  record forward unchanged, release the machines that leave.
 - `release(ctx, items)`: teardown per each machine's mode.
 - `observe(ops, records)`: one bulk read; what refresh records (drift is decided here, once).
 - `apply_in_place(ctx, old, new, system_id)`: hostname, tags, power settings (read back).
@@ -13,159 +14,23 @@ MaasMachine and MachinePool are thin translations onto these verbs (a MaasMachin
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, ValidationError
-
 from .drift import identity_drift
+from .plan import DEPLOYED, MachineRecord, Plan, checks_fingerprint, plan, written_for
 from .ports import MachineOps, MachineView
 from .progress import report_line
-from .records import OWNER_FINGERPRINT, Context, FailCode
+from .records import OWNER_CHECKS, OWNER_FINGERPRINT, Context, FailCode
 from .scheduler import MachineResult, Scheduler
-from .spec import MachineIdentity, MachineSpec, PowerType, TeardownMode
-from .status import MachineOutcome, Stage
+from .spec import MachineIdentity, MachineSpec, PowerType
+from .status import MachineOutcome
 
-DEPLOYED = "Deployed"
 MISSING = "Missing"
 REPORT_MAX_FAILURES = 10
 REPORT_MAX_CHARS = 4000
 REPORT_MAX_REASON = 360  # characters of one machine's reason in the summary (its middle gives way)
-
-
-class MachineRecord(BaseModel):
-    """What state keeps per machine: what diff, drift and teardown need, never a secret (issue 18:
-    a few hundred bytes; the spec itself is only in the pool's inputs). Reads old state too (extra
-    keys such as notes, stage_seconds, user_data_digest and bundle_digest are dropped)."""
-
-    model_config = ConfigDict(frozen=True, extra="ignore")
-
-    hostname: str
-    system_id: str | None = None
-    status: str | None = None
-    """MAAS's status label at the last run or refresh ("Missing": gone from MAAS)."""
-    stage: Stage | None = None
-    outcome: MachineOutcome | None = None
-    node_id: str | None = None
-    deploy_fingerprint: str | None = None
-    spec_fingerprint: str | None = None
-    """MachineSpec.spec_fingerprint of the spec this record was written for: what a pool's diff compares."""
-    # The spec's identity (MachineIdentity), so a pool needs no old spec: rename, in place, teardown.
-    ipmi_address: str | None = None
-    pxe_mac: str | None = None
-    power_type: PowerType = PowerType.IPMI
-    power_user_path: str | None = None
-    site: str | None = None
-    profile: str | None = None
-    tags: tuple[str, ...] = ()
-    teardown_mode: TeardownMode = TeardownMode.FULL_DECOMMISSION
-    deploy_attempts: int = 0
-    adopted: bool = False
-    leaving: bool = False
-    """A machine that left its pool but whose release failed: the next up retries it."""
-    drift: tuple[str, ...] = ()
-    """What refresh found different from the spec (hostname, declared tags); `up` repairs it."""
-
-    @property
-    def needs_attention(self) -> bool:
-        """Refresh found drift, the last run did not converge, or a release is pending."""
-        if self.leaving or self.drift:
-            return True
-        if not self.system_id:
-            return False
-        return self.status not in (None, DEPLOYED) or self.outcome not in (None, MachineOutcome.READY)
-
-    def state(self, identity: bool = True) -> dict[str, Any]:
-        """The record as state keeps it: defaults left out (a clean create and a clean read write the
-        same shape). `identity=False` for a MaasMachine, whose state holds its whole spec anyway."""
-        drop = set() if identity else (set(MachineIdentity.model_fields) | {"spec_fingerprint"}) - {"hostname"}
-        return self.model_dump(mode="json", exclude_none=True, exclude_defaults=True, exclude=drop) | {
-            "hostname": self.hostname
-        }
-
-    def identity(self) -> MachineIdentity | None:
-        """The identity of the spec this record was written for (None: state older than issue 18)."""
-        if self.ipmi_address is None or self.pxe_mac is None or self.site is None or self.profile is None:
-            return None
-        return MachineIdentity.model_validate({k: getattr(self, k) for k in MachineIdentity.model_fields})
-
-    @staticmethod
-    def parse(hostname: str, raw: Any) -> MachineRecord | None:
-        """A record from state, or None if state holds nothing usable for it."""
-        if not isinstance(raw, Mapping):
-            return None
-        try:
-            return MachineRecord.model_validate({**raw, "hostname": raw.get("hostname") or hostname})
-        except ValidationError:
-            return None
-
-
-def parse_records(raw: Any) -> dict[str, MachineRecord]:
-    """`machines_state` from (possibly old) state: hostname -> record."""
-    if not isinstance(raw, Mapping):
-        return {}
-    out = {h: MachineRecord.parse(h, r) for h, r in raw.items()}
-    return {h: r for h, r in out.items() if r is not None}
-
-
-@dataclass(frozen=True)
-class Plan:
-    join: tuple[str, ...] = ()
-    redeploy: tuple[str, ...] = ()
-    repair: tuple[str, ...] = ()
-    stay: tuple[str, ...] = ()
-    leave: tuple[str, ...] = ()
-
-    def as_dict(self) -> dict[str, list[str]]:
-        return {k: list(getattr(self, k)) for k in ("join", "redeploy", "repair", "stay", "leave")}
-
-    def summary(self) -> str:
-        return ", ".join(f"{k} {len(v)}" for k, v in self.as_dict().items() if v) or "nothing to do"
-
-
-def plan(prior: Mapping[str, MachineRecord], specs: Iterable[MachineSpec]) -> Plan:
-    """Which machines join, redeploy, repair, stay, or leave (from prior records and new specs)."""
-    wanted = {s.hostname: s for s in specs}
-    out: dict[str, list[str]] = {"join": [], "redeploy": [], "repair": [], "stay": []}
-    for hostname, spec in sorted(wanted.items()):
-        rec = prior.get(hostname)
-        if rec is None or not rec.system_id:
-            out["join"].append(hostname)
-        elif rec.deploy_fingerprint != spec.deploy_fingerprint():
-            out["redeploy"].append(hostname)
-        elif rec.needs_attention:
-            out["repair"].append(hostname)
-        else:
-            out["stay"].append(hostname)
-    leave = sorted(set(prior) - set(wanted))
-    return Plan(
-        join=tuple(out["join"]),
-        redeploy=tuple(out["redeploy"]),
-        repair=tuple(out["repair"]),
-        stay=tuple(out["stay"]),
-        leave=tuple(leave),
-    )
-
-
-def renames(old_specs: Mapping[str, MachineIdentity], specs: Iterable[MachineSpec]) -> dict[str, str]:
-    """old hostname -> new hostname for machines renamed in place: the same hardware (PXE MAC)
-    under a new name. Without this a rename would release the machine and deploy it again."""
-    wanted = {s.hostname: s for s in specs}
-    by_mac = {s.pxe_mac: h for h, s in old_specs.items() if h not in wanted}
-    return {by_mac[s.pxe_mac]: h for h, s in wanted.items() if h not in old_specs and s.pxe_mac in by_mac}
-
-
-def rekey(records: Mapping[str, MachineRecord], moved: Mapping[str, str]) -> dict[str, MachineRecord]:
-    """Records under their new hostnames (after `renames`)."""
-    return {
-        moved.get(h, h): r.model_copy(update={"hostname": moved[h]}) if h in moved else r for h, r in records.items()
-    }
-
-
-def written_for(rec: MachineRecord, spec: MachineSpec) -> MachineRecord:
-    """`rec`, now recording `spec` (its identity and spec fingerprint); MAAS facts unchanged."""
-    return rec.model_copy(update={**dict(spec.identity()), "spec_fingerprint": spec.spec_fingerprint()})
 
 
 @dataclass(frozen=True)
@@ -187,6 +52,7 @@ def record_of(
         **spec.identity().model_dump(),
         "system_id": (result.system_id if result else None) or (prior.system_id if prior else None),
         "deploy_fingerprint": spec.deploy_fingerprint(),
+        "checks_fingerprint": checks_fingerprint(spec),
         "spec_fingerprint": spec.spec_fingerprint(),
     }
     if result is not None:
@@ -208,27 +74,33 @@ def converge(
     leaving: Sequence[tuple[Departing, MachineRecord | None]] = (),
 ) -> Converged:
     """Bring `specs` to Deployed + enrolled; release `leaving`. Machines the plan leaves alone
-    are not touched, and their records are carried forward exactly as they were."""
+    are not touched, and their records are carried forward exactly as they were. A machine whose spec
+    names other hardware (`reidentify`) is released first, then found again (or created) and deployed."""
     p = plan(prior, specs)
     ctx.log(f"machines: {p.summary()}")
     results: list[MachineResult] = []
-    if leaving:
-        results += _teardown(ctx, leaving)
-    todo = [s for s in specs if s.hostname not in p.stay]
+    old_hardware = [(ident, prior[h]) for h in p.reidentify if (ident := prior[h].identity()) is not None]
+    released = _teardown(ctx, [*leaving, *old_hardware]) if leaving or old_hardware else []
+    results += released
+    kept = {r.hostname for r in released if r.outcome.failed and r.hostname in p.reidentify}
+    todo = [s for s in specs if s.hostname not in p.untouched and s.hostname not in kept]
     if todo:
-        known = {h: r.system_id for h, r in prior.items() if r.system_id}
+        known = {h: r.system_id for h, r in prior.items() if r.system_id and h not in p.reidentify}
         results += Scheduler(ctx).onboard(todo, known)
     report(ctx, results)
-    by_host = {r.hostname: r for r in results}
+    onboarded = {r.hostname: r for r in results if r not in released}
     records = {
-        s.hostname: record_of(s, by_host.get(s.hostname), ctx.platform_url, prior.get(s.hostname)) for s in specs
+        s.hostname: record_of(s, onboarded.get(s.hostname), ctx.platform_url, prior.get(s.hostname)) for s in specs
     }
-    for spec, rec in leaving:  # a failed release stays recorded, so the next up retries it
-        r = by_host.get(spec.hostname)
-        if r is not None and r.outcome.failed:
-            base = rec or MachineRecord(hostname=spec.hostname)
-            ident = spec if isinstance(spec, MachineIdentity) else spec.identity()
-            records[spec.hostname] = base.model_copy(update={**dict(ident), "leaving": True, "outcome": r.outcome})
+    failed_release = {r.hostname: r for r in released if r.outcome.failed}
+    for spec, rec in [*leaving, *old_hardware]:  # a failed release stays recorded: the next up retries it
+        r = failed_release.get(spec.hostname)
+        if r is None:
+            continue
+        base = rec or MachineRecord(hostname=spec.hostname)
+        ident = spec if isinstance(spec, MachineIdentity) else spec.identity()
+        update = {**dict(ident), "outcome": r.outcome} | ({} if spec.hostname in p.reidentify else {"leaving": True})
+        records[spec.hostname] = base.model_copy(update=update)
     return Converged(p, records, results)
 
 
@@ -272,11 +144,12 @@ def observed(
     if view is None:
         gone = {"status": MISSING, "outcome": MachineOutcome.DRIFTED, "drift": ("gone from MAAS",)}
         return rec.model_copy(update=gone)
-    fingerprint = view.owner_data.get(OWNER_FINGERPRINT)
     what: list[str] = []
     if view.status.label != DEPLOYED:
         what.append(f"status is {view.status.label} in MAAS")
-    if fingerprint is not None and fingerprint != rec.deploy_fingerprint:
+    deployed_from = {"deploy": view.owner_data.get(OWNER_FINGERPRINT), "checks": view.owner_data.get(OWNER_CHECKS)}
+    recorded = rec.recorded_fingerprints()
+    if any(v is not None and recorded.get(k) is not None and v != recorded[k] for k, v in deployed_from.items()):
         what.append("deployed from other inputs (owner-data fingerprint)")
     if spec is not None:
         what += identity_drift(spec, view)

@@ -15,6 +15,7 @@ from .status import MachineOutcome, Stage
 
 # Owner-data keys we keep on the MAAS machine (survive a killed provider; MAAS is the record).
 OWNER_FINGERPRINT = "gpuaas_deploy_fingerprint"
+OWNER_CHECKS = "gpuaas_checks_fingerprint"  # plan.checks_fingerprint of the deploy (SKU, profile, boot NIC)
 OWNER_NODE_ID = "gpuaas_node_id"
 OWNER_MANAGED = "gpuaas_managed_by"
 # The deploy retry budget spent so far, and what it belongs to ("<deploy fingerprint>/<retry_generation>"):
@@ -57,6 +58,7 @@ class FailCode(StrEnum):
     BOOTSTRAP = "MCH022"  # another launcher step failed on the node (fetch, packages, storage, enroll, ...)
     BUNDLE_DIGEST = "MCH023"  # the node reports a bundle digest other than the one deployed
     NO_REPORT = "MCH024"  # the node enrolled without a bootstrap report (its launcher did not run the bundle)
+    HOSTNAME_HELD = "MCH025"  # the hostname is held by other hardware (another PXE MAC) that is in use
 
     def __call__(self, reason: str) -> str:
         return f"{self.value} {reason}"

@@ -8,6 +8,11 @@ the machines either matches are the candidates; exactly one is adopted, several 
 (MCH020, listing their system_ids). Each key kind is one bulk request for all machines of the run;
 the power-address lookup (MAAS has no filter for it) runs only for machines still unresolved, i.e.
 machines that may be new.
+
+A machine found by hostname whose PXE MAC is another than the spec's is other hardware (the plan's
+`reidentify`: the spec now names new hardware). It is never adopted: when it is not in use (New, Ready,
+failed commissioning or testing) it is renamed `<hostname>-was-<system_id>` so the name is free, and the
+spec's hardware is looked up by its own keys; in use, the machine stops with MCH025.
 """
 
 from __future__ import annotations
@@ -15,6 +20,8 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+
+from clients.maas import MaasStatus
 
 from .ports import MachineOps, MachineView, PortError
 from .records import Context, FailCode, LifecycleRecord
@@ -24,14 +31,26 @@ CREATE_ATTEMPTS = 4
 MAX_WORKERS = 32  # concurrent creates per run
 
 
+# A machine in these states holds nothing: its hostname may be freed for the hardware a spec names now.
+FREE_TO_RENAME = frozenset({MaasStatus.NEW, MaasStatus.READY, MaasStatus.FAILED_COMMISSIONING,
+                            MaasStatus.FAILED_TESTING})
+
+
+def other_hardware(spec: MachineSpec, view: MachineView) -> bool:
+    """A machine found under the spec's hostname that MAAS knows with another PXE MAC."""
+    return bool(view.pxe_mac) and (view.pxe_mac or "").lower() != spec.pxe_mac
+
+
 def resolve_machines(
     ops: MachineOps,
     specs: list[MachineSpec],
     known: dict[str, str],
     ambiguous: dict[str, list[MachineView]] | None = None,
+    held: dict[str, MachineView] | None = None,
 ) -> dict[str, MachineView]:
     """hostname -> the machine MAAS has for it. A spec that IPMI address and PXE MAC match to
-    several machines is not resolved: it lands in `ambiguous` (hostname -> the candidates)."""
+    several machines is not resolved: it lands in `ambiguous` (hostname -> the candidates). A machine
+    under the spec's hostname that is other hardware lands in `held` and the spec's own keys decide."""
     found: dict[str, MachineView] = {}
     if not specs:
         return found
@@ -43,8 +62,13 @@ def resolve_machines(
     if pending:
         by_name = {v.hostname: v for v in ops.by_hostnames([s.hostname for s in pending])}
         for s in pending:
-            if s.hostname in by_name:
-                found[s.hostname] = by_name[s.hostname]
+            if s.hostname not in by_name:
+                continue
+            if other_hardware(s, by_name[s.hostname]):
+                if held is not None:
+                    held[s.hostname] = by_name[s.hostname]
+                continue
+            found[s.hostname] = by_name[s.hostname]
     pending = [s for s in specs if s.hostname not in found]
     if pending:
         for name, candidates in _candidates(ops, pending).items():
@@ -93,8 +117,11 @@ def resolve_records(
     `create_now`, only that many: the rest are returned for `create_records` later). A machine neither
     found nor created is marked (`vanished`, `create_error`): the pre-check decides."""
     ambiguous: dict[str, list[MachineView]] = {}
-    found = resolve_machines(ctx.ops, [r.spec for r in recs], known, ambiguous)
+    held: dict[str, MachineView] = {}
+    found = resolve_machines(ctx.ops, [r.spec for r in recs], known, ambiguous, held)
     for r in recs:
+        if r.spec.hostname in held and not _free_hostname(ctx, r, held[r.spec.hostname], found.get(r.spec.hostname)):
+            continue
         view = found.get(r.spec.hostname)
         if r.spec.hostname in ambiguous:
             listed = ", ".join(f"{v.system_id} ({v.hostname}, {v.status.label})" for v in ambiguous[r.spec.hostname])
@@ -113,6 +140,25 @@ def resolve_records(
     now = missing if create_now is None else missing[:create_now]
     create_records(ctx, now, sleep)
     return missing[len(now):]
+
+
+def _free_hostname(ctx: Context, r: LifecycleRecord, other: MachineView, own: MachineView | None) -> bool:
+    """The spec's hostname is held by other hardware: rename that machine away when it holds nothing,
+    else stop this machine (MCH025). True when the spec may go on (adopt its own machine or create it)."""
+    h = r.spec.hostname
+    if other.status not in FREE_TO_RENAME:
+        r.create_error = FailCode.HOSTNAME_HELD(
+            f"{h}: MAAS machine {other.system_id} ({other.status.label}, PXE MAC {other.pxe_mac}) holds the "
+            f"hostname, but the spec names PXE MAC {r.spec.pxe_mac}: other hardware. Release that machine (or "
+            "rename it in MAAS) if it is the hardware being replaced, or fix the declared PXE MAC; then run up again"
+        )
+        return False
+    new_name = f"{h}-was-{other.system_id}"
+    ctx.ops.set_hostname(other.system_id, new_name)
+    r.notes.append(f"MAAS machine {other.system_id} (PXE MAC {other.pxe_mac}) held the hostname: renamed {new_name}"
+                   + (f"; the spec's hardware is {own.system_id}" if own is not None else ""))
+    ctx.log(f"{h}: {r.notes[-1]}")
+    return True
 
 
 def create_records(ctx: Context, recs: list[LifecycleRecord], sleep: Callable[[float], None] = time.sleep) -> None:

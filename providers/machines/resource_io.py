@@ -12,6 +12,7 @@ from pydantic import BaseModel, ConfigDict, Json, TypeAdapter, ValidationError, 
 
 from providers.common import has_unknown, plain, spec_failures
 
+from .plan import MachineRecord, parse_records, written_for
 from .spec import Connection, LifecyclePolicy, MachineSpec
 
 # Output keys older versions wrote into state and this one no longer keeps (notes and stage timings
@@ -134,3 +135,41 @@ def time_scale_from(config: Any) -> float:
     `configure`, here and not in the runtime module, so a preview never loads the client libraries."""
     value = config.get("gpuaas-infra:machine_time_scale") if config is not None else None
     return float(value) if value else 1.0
+
+
+def pool_records(state: Mapping[str, Any]) -> dict[str, MachineRecord]:
+    """A pool's records from its state (outputs). State written before issue 18 kept each machine's spec
+    in the outputs (`machines`) and no identity in the record: the identity and spec fingerprint come from
+    that spec, so old state diffs, renames, releases and refreshes exactly as new state does."""
+    raw = plain(state)
+    records = parse_records(raw.get("machines_state"))
+    for item in raw.get("machines") or ():
+        try:
+            spec = MachineSpec.model_validate(item)
+        except ValidationError:
+            continue  # a spec this version can't read: its record stays without identity
+        rec = records.get(spec.hostname)
+        if rec is not None and rec.identity() is None:
+            records[spec.hostname] = written_for(rec, spec)
+    return records
+
+
+def machine_spec_of(state: Mapping[str, Any]) -> MachineSpec | None:
+    """A MaasMachine's spec from its inputs or state (None: unknown in a preview, or unreadable)."""
+    raw = state.get("machine")
+    if raw is None or has_unknown(raw):
+        return None
+    try:
+        return MachineSpec.model_validate(plain(raw))
+    except ValidationError:
+        return None
+
+
+def machine_record(state: Mapping[str, Any], system_id: str | None = None) -> MachineRecord | None:
+    """A MaasMachine's record from its state: the record fields at the top of its outputs, the identity
+    and spec fingerprint of the spec it was written for (its `machine` input); None when unreadable."""
+    raw = plain(state)
+    spec = machine_spec_of(raw)
+    hostname = spec.hostname if spec is not None else str(raw.get("hostname") or "")
+    record = MachineRecord.parse(hostname, {**raw, "system_id": system_id or raw.get("system_id")})
+    return written_for(record, spec) if record is not None and spec is not None else record

@@ -12,6 +12,8 @@ from environments import load_environment
 from providers.kind import UNKNOWN, Change
 from providers.maas_machine import MAAS_MACHINE, MaasMachineProvider
 from providers.machine_pool import MACHINE_POOL, MachinePoolProvider
+from providers.machines.plan import FIELD_RULES
+from providers.machines.plan import Change as PlanChange
 from providers.machines.resource_io import wire_machines
 from providers.machines.spec import Connection, LifecyclePolicy, MachineSpec
 from simulators.localstack import machine_specs
@@ -44,14 +46,16 @@ def test_every_input_field_is_classified_explicitly() -> None:
     assert [p for p in ("pool", "machines", "connection", "policy") if not _explicit(MACHINE_POOL, p)] == []
 
 
-def test_deploy_inputs_replace_and_power_hostname_tags_policy_are_in_place() -> None:
-    for path in ("machine.deploy.bundle_digest", "machine.storage.maas_layout", "machine.roce_links", "machine.sku",
-                 "machine.site", "machine.profile", "machine.pxe_interface", "machine.pxe_mac"):
-        assert MAAS_MACHINE.rule(path) is Change.REPLACE, path
-    for path in ("machine.hostname", "machine.tags", "machine.teardown_mode", "machine.ipmi_address",
-                 "machine.power_type", "machine.power_user_path", "policy.hardware_sync_interval",
-                 "connection.platform.url"):
+def test_the_descriptor_is_the_plans_rule_as_pulumi_sees_it() -> None:
+    """Other hardware (the plan's reidentify) replaces a MaasMachine; everything else updates it, redeploys
+    included (tests/machines/test_plan.py walks what each does)."""
+    for field, rule in FIELD_RULES.items():
+        want = Change.REPLACE if rule.change is PlanChange.REIDENTIFY else Change.UPDATE
+        assert MAAS_MACHINE.rule(f"machine.{field}") is want, field
+        assert MAAS_MACHINE.rule(f"machine.{field}.x") is want, field
+    for path in ("policy.hardware_sync_interval", "connection.platform.url"):
         assert MAAS_MACHINE.rule(path) is Change.UPDATE, path
+    assert MAAS_MACHINE.rule("connection.maas.site") is Change.REPLACE
     assert MAAS_MACHINE.delete_before_replace
 
 
@@ -66,13 +70,15 @@ def test_maas_machine_diff_on_unknowns_after_refresh_is_an_update_not_a_crash() 
     assert d.changes and not d.replaces
 
 
-def test_maas_machine_diff_power_is_in_place_deploy_is_replace() -> None:
+def test_maas_machine_diff_power_and_deploy_are_updates_a_pxe_mac_is_a_replace() -> None:
     old = {**_machine_props(), "system_id": "abc", "status": "Deployed", "outcome": "ready"}
     power = MaasMachineProvider().diff("abc", old, _machine_props(ipmi_address="10.9.9.9", power_type="redfish"))
     assert power.changes and not power.replaces
     deploy = {**_spec()["deploy"], "bundle_digest": "f" * 64}
     redeploy = MaasMachineProvider().diff("abc", old, _machine_props(deploy=deploy))
-    assert redeploy.replaces == ["machine.deploy.bundle_digest"] and redeploy.delete_before_replace
+    assert redeploy.changes and not redeploy.replaces
+    other = MaasMachineProvider().diff("abc", old, _machine_props(pxe_mac="b0:7b:25:20:00:99"))
+    assert other.replaces == ["machine.pxe_mac"] and other.delete_before_replace
 
 
 def test_same_meaning_spelled_differently_is_no_change() -> None:

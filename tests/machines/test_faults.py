@@ -13,7 +13,8 @@ from clients.platform.client import PlatformClient
 from clients.platform.errors import PlatformApiError
 from clients.platform.models.nodes import EnrollmentRequest
 from environments.model import TeardownMode
-from providers.machines.reconciler import MachineRecord, release
+from providers.machines.plan import MachineRecord
+from providers.machines.reconciler import release
 from providers.machines.scheduler import Scheduler
 from providers.machines.status import MachineOutcome
 from simulators.maas import ApiErrorBurst, ApiFaults, MachineFaults

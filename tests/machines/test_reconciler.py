@@ -10,6 +10,7 @@ from clients.maas import MaasError, MaasStatus, MachineView, PowerSettings
 from environments import load_environment
 from providers.machines import reconciler as rc
 from providers.machines.lifecycle import MAX_ERRORS, failed_call, precheck, run_step
+from providers.machines.plan import MachineRecord, plan, rekey, renames
 from providers.machines.records import OWNER_FINGERPRINT, Context, Goal, LifecycleRecord, StepKind
 from providers.machines.scheduler import MachineResult
 from providers.machines.spec import Deadlines, LifecyclePolicy, MachineIdentity, MachineSpec, TeardownMode
@@ -36,25 +37,13 @@ def _ctx(ops: Any = None, logs: list[str] | None = None) -> Context:
     )
 
 
-def _record(h: str, **kw: Any) -> rc.MachineRecord:
+def _record(h: str, **kw: Any) -> MachineRecord:
     base = {"hostname": h, "system_id": f"sid-{h}", "status": "Deployed", "outcome": "ready",
             "node_id": f"node-{h}", "deploy_fingerprint": SPECS[h].deploy_fingerprint()}
-    return rc.MachineRecord.model_validate({**base, **kw})
+    return MachineRecord.model_validate({**base, **kw})
 
 
 # --- plan / converge -------------------------------------------------------------------------
-
-def test_plan_join_redeploy_repair_stay_leave() -> None:
-    prior = {"local-gpu-2": _record("local-gpu-2"), "local-gpu-3": _record("local-gpu-3"),
-             "local-gpu-4": _record("local-gpu-4", status="Ready", outcome="drifted"),
-             "gone-1": _record("local-gpu-2", hostname="gone-1")}
-    changed = SPECS["local-gpu-3"].model_copy(
-        update={"deploy": SPECS["local-gpu-3"].deploy.model_copy(update={"bundle_digest": "f" * 64})}
-    )
-    p = rc.plan(prior, [SPECS["local-gpu-1"], SPECS["local-gpu-2"], changed, SPECS["local-gpu-4"]])
-    assert p.as_dict() == {"join": ["local-gpu-1"], "redeploy": ["local-gpu-3"], "repair": ["local-gpu-4"],
-                           "stay": ["local-gpu-2"], "leave": ["gone-1"]}
-
 
 def test_converge_leaves_untouched_machines_and_their_records_alone() -> None:
     """Issue 14 bug 1: a pool update must carry every untouched machine's record forward as it was."""
@@ -102,16 +91,6 @@ def test_observe_records_drift_as_an_enum_outcome_with_one_bulk_read() -> None:
     assert seen["local-gpu-2"].state()["outcome"] == "drifted" and seen["local-gpu-2"].needs_attention
     assert seen["local-gpu-2"].node_id == "node-local-gpu-2", "drift keeps what teardown needs"
 
-
-def test_v1_records_parse_and_shrink() -> None:
-    v1 = {"hostname": "local-gpu-2", "system_id": "x", "status": "Deployed", "stage": "ready", "outcome": "ready",
-          "node_id": "n", "deploy_attempts": 1.0, "notes": ["a"] * 40, "stage_seconds": {"deploy": 1.5}}
-    rec = rc.MachineRecord.parse("local-gpu-2", v1)
-    assert rec is not None and rec.stage is Stage.READY and not rec.needs_attention
-    assert "notes" not in rec.state() and "stage_seconds" not in rec.state()
-
-
-# --- bounded failure reports ---------------------------------------------------------------
 
 def test_a_hundred_failures_make_a_bounded_error_and_a_full_report_on_the_output() -> None:
     results = [
@@ -201,11 +180,11 @@ def test_a_renamed_pool_machine_stays_and_is_renamed_in_place() -> None:
     old_specs = {h: SPECS[h] for h in ("local-gpu-2", "local-gpu-3")}
     renamed = SPECS["local-gpu-3"].model_copy(update={"hostname": "local-gpu-3b"})
     new = [SPECS["local-gpu-2"], renamed]
-    moved = rc.renames(old_specs, new)
+    moved = renames(old_specs, new)
     assert moved == {"local-gpu-3": "local-gpu-3b"}
-    prior = rc.rekey({h: _record(h) for h in old_specs}, moved)
+    prior = rekey({h: _record(h) for h in old_specs}, moved)
     assert prior["local-gpu-3b"].system_id == "sid-local-gpu-3" and prior["local-gpu-3b"].hostname == "local-gpu-3b"
-    assert rc.plan(prior, new).stay == ("local-gpu-2", "local-gpu-3b")
+    assert plan(prior, new).stay == ("local-gpu-2", "local-gpu-3b")
 
     class Renames(NoCalls):
         def __init__(self) -> None:

@@ -92,18 +92,3 @@ def test_the_replacement_halves_say_delete_before_replace() -> None:
     assert "(delete before replace)" not in render_note([_stack("showcase")])
     assert "- **replace** `machine-local-gpu-1` (`local-gpu-1`) (delete before replace)" in render_note(
         [_stack("replacement_steps")])
-
-
-def test_machine_changes_follow_the_provider_descriptor() -> None:
-    """The note calls a machine change in place exactly when the MaasMachine descriptor does."""
-    from preview_note.kinds import machine_changes
-    from providers.kind import all_kinds
-
-    descriptor = all_kinds()["MaasMachine"]
-    for rule in descriptor.in_place:
-        if rule.startswith("machine."):
-            field = rule.removeprefix("machine.")
-            assert machine_changes({field: "a"}, {field: "b"}) == ([], [field]), field
-    for rule in descriptor.replaces:
-        field = rule.removeprefix("machine.")
-        assert machine_changes({field: "a"}, {field: "b"}) == ([field], []), field

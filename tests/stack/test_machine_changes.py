@@ -1,0 +1,183 @@
+"""Every field of a machine's spec, changed in the local environment, under the real CLI: the preview's step
+(MaasMachine replace or update; the pool an update), the merge-request note, and what `up` then does in
+MAAS agree with the machines plan's rule (providers/machines/plan.py), for the standalone MaasMachine
+(local-gpu-1) and a pool machine (local-gpu-3) alike. tests/machines/test_plan.py walks the same fields
+through the rule, both adapters' diffs, the lifecycle's trigger and the note without a stack.
+
+Not walked here, each for a reason: `site` (another MAAS region: the local world has one; the rule makes
+it other hardware), `hostname` of the standalone machine (its resource name is `machine-<hostname>`, a new
+Pulumi resource), `profile` of a pool machine (a pool holds one profile: validation refuses the mix), and
+`pxe_interface` and `storage` on their own (they follow the SKU and the profile, walked with them)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from clients.maas import MaasClient
+from preview_note import StackPreview, parse_preview, render_note
+from providers.machines.plan import FIELD_RULES, Change
+from simulators.localstack import LocalStack
+
+REPO = Path(__file__).resolve().parents[2]
+IPMI = {"local-gpu-1": "172.16.20.41", "local-gpu-3": "172.16.20.43"}
+BMC_REF = "local/bmc/walk#credentials"
+SPARES = ({"hostname": "spare-a", "ipmi_address": "172.16.20.31", "pxe_mac": "b0:7b:25:20:00:31"},
+          {"hostname": "spare-b", "ipmi_address": "172.16.20.32", "pxe_mac": "b0:7b:25:20:00:32"})
+Doc = dict[str, Any]
+
+
+def _declared() -> Doc:
+    doc = yaml.safe_load((REPO / "environments" / "local.yaml").read_text())
+    profile_b = {**doc["sites"][0]["profiles"][0], "name": "h200-lab-b", "storage_layout_profile": "flat"}
+    doc["sites"][0]["profiles"].append(profile_b)
+    return doc
+
+
+@pytest.fixture
+def world(tmp_path: Path) -> Iterator[tuple[LocalStack, Path]]:
+    declared = _declared()
+    racked = {**declared, "machines": declared["machines"] + [
+        {**s, "sku": "h200", "site": "local", "profile": "h200-lab"} for s in SPARES]}
+    (tmp_path / "racked.yaml").write_text(yaml.safe_dump(racked, sort_keys=False))
+    env_file = tmp_path / "local.yaml"
+    env_file.write_text(yaml.safe_dump(declared, sort_keys=False))
+    with LocalStack(str(tmp_path / "racked.yaml")) as w:
+        yield w, env_file
+
+
+def _machine(doc: Doc, hostname: str) -> Doc:
+    return next(m for m in doc["machines"] if m["hostname"] == hostname)
+
+
+def _set(**fields: Any) -> Callable[[Doc, str], None]:
+    def edit(doc: Doc, hostname: str) -> None:
+        _machine(doc, hostname).update(fields)
+    return edit
+
+
+def _spare(doc: Doc, hostname: str) -> None:
+    """New hardware under the same name: the spare's PXE MAC and BMC."""
+    spare = SPARES[0] if hostname == "local-gpu-1" else SPARES[1]
+    _machine(doc, hostname).update(pxe_mac=spare["pxe_mac"], ipmi_address=spare["ipmi_address"])
+
+
+def _ipmi(doc: Doc, hostname: str) -> None:
+    _machine(doc, hostname)["ipmi_address"] = IPMI[hostname]
+
+
+def _teardown(doc: Doc, hostname: str) -> None:
+    """Another teardown mode that still releases (detach would leave the old hardware holding its name)."""
+    _machine(doc, hostname)["teardown_mode"] = "full_decommission" if hostname == "local-gpu-1" else "reimage"
+
+
+def _drop_rail(doc: Doc, _hostname: str) -> None:
+    doc["roce_pools"] = [p for p in doc["roce_pools"] if p["rail"] != 7]
+
+
+# field -> (edit, the machines it applies to). One `up` per field, in this order (later ones build on earlier).
+WALK: list[tuple[str, Callable[[Doc, str], None], tuple[str, ...]]] = [
+    ("tags", _set(tags=["lab", "gpu", "walked"]), ("local-gpu-1", "local-gpu-3")),
+    ("teardown_mode", _teardown, ("local-gpu-1", "local-gpu-3")),
+    ("retry_generation", _set(retry_generation=1), ("local-gpu-1", "local-gpu-3")),
+    ("ipmi_address", _ipmi, ("local-gpu-1", "local-gpu-3")),
+    ("power_user_path", _set(power_user_path=BMC_REF), ("local-gpu-1", "local-gpu-3")),
+    ("hostname", _set(hostname="local-gpu-3b"), ("local-gpu-3",)),
+    ("deploy", _set(hwe_kernel="ga-22.04"), ("local-gpu-1", "local-gpu-3b")),
+    ("profile", _set(profile="h200-lab-b"), ("local-gpu-1",)),
+    ("roce_links", _drop_rail, ("local-gpu-1", "local-gpu-2", "local-gpu-3b", "local-gpu-4")),
+    ("pxe_mac", _spare, ("local-gpu-1", "local-gpu-3b")),
+    ("power_type", _set(power_type="manual"), ("local-gpu-1", "local-gpu-3b")),
+]
+
+
+def _maas(world: LocalStack) -> dict[str, Doc]:
+    assert world.maas is not None
+    return {m["hostname"]: m for m in world.maas.admin.dump_state()["machines"]}
+
+
+def _deploys(world: LocalStack) -> dict[str, int]:
+    """system_id -> how often MAAS started deploying it."""
+    assert world.maas is not None
+    return {m["system_id"]: sum("-> Deploying" in e["description"] for e in world.maas.admin.events(m["system_id"]))
+            for m in world.maas.admin.dump_state()["machines"]}
+
+
+def _ops(result: Any) -> dict[str, str]:
+    return {urn.rsplit("::", 1)[-1]: op.value for urn, op in result.ops().items()
+            if "MaasMachine" in urn or "MachinePool" in urn}
+
+
+def test_every_field_does_what_the_plan_says(engine_factory: Any, world: tuple[LocalStack, Path],
+                                             tmp_path: Path) -> None:
+    stack, env_file = world
+    cfg = {**stack.stack_config(), "gpuaas-infra:environment": str(env_file)}
+    engine = engine_factory(REPO, "local", config=cfg, backend=tmp_path / "backend")
+    first = engine.up()
+    assert first.ok, first.errors()
+    assert stack.maas is not None and stack.vault is not None
+    maas = MaasClient(stack.maas.url, stack.maas.api_key)
+    path, key = BMC_REF.split("#")
+    stack.vault.client().secrets.kv.v2.create_or_update_secret(
+        path=path, mount_point="gpuaas", secret={key: json.dumps({"user": "walker", "password": "walk-pw"})})
+    walked: list[str] = []
+    for field, edit, hosts in WALK:
+        expected = FIELD_RULES[field].change
+        doc = yaml.safe_load(env_file.read_text())
+        for h in hosts:
+            edit(doc, h)
+        env_file.write_text(yaml.safe_dump(doc, sort_keys=False))
+        before_ids = {h: m["system_id"] for h, m in _maas(stack).items()}
+        before = _deploys(stack)
+
+        # The preview: MaasMachine replaced only for other hardware; the pool updated; the note says it.
+        preview = engine.preview()
+        assert preview.ok, (field, preview.errors())
+        ops = _ops(preview)
+        if "local-gpu-1" in hosts:
+            want = "replace" if expected is Change.REIDENTIFY else "update"
+            assert ops.get("machine-local-gpu-1") == want, (field, ops)
+        if any(h != "local-gpu-1" for h in hosts):
+            assert ops.get("pool-local-h200") == "update", (field, ops)
+        note = render_note([StackPreview(stack="local", digest=parse_preview(json.dumps(preview.preview),
+                                                                             "preview"))])
+        says_redeploy = "redeploy" in note.lower() or "other hardware" in note or "is **released**" in note
+        assert says_redeploy is (expected in (Change.REDEPLOY, Change.REIDENTIFY)), (field, note)
+
+        up = engine.up()
+        assert up.ok, (field, up.errors())
+        after = _deploys(stack)
+        now = _maas(stack)
+        redeployed = {sid for sid in after if after[sid] > before.get(sid, 0)}
+        targets = {before_ids[h] for h in hosts}
+        if expected is Change.REDEPLOY:
+            assert redeployed == targets, (field, redeployed, targets)
+        elif expected is Change.REIDENTIFY:
+            for h in hosts:
+                old_sid, new = before_ids[h], now[h]
+                assert new["system_id"] != old_sid and new["status_name"] == "Deployed", (field, h, new)
+                old = next(m for m in now.values() if m["system_id"] == old_sid)
+                assert old["hostname"] == f"{h}-was-{old_sid}" and old["status_name"] != "Deployed", (field, old)
+            assert redeployed == {now[h]["system_id"] for h in hosts}, (field, redeployed)
+        else:
+            assert not redeployed, (field, redeployed)
+        if field == "tags":
+            assert all("walked" in now[h]["tag_names"] for h in hosts)
+        if field == "ipmi_address":
+            assert {h: maas.power_settings(now[h]["system_id"]).power_address for h in hosts} == IPMI
+        if field == "power_user_path":
+            assert {maas.power_settings(now[h]["system_id"]).power_user for h in hosts} == {"walker"}
+        if field == "power_type":
+            assert {maas.power_settings(now[h]["system_id"]).power_type for h in hosts} == {"manual"}
+        if field == "hostname":
+            assert "local-gpu-3b" in now and "local-gpu-3" not in now and now["local-gpu-3b"]["system_id"] == \
+                before_ids["local-gpu-3"]
+        clean = engine.preview(expect_no_changes=True)
+        assert clean.ok, (field, _ops(clean), clean.errors())
+        walked.append(field)
+    assert walked == [f for f, _, _ in WALK]
