@@ -200,6 +200,12 @@ def _options(parents: dict[str, SiteMachines], site: str, protect: bool) -> pulu
     return pulumi.ResourceOptions(parent=parents[site], protect=protect, aliases=[pulumi.Alias(parent=None)])
 
 
+def _owner(resource_name: str) -> str:
+    """What MAAS owner data records as the machine's managing resource (`gpuaas_resource`): a machine a
+    renamed pool (or another resource) adopted is never released by the resource it left."""
+    return f"{pulumi.get_stack()}/{resource_name}"
+
+
 def declare_machines(env: Environment, settings: StackSettings, sites: SiteOutputs) -> dict[str, Any]:
     """hostname -> {system_id, status, node_id} per standalone machine; `pool:<name>` -> hostname ->
     {system_id, status, outcome, node_id} per pool machine."""
@@ -207,11 +213,13 @@ def declare_machines(env: Environment, settings: StackSettings, sites: SiteOutpu
     outputs: dict[str, Any] = {}
     parents: dict[str, SiteMachines] = {}
     for m in (m for m in env.standalone_machines() if settings.part.declares_site(m.site)):
+        name = f"machine-{m.hostname}"
         props: dict[str, Any] = {
             "machine": _spec_output(env, sites, m).apply(_plain),
             **_props(env, settings, sites, m.site, m.profile),
+            "owner": _owner(name),
         }
-        machine = MaasMachine(f"machine-{m.hostname}", props, _options(parents, m.site, protect))
+        machine = MaasMachine(name, props, _options(parents, m.site, protect))
         outputs[m.hostname] = {"system_id": machine.system_id, "status": machine.status, "node_id": machine.node_id}
     for pool in env.machine_pools:
         members = env.machines_in_pool(pool.name)
@@ -219,8 +227,10 @@ def declare_machines(env: Environment, settings: StackSettings, sites: SiteOutpu
             continue
         # One JSON string per machine (PoolInputs.machines): the SDK pays per leaf at every gRPC hop.
         specs = {m.hostname: _spec_output(env, sites, m).apply(MachineSpec.wire) for m in members}
-        props = {"pool": pool.name, "machines": specs, **_props(env, settings, sites, pool.site, pool.profile)}
-        resource = MachinePool(f"pool-{pool.name}", props, _options(parents, pool.site, protect))
+        name = f"pool-{pool.name}"
+        props = {"pool": pool.name, "machines": specs, **_props(env, settings, sites, pool.site, pool.profile),
+                 "owner": _owner(name)}
+        resource = MachinePool(name, props, _options(parents, pool.site, protect))
         outputs[f"pool:{pool.name}"] = resource.machines_state.apply(_summary_records)
     return outputs
 

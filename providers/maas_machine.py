@@ -86,7 +86,7 @@ class MaasMachineProvider(ResourceProvider):
     def _session(self, inputs: MachineInputs) -> Any:
         creds, scale = getattr(self, "_credentials", None), getattr(self, "_time_scale", 1.0)
         label = f"machine {inputs.machine.hostname}"
-        return _runtime().session(inputs.connection, inputs.policy, creds, scale, label=label)
+        return _runtime().session(inputs.connection, inputs.policy, creds, scale, label=label, owner=inputs.owner)
 
     def check(self, olds: dict[str, Any], news: dict[str, Any]) -> CheckResult:
         inputs, failures = check_inputs(MachineInputs, news, "MaasMachine")
@@ -127,6 +127,8 @@ class MaasMachineProvider(ResourceProvider):
             rc.raise_failures(f"machine {spec.hostname}", done.results)
             rc.apply_in_place(ctx, machine_spec_of(olds), spec, _id)
             repair_identity(ctx.ops, [(spec, _id)])  # renamed / a declared tag removed by hand
+            if plain(olds).get("owner") != inputs.owner:  # its first update since it records its name
+                rc.claim(ctx, [_id])
         return UpdateResult({**_inputs(news), **done.records[spec.hostname].state(identity=False)})
 
     def read(self, id_: str, props: dict[str, Any]) -> ReadResult:

@@ -84,9 +84,9 @@ class MachinePoolProvider(ResourceProvider):
         # half-initialised module ("partially initialized module ... circular import", seen in refresh).
         _runtime()
 
-    def _session(self, connection: Connection, policy: LifecyclePolicy, pool: str) -> Any:
+    def _session(self, connection: Connection, policy: LifecyclePolicy, pool: str, owner: str | None) -> Any:
         creds, scale = getattr(self, "_credentials", None), getattr(self, "_time_scale", 1.0)
-        return _runtime().session(connection, policy, creds, scale, label=f"pool {pool}")
+        return _runtime().session(connection, policy, creds, scale, label=f"pool {pool}", owner=owner)
 
     def check(self, olds: dict[str, Any], news: dict[str, Any]) -> CheckResult:
         inputs, failures = check_inputs(PoolInputs, news, "MachinePool")
@@ -104,7 +104,7 @@ class MachinePoolProvider(ResourceProvider):
 
     def create(self, props: dict[str, Any]) -> CreateResult:
         inputs = typed_inputs(PoolInputs, props)
-        with self._session(inputs.connection, inputs.policy, inputs.pool) as ctx:
+        with self._session(inputs.connection, inputs.policy, inputs.pool, inputs.owner) as ctx:
             done = rc.converge(ctx, inputs.specs, {})
         rc.raise_failures(f"pool {inputs.pool}", done.results)
         return CreateResult(f"pool-{inputs.connection.maas.site}-{inputs.pool}", _outputs(props, done.records))
@@ -118,7 +118,7 @@ class MachinePoolProvider(ResourceProvider):
         old_specs = {moved.get(h, h): s for h, s in old_specs.items()}
         wanted = set(inputs.machines)
         leaving = [(s, prior.get(h)) for h, s in old_specs.items() if h not in wanted]
-        with self._session(inputs.connection, inputs.policy, inputs.pool) as ctx:
+        with self._session(inputs.connection, inputs.policy, inputs.pool, inputs.owner) as ctx:
             done = rc.converge(ctx, inputs.specs, prior, leaving)
             rc.raise_failures(f"pool {inputs.pool}", done.results)
             for spec in inputs.specs:
@@ -128,6 +128,8 @@ class MachinePoolProvider(ResourceProvider):
             # Renamed / a declared tag removed by hand: one bulk read, repaired and read back.
             ids = {s.hostname: done.records[s.hostname].system_id for s in inputs.specs}
             repair_identity(ctx.ops, [(s, sid) for s in inputs.specs if (sid := ids[s.hostname])])
+            if plain(olds).get("owner") != inputs.owner:  # a pool's first update since it records its name
+                rc.claim(ctx, [sid for sid in ids.values() if sid])
         return UpdateResult(_outputs(news, done.records))
 
     def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
@@ -148,7 +150,9 @@ class MachinePoolProvider(ResourceProvider):
             Connection.model_validate(state["connection"]),
             LifecyclePolicy.model_validate(state["policy"]),
         )
-        with self._session(connection, policy, str(state.get("pool"))) as ctx:
+        owner = state.get("owner")
+        owner = owner if isinstance(owner, str) else None
+        with self._session(connection, policy, str(state.get("pool")), owner) as ctx:
             results = rc.release(ctx, items)
         rc.raise_failures(f"pool {state.get('pool')}", results)
 

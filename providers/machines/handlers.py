@@ -17,6 +17,7 @@ from .records import (
     OWNER_FINGERPRINT,
     OWNER_MANAGED,
     OWNER_NODE_ID,
+    OWNER_RESOURCE,
     Context,
     FailCode,
     Goal,
@@ -236,6 +237,7 @@ def _record_owner_data(ctx: Context, m: LifecycleRecord) -> None:
             OWNER_MANAGED: "gpuaas-infra",
             OWNER_ATTEMPTS: str(m.deploy_attempts),
             OWNER_ATTEMPTS_FOR: m.attempts_key(),
+            **({OWNER_RESOURCE: ctx.owner} if ctx.owner else {}),
         },
     )
     m.owner_data_recorded = True
@@ -355,6 +357,8 @@ def handle_await_enroll(ctx: Context, m: LifecycleRecord) -> Step:
     m.node_id = node_id
     if not m.owner_data_recorded and OWNER_FINGERPRINT not in m.view.owner_data and m.system_id:
         _record_owner_data(ctx, m)
+    elif ctx.owner and m.view.owner_data.get(OWNER_RESOURCE) != ctx.owner and m.system_id:
+        ctx.ops.set_owner_data(m.system_id, {OWNER_RESOURCE: ctx.owner})  # adopted: this resource manages it now
     state = ctx.enrollment.node_state(node_id)
     status = state.status
     decided = verdict(ctx, m, state)

@@ -81,6 +81,7 @@ SHARED_INPUT_RULES: dict[str, FieldRule] = {
     "pool": FieldRule(Change.IN_PLACE, "a label, recorded: renaming the pool keeps its machines"),
     "connection": FieldRule(Change.IN_PLACE, "endpoints and Vault paths: read by the next call"),
     "policy": FieldRule(Change.IN_PLACE, "the profile's lifecycle policy: read by the next run"),
+    "owner": FieldRule(Change.IN_PLACE, "the managing resource's name, written on each machine it manages"),
 }
 
 # The spec fields each fingerprint covers (what a deploy installs; what a deploy checks the machine against).

@@ -22,7 +22,7 @@ from .drift import identity_drift
 from .plan import DEPLOYED, MachineRecord, Plan, checks_fingerprint, plan, written_for
 from .ports import MachineOps, MachineView
 from .progress import report_line
-from .records import OWNER_CHECKS, OWNER_FINGERPRINT, Context, FailCode
+from .records import OWNER_CHECKS, OWNER_FINGERPRINT, OWNER_RESOURCE, Context, FailCode
 from .scheduler import MachineResult, Scheduler
 from .spec import MachineIdentity, MachineSpec, PowerType
 from .status import MachineOutcome
@@ -159,6 +159,19 @@ def observed(
     elif rec.outcome is MachineOutcome.DRIFTED and rec.drift:
         update["outcome"] = MachineOutcome.READY  # the drift was undone by hand before any up
     return rec.model_copy(update=update)
+
+
+def claim(ctx: Context, system_ids: Sequence[str]) -> list[str]:
+    """Record this run's resource as the manager of deployed machines whose owner data names another (or
+    none: machines deployed before it was recorded). One bulk read; returns the system_ids claimed."""
+    if not ctx.owner or not system_ids:
+        return []
+    claimed = []
+    for view in ctx.ops.read_many(list(system_ids)):
+        if view.status.label == DEPLOYED and view.owner_data.get(OWNER_RESOURCE) != ctx.owner:
+            ctx.ops.set_owner_data(view.system_id, {OWNER_RESOURCE: ctx.owner})
+            claimed.append(view.system_id)
+    return claimed
 
 
 class InPlaceError(Exception):

@@ -16,6 +16,10 @@ from .status import MachineOutcome, Stage
 # Owner-data keys we keep on the MAAS machine (survive a killed provider; MAAS is the record).
 OWNER_FINGERPRINT = "gpuaas_deploy_fingerprint"
 OWNER_CHECKS = "gpuaas_checks_fingerprint"  # plan.checks_fingerprint of the deploy (SKU, profile, boot NIC)
+# The resource that manages the machine ("<stack>/<resource name>"): written at deploy and when a resource
+# adopts a deployed machine, so the resource a machine moved away from (a renamed pool, a machine moved into
+# a pool) never releases it at its delete.
+OWNER_RESOURCE = "gpuaas_resource"
 OWNER_NODE_ID = "gpuaas_node_id"
 OWNER_MANAGED = "gpuaas_managed_by"
 # The deploy retry budget spent so far, and what it belongs to ("<deploy fingerprint>/<retry_generation>"):
@@ -169,6 +173,8 @@ class Context:
     """Where progress lines go: provider stdout (the Pulumi CLI shows it while the step runs)."""
     label: str = "machines"
     """What progress lines call this run (e.g. `pool dal1-h200`)."""
+    owner: str | None = None
+    """The managing resource ("<stack>/<resource name>", OWNER_RESOURCE); None in state written before it."""
     presign: Presign | None = None
     """(spec, ttl seconds[, pin]) -> a presigned GET URL of the spec's bundle version, or of `pin`
     (its validation bundle) (runtime.bundle_presigner)."""

@@ -26,6 +26,8 @@ class MachineInputs(BaseModel):
     machine: MachineSpec
     connection: Connection
     policy: LifecyclePolicy
+    owner: str | None = None
+    """This resource, "<stack>/<resource name>" (MAAS owner data `gpuaas_resource`); None in older state."""
 
 
 class PoolInputs(BaseModel):
@@ -38,6 +40,8 @@ class PoolInputs(BaseModel):
     shows a changed spec as a structured diff (it decodes JSON strings)."""
     connection: Connection
     policy: LifecyclePolicy
+    owner: str | None = None
+    """This resource, "<stack>/<resource name>" (MAAS owner data `gpuaas_resource`); None in older state."""
 
     @model_validator(mode="after")
     def _keyed_by_hostname(self) -> PoolInputs:

@@ -156,6 +156,7 @@ def build_context(
     credentials: VaultCredentials | None,
     time_scale: float,
     label: str = "machines",
+    owner: str | None = None,
 ) -> tuple[Context, MaasClient, PlatformClient]:
     vault = vault_reader(conn.vault, credentials)
     maas = maas_client(conn, credentials, vault, time_scale)
@@ -174,6 +175,7 @@ def build_context(
         progress=progress,
         label=label,
         presign=_presigner(conn, vault),
+        owner=owner,
     )
     return ctx, maas, platform
 
@@ -202,9 +204,10 @@ def session(
     credentials: VaultCredentials | None,
     time_scale: float,
     label: str = "machines",
+    owner: str | None = None,
 ) -> Iterator[Context]:
     """One provider call's context (closed at the end: nothing is kept on the provider object)."""
-    ctx, _, platform = build_context(conn, policy, credentials, time_scale, label)
+    ctx, _, platform = build_context(conn, policy, credentials, time_scale, label, owner)
     try:
         yield ctx
     finally:

@@ -40,6 +40,7 @@ from .lifecycle import (
 )
 from .ports import MachineView, PortError
 from .progress import ProgressMeter
+from .records import OWNER_RESOURCE
 from .resolve import create_records, resolve_records
 from .spec import MachineSpec, TeardownMode
 from .status import MachineOutcome, Stage
@@ -140,7 +141,18 @@ class Scheduler:
         for r in in_maas:
             if r.view is not None and r.node_id is None:
                 r.node_id = r.view.owner_data.get(OWNER_NODE_ID)  # MAAS clears owner data on release
-        return self._run(machines)
+        moved = [m for m in machines if self._managed_elsewhere(m.rec)]
+        return [self._left_alone(m) for m in moved] + self._run([m for m in machines if m not in moved])
+
+    def _managed_elsewhere(self, r: LifecycleRecord) -> str | None:
+        """The resource that manages the machine now, when it is another one than this run's."""
+        owner = r.view.owner_data.get(OWNER_RESOURCE) if r.view is not None else None
+        return owner if owner and self.ctx.owner and owner != self.ctx.owner else None
+
+    def _left_alone(self, m: _Machine) -> MachineResult:
+        m.rec.notes.append(f"managed by {self._managed_elsewhere(m.rec)} now: left as it is (not released)")
+        m.rec.outcome, m.rec.stage = MachineOutcome.DETACHED, Stage.DETACHED
+        return self._result(m)
 
     # ---------------------------------------------------------------------------------------
     def _run(self, machines: list[_Machine], later: list[LifecycleRecord] | None = None) -> list[MachineResult]:

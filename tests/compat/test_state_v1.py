@@ -45,10 +45,10 @@ V1_PROVIDERS = (
 
 # The h200 bundle's templates changed since v1 (issue 15: the launcher moved into the deploy user_data,
 # the bundle carries its steps/), so the local-h200 bundle has a new digest: a machine deployed from the
-# old bundle is redeployed from the new one, as any bundle change does (docs/machines.md). For the one
-# standalone MaasMachine that is a replace (release + deploy, same MAAS machine: checked below); pool
-# machines redeploy inside an update.
-ALLOWED = (StepOp.SAME.value, "replace")
+# old bundle is redeployed from the new one, as any bundle change does (docs/machines.md): the standalone
+# MaasMachine and the pool machines redeploy inside an update (release + deploy, same MAAS machine: checked
+# below). Nothing is replaced: a replace would mean other hardware.
+ALLOWED = (StepOp.SAME.value,)
 
 
 class _Unpickler(pickle.Unpickler):

@@ -12,8 +12,8 @@ CLI saved it as pending: the provider call is going). The preview `pulumi up` ru
 as it plans its first dynamic resource (its events are logged with `planning: true`, and the log is
 truncated when the update starts). Two runs are staged:
 - the first `up` of a fresh stack (a fresh world per stage: the simulators start in about a second);
-- an `up` that redeploys the standalone machine (a delete-before-replace, and the app instance pinned to
-  it updates), all stages in one world, the machine's deploy input toggled before each.
+- an `up` that redeploys the standalone machine (an update that releases and deploys it again, and the app
+  instance pinned to it updates), all stages in one world, the machine's deploy input toggled before each.
 """
 
 from __future__ import annotations

@@ -150,7 +150,7 @@ def test_a_changed_field_means_the_same_everywhere(field: str) -> None:
 def test_a_changed_shared_input_touches_no_machine(shared: str) -> None:
     record = _deployed(BASE)
     value = {"pool": "renamed-pool", "connection": {**CONNECTION, "platform_site_id": "site-2"},
-             "policy": {**POLICY, "batch_max_parallel": 4}}[shared]
+             "policy": {**POLICY, "batch_max_parallel": 4}, "owner": "local/pool-renamed"}[shared]
     pool_news = {"pool": "local-h200", "machines": wire_machines([BASE]), "connection": CONNECTION, "policy": POLICY,
                  shared: value}
     old = _pool_state([BASE], {BASE.hostname: record})

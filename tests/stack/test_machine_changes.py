@@ -181,3 +181,40 @@ def test_every_field_does_what_the_plan_says(engine_factory: Any, world: tuple[L
         assert clean.ok, (field, _ops(clean), clean.errors())
         walked.append(field)
     assert walked == [f for f, _, _ in WALK]
+
+
+def test_a_renamed_pool_and_a_machine_moved_into_a_pool_keep_their_machines(
+        engine_factory: Any, world: tuple[LocalStack, Path], tmp_path: Path) -> None:
+    """A pool's resource is `pool-<name>`: renamed, it is a new resource that adopts the machines, and the
+    old one is deleted after. The machines record their managing resource in MAAS owner data, so the old
+    pool's delete leaves them alone: nothing is released or redeployed. The same for the standalone
+    machine moved into the pool (its MaasMachine is deleted after the pool adopted it)."""
+    stack, env_file = world
+    cfg = {**stack.stack_config(), "gpuaas-infra:environment": str(env_file)}
+    engine = engine_factory(REPO, "local", config=cfg, backend=tmp_path / "backend")
+    assert engine.up().ok
+    before, ids = _deploys(stack), {h: m["system_id"] for h, m in _maas(stack).items()}
+    doc = yaml.safe_load(env_file.read_text())
+    doc["machine_pools"][0]["name"] = "local-h200-renamed"
+    for m in doc["machines"]:
+        if m.get("pool") == "local-h200":
+            m["pool"] = "local-h200-renamed"
+    _machine(doc, "local-gpu-1")["pool"] = "local-h200-renamed"
+    _machine(doc, "local-gpu-1").pop("teardown_mode", None)
+    doc["hosts"] = [h for h in doc["hosts"] if h.get("machine") != "local-gpu-1"]
+    doc["app_instances"] = []  # the Slurm worker was pinned to the standalone machine's host
+    env_file.write_text(yaml.safe_dump(doc, sort_keys=False))
+    up = engine.up()
+    assert up.ok, up.errors()
+    ops = _ops(up)
+    assert ops.get("pool-local-h200-renamed") == "create" and ops.get("pool-local-h200") == "delete", ops
+    assert ops.get("machine-local-gpu-1") == "delete", ops
+    now = _maas(stack)
+    assert {h: now[h]["system_id"] for h in ids if h.startswith("local-gpu")} == {
+        h: s for h, s in ids.items() if h.startswith("local-gpu")}
+    assert {now[h]["status_name"] for h in now if h.startswith("local-gpu")} == {"Deployed"}
+    assert _deploys(stack) == before, "a machine was redeployed"
+    assert {now[h]["owner_data"].get("gpuaas_resource") for h in now if h.startswith("local-gpu")} == {
+        "local/pool-local-h200-renamed"}
+    assert "managed by local/pool-local-h200-renamed now: left as it is" in up.log
+    assert engine.preview(expect_no_changes=True).ok

@@ -105,7 +105,7 @@ def test_up_same_redeploy_one_destroy(engine_factory: Any, world: LocalStack, tm
 
     edit(env_file, change)
     preview = engine.preview()
-    assert machine_ops(preview) == {"machine-local-gpu-1": "replace", "pool-local-h200": "update"}
+    assert machine_ops(preview) == {"machine-local-gpu-1": "update", "pool-local-h200": "update"}
     _note_names_the_redeploy(preview)
     changed = engine.up()
     assert changed.ok, [d.message for d in changed.diagnostics]
