@@ -33,7 +33,7 @@ from clients.platform.client import PlatformClient  # noqa: E402
 from clients.platform.models import sites as site_models  # noqa: E402
 from components.machines import policy_input  # noqa: E402
 from environments import load_environment  # noqa: E402
-from providers.machines.lifecycle import Context  # noqa: E402
+from providers.machines.records import Context  # noqa: E402
 from providers.machines.runtime import PlatformEnrollment  # noqa: E402
 from providers.machines.scheduler import Scheduler  # noqa: E402
 from providers.machines.spec import Deadlines, LifecyclePolicy, MachineSpec  # noqa: E402

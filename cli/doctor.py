@@ -17,7 +17,7 @@ from typing import Any
 import httpx
 from pydantic import BaseModel, ConfigDict, SecretStr
 
-from clients.maas import MaasSiteClient
+from clients.maas import MaasError, MaasSiteClient
 from clients.platform import PlatformApiError, PlatformClient, RetryPolicy
 from clients.platform.contract import API_VERSION
 from clients.s3 import ArtifactStore, S3Error, S3Location, s3_credentials
@@ -35,7 +35,6 @@ from components.settings import EmbeddedEndpointMissing, StackSettings
 from environments import Environment
 from environments.model import EndpointKind
 from environments.rules_tls import resolve_ca
-from providers.machines.ports import MaasError
 
 from .secrets import SHAPE_TEXT, SecretEntry, load, secret_checklist, shape_problem, stack_config
 from .table import render_table

@@ -32,7 +32,8 @@ import pulumi
 
 from environments import Environment
 from environments.findings import Code, Finding, finding
-from providers.host_convergence import ArtifactSource, HostConvergence, HostConvergenceSpec, InventoryHost
+from providers.host_convergence import HostConvergence
+from providers.hosts.convergence import ArtifactSource, HostConvergenceSpec, InventoryHost
 from providers.wire import LogicalRole
 
 from .mounts import role_mounts

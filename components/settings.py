@@ -15,10 +15,11 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from clients.vault import VaultAuthMethod
 from environments import Environment
 from environments.findings import Code, Finding, finding
-from providers.bootstrap_bundle import StoreInputs
-from providers.common import VaultAuthMethod, VaultInputs
+from providers.common import VaultInputs
+from providers.sites.bundle import StoreInputs
 
 NAMESPACE = "gpuaas-infra"
 

@@ -20,9 +20,12 @@ import pulumi
 from environments import Environment
 from environments.model import BootstrapBundle as BundleDoc
 from environments.model import Site
-from providers.bootstrap_bundle import BootstrapBundle, BundleProfile, BundleSite, BundleSpec, Packages
-from providers.roce_assignment import MaasInputs, MachineNics, Pool, RoceAssignment, RoceSpec
-from providers.site_profile import PlatformInputs, ProfileInputs, SiteInputs, SiteProfile, SiteProfileArgs
+from providers.bootstrap_bundle import BootstrapBundle
+from providers.roce_assignment import RoceAssignment
+from providers.site_profile import SiteProfile
+from providers.sites.bundle import BundleProfile, BundleSite, BundleSpec, Packages
+from providers.sites.profile import PlatformInputs, ProfileInputs, SiteInputs, SiteProfileArgs
+from providers.sites.roce import MaasInputs, MachineNics, Pool, RoceSpec
 from providers.wire import FabricMode, Tier
 
 from .mounts import bundle_mount_sets

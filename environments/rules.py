@@ -18,13 +18,13 @@ from .model import (
     FabricMode,
     Tier,
 )
-from .rules_apps import RUNTIME_FIELDS, ComponentBounds, Runtime, app_instance, app_instances, runtime_of  # noqa: F401,E501 - re-exported for providers
+from .rules_apps import app_instances
 from .rules_fabric import fabric_and_bindings
-from .rules_hosts import GPU_LANE_RUNNER, host_role_mix, host_roles  # noqa: F401 - re-exported: providers call rules.host_role_mix
 from .rules_hosts import effective_roles as _roles
+from .rules_hosts import host_roles
 from .rules_runtime import endpoint_refs, storage_mounts
 from .rules_storage import storage_devices
-from .rules_tls import ca_bundles, resolve_ca  # noqa: F401 - re-exported: providers resolve CA bundles
+from .rules_tls import ca_bundles
 from .rules_values import typed_values
 
 Rule = Callable[[EnvironmentDocument, Blueprint, str], Iterator[Finding]]

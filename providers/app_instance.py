@@ -39,8 +39,8 @@ from clients.vault import credentials_from_config
 from providers.apps.plan import outstanding
 from providers.apps.reconciler import AppInstanceReconciler, InstanceOut
 from providers.apps.spec import SOURCE, AppInstanceArgs, AppInstanceSpec, parse_spec, rule_failures
-from providers.common import has_unknown, is_unknown, plain, spec_failures
-from providers.kind import KindDescriptor, register
+from providers.common import has_unknown, plain, spec_failures
+from providers.kind import KindDescriptor, is_unknown, register
 
 INPUT_KEYS = tuple(AppInstanceSpec.model_fields)
 OUTPUT_KEYS = ("instance_id", "status", "app_version", "members", "endpoints", "ui_routes")

@@ -27,29 +27,16 @@ from clients.vault import credentials_from_config
 from providers.common import config_get, has_unknown, plain, spec_failures
 from providers.kind import KindDescriptor, register
 from providers.sites.bundle import (
-    MANIFEST,
     SOURCE,
     TEMPLATES_ROOT,
-    BundleProfile,
     BundlePublisher,
-    BundleSite,
     BundleSpec,
-    Packages,
     Published,
-    Script,
-    StoreInputs,
     TemplateError,
-    bundle_scripts,
     digest,
     pack,
     render_bundle,
 )
-
-# Re-exported: tests and components import the kind's spec names from here.
-__all__ = ["BootstrapBundle", "BootstrapBundleProvider", "BundleProfile", "BundlePublisher", "BundleSite",
-           "BundleSpec", "DESCRIPTOR", "INPUTS", "MANIFEST", "Packages", "Published", "SOURCE", "Script",
-           "StoreInputs", "TEMPLATES_ROOT", "TemplateError", "bundle_scripts", "digest", "pack",
-           "render_bundle"]
 
 DESCRIPTOR = register(KindDescriptor(
     name="BootstrapBundle",

@@ -19,11 +19,8 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from clients.vault import VaultAuthMethod, VaultCredentials, VaultReader, VaultSettings, credentials_from_config
 from environments.findings import CATALOGUE, Code, format_path
-from environments.rules import resolve_ca
-from providers.kind import UNKNOWN, is_unknown
-
-__all__ = ["UNKNOWN", "VaultAuthMethod", "VaultInputs", "config_get", "has_unknown", "is_unknown", "plain",
-           "resolve_ca", "spec_failures", "vault_reader"]
+from environments.rules_tls import resolve_ca
+from providers.kind import is_unknown
 
 
 def has_unknown(value: Any) -> bool:

@@ -25,30 +25,16 @@ from clients.vault import credentials_from_config
 from providers.common import has_unknown, plain, spec_failures, vault_reader
 from providers.hosts.convergence import (
     SOURCE,
-    ArtifactSource,
     ConvergenceFailed,
     ConvergenceResult,
     HostConvergenceSpec,
     HostOutcome,
-    HostReport,
-    InventoryHost,
-    Plan,
     RoleRulesViolated,
     SecretReader,
-    build_inventory,
-    content_hash,
     converge,
     plan,
-    print_progress,
-    role_findings,
 )
 from providers.kind import KindDescriptor, register
-
-# Re-exported: tests and components import the kind's spec names from here.
-__all__ = ["ArtifactSource", "ConvergenceFailed", "ConvergenceResult", "DESCRIPTOR", "HostConvergence",
-           "HostConvergenceProvider", "HostConvergenceSpec", "HostOutcome", "HostReport", "INPUTS",
-           "InventoryHost", "Plan", "RoleRulesViolated", "SOURCE", "SecretReader", "build_inventory",
-           "content_hash", "converge", "plan", "print_progress", "role_findings"]
 
 DESCRIPTOR = register(KindDescriptor(
     name="HostConvergence",

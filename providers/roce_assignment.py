@@ -27,27 +27,14 @@ from providers.common import has_unknown, plain, spec_failures
 from providers.kind import KindDescriptor, register
 from providers.sites.roce import (
     MISSING,
-    NETWORK_EDITABLE,
     SOURCE,
     AllocationError,
-    Entry,
-    Key,
-    MaasInputs,
-    MachineNics,
-    Nic,
-    Pool,
     RoceReconciler,
     RoceSpec,
     allocate,
     canonical_table,
     existing_of,
-    table_of,
 )
-
-# Re-exported: tests and components import the kind's spec names from here.
-__all__ = ["AllocationError", "DESCRIPTOR", "Entry", "INPUTS", "Key", "MISSING", "MaasInputs", "MachineNics",
-           "NETWORK_EDITABLE", "Nic", "Pool", "RoceAssignment", "RoceAssignmentProvider", "RoceReconciler",
-           "RoceSpec", "SOURCE", "allocate", "canonical_table", "existing_of", "table_of"]
 
 DESCRIPTOR = register(KindDescriptor(
     name="RoceAssignment",

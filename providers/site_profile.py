@@ -26,21 +26,12 @@ from providers.common import has_unknown, plain, spec_failures
 from providers.kind import KindDescriptor, register
 from providers.sites.profile import (
     SOURCE,
-    BundleOutput,
-    PlatformInputs,
-    ProfileInputs,
     ProfileResult,
-    SiteInputs,
     SiteProfileArgs,
     SiteProfileReconciler,
     SiteProfileSpec,
     policy_findings,
 )
-
-# Re-exported: tests and components import the kind's spec names from here.
-__all__ = ["BundleOutput", "DESCRIPTOR", "INPUTS", "PlatformInputs", "ProfileInputs", "ProfileResult", "SOURCE",
-           "SiteInputs", "SiteProfile", "SiteProfileArgs", "SiteProfileProvider", "SiteProfileReconciler",
-           "SiteProfileSpec", "policy_findings"]
 
 DESCRIPTOR = register(KindDescriptor(
     name="SiteProfile",

@@ -298,7 +298,7 @@ def machine_specs(env: Environment, bundle_digest: str = "0" * 64) -> dict[str, 
     links from the real allocator over the site's pools, a stand-in bundle of the given digest.
     For tests and benchmarks that drive the lifecycle directly."""
     from components.machines import machine_spec
-    from providers.roce_assignment import Nic, Pool, allocate
+    from providers.sites.roce import Nic, Pool, allocate
 
     out: dict[str, dict[str, Any]] = {}
     for site in env.sites:

@@ -21,9 +21,8 @@ from .catalogue import BY_OPERATION_ID
 from .errors import PlatformApiError
 from .models.codes import ErrorCode
 from .retry import RetryPolicy
-from .transport import Transport, new_idempotency_key, poll
+from .transport import Transport, poll
 
-__all__ = ["CLIENT_METHODS", "PlatformClient", "new_idempotency_key"]
 CLIENT_METHODS: dict[str, str] = {}  # operationId -> method name; a test checks it covers the catalogue
 _F = TypeVar("_F", bound=Callable[..., Any])
 

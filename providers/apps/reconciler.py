@@ -31,7 +31,8 @@ from clients.platform import PlatformApiError, PlatformClient
 from clients.platform import models as pm
 from clients.platform.models.codes import ErrorCode
 from clients.vault import VaultCredentials
-from providers.common import resolve_ca, vault_reader
+from environments.rules_tls import resolve_ca
+from providers.common import vault_reader
 
 from .failures import MESSAGE_CHARS, REFUSED, SHOWN_FAILURES, AppInstanceFailed, OpFailure, idempotency_key  # noqa: F401
 from .plan import Action, ActionKind, Observed, Phase, plan_members

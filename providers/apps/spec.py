@@ -17,8 +17,8 @@ from typing import Any
 from pydantic import Field
 
 from clients.platform.models import AppType
-from environments import rules
 from environments.findings import Code, Level
+from environments.rules_apps import ComponentBounds, app_instance, runtime_of
 from providers.common import VaultInputs
 from providers.wire import (
     CapacityShape,
@@ -227,15 +227,15 @@ def rule_failures(spec: AppInstanceSpec) -> list[tuple[str, str]]:
             out.append(("placements", f"{Code.INVALID_VALUE.value} {source}: placements.{key}: {len(ids)} node ids "
                         f"for {len(nodes or ())} members.{key}.nodes entries; fix: give one node id (or null) per "
                         "node entry (components/apps.py builds this)"))
-    found = rules.app_instance(
+    found = app_instance(
         slug=inst.app.slug, runtime=inst.runtime.model_dump(mode="json"),
         members={k: (m.count, m.nodes) for k, m in inst.members.items()},
-        components={k: rules.ComponentBounds.of(c) for k, c in app.component_keys.items()},
+        components={k: ComponentBounds.of(c) for k, c in app.component_keys.items()},
         known_apps=(inst.app.slug,), blueprint=spec.blueprint.name,
         runtime_combinations=[c.model_dump(mode="json") for c in spec.blueprint.runtime_combinations],
         node_roles={n: None if r is NodeRole.GPU_NODE else r.value for n, r in spec.topology.items()},
         file=source, base="instance",
-        runtime_parts=rules.runtime_of(inst.model_dump(mode="json"), spec.cpu_only_offered))
+        runtime_parts=runtime_of(inst.model_dump(mode="json"), spec.cpu_only_offered))
     for f in found:
         if f.level is Level.ERROR:
             path = f.path.removeprefix("instance").lstrip(".") or "instance"

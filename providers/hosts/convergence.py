@@ -28,8 +28,8 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 
 from clients.ansible import ANSIBLE_DIR, SITE_PLAYBOOK, PlaybookRun, RunResult, TaskEvent, TaskStatus, run_playbook
-from environments import rules
 from environments.findings import Finding, Level
+from environments.rules_hosts import host_role_mix
 from providers.common import VaultInputs
 from providers.hosts.mounts import DROP_IN, MountDecl, unit_files
 from providers.wire import LogicalRole, VaultRef, Wire
@@ -143,7 +143,7 @@ class ConvergenceFailed(Exception):
 def role_findings(spec: HostConvergenceSpec) -> list[Finding]:
     """The environment's own role rules (ROLE001 ...) over the compiled hosts; never re-implemented here."""
     return [f for i, h in enumerate(spec.hosts)
-            for f in rules.host_role_mix(h.hostname, h.logical_role, h.roles, (), h.runner_tags,
+            for f in host_role_mix(h.hostname, h.logical_role, h.roles, (), h.runner_tags,
                                          f"{SOURCE}[{spec.environment}]", f"hosts[{i}]")
             if f.level is Level.ERROR]
 

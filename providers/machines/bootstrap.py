@@ -15,7 +15,9 @@ cause (MCH021/MCH022: the step, its output tail, what to do) instead of a bare d
 
 from __future__ import annotations
 
-from .ports import BootstrapView, NodeState, PortError
+from clients.maas import PortError
+
+from .ports import BootstrapView, NodeState
 from .records import Context, FailCode, LifecycleRecord, Step
 from .status import MachineOutcome, Stage
 

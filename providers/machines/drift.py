@@ -14,7 +14,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from .ports import MachineOps, MachineView
+from clients.maas import MachineView
+
+from .ports import MachineOps
 from .records import FailCode
 from .spec import MachineIdentity, MachineSpec
 

@@ -4,12 +4,11 @@ and `lifecycle.run_step` turns that into a step too."""
 
 from __future__ import annotations
 
-from clients.maas import datasource_failure
+from clients.maas import MaasError, MaasStatus, MachineDetail, datasource_failure
 
 from .bootstrap import reported_failure, verdict
 from .cloud_init import render_user_data
 from .plan import checks_fingerprint
-from .ports import MaasError, MachineDetail
 from .records import (
     OWNER_ATTEMPTS,
     OWNER_ATTEMPTS_FOR,
@@ -25,7 +24,7 @@ from .records import (
     Step,
 )
 from .spec import EraseMode, MachineSpec, TeardownMode
-from .status import MaasStatus, MachineOutcome, Stage
+from .status import MachineOutcome, Stage
 
 MAX_RECOMMISSIONS = 1  # automatic re-commissions per machine and run (docs/machines.md)
 

@@ -11,49 +11,21 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from clients.maas import MaasUnavailable
+from clients.maas import MaasStatus, MaasUnavailable, PortError
 
 from . import handlers as h
 from .plan import redeploy_due
-from .ports import PortError
 from .records import (
     OWNER_CHECKS,
     OWNER_FINGERPRINT,
-    OWNER_MANAGED,
-    OWNER_NODE_ID,
     Context,
     FailCode,
     Goal,
     LifecycleRecord,
     Step,
-    StepKind,
 )
 from .spec import TeardownMode
-from .status import MaasStatus, MachineOutcome, Stage
-
-__all__ = [
-    "HANDLERS",
-    "HANDOFF_TEARDOWN_TABLE",
-    "MAX_ERRORS",
-    "ONBOARD_TABLE",
-    "OWNER_FINGERPRINT",
-    "OWNER_MANAGED",
-    "OWNER_NODE_ID",
-    "PLATFORM_WAITS",
-    "SLOT_STAGES",
-    "TEARDOWN_TABLE",
-    "WAIT_DEADLINE",
-    "Context",
-    "FailCode",
-    "Goal",
-    "LifecycleRecord",
-    "Step",
-    "StepKind",
-    "failed_call",
-    "precheck",
-    "run_step",
-    "stage_for",
-]
+from .status import MachineOutcome, Stage
 
 MAX_ERRORS = 30  # failed calls per machine and run before it stops retrying
 

@@ -12,22 +12,7 @@ from typing import Protocol
 
 from pydantic import BaseModel, ConfigDict, SecretStr
 
-from clients.maas import EventView, MaasError, MachineDetail, MachineView, PortError, PowerSettings, ScriptResultView
-
-# The MAAS views and error type belong to the MAAS client; re-exported for older imports.
-__all__ = [
-    "BootstrapView",
-    "Enrollment",
-    "EnrollmentError",
-    "EnrollmentToken",
-    "MaasError",
-    "MachineDetail",
-    "MachineOps",
-    "MachineView",
-    "NodeState",
-    "PortError",
-    "PowerSettings",
-]
+from clients.maas import EventView, MachineDetail, MachineView, PortError, PowerSettings, ScriptResultView
 
 
 class _View(BaseModel):

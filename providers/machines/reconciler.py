@@ -18,9 +18,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from clients.maas import MachineView
+
 from .drift import identity_drift
 from .plan import DEPLOYED, MachineRecord, Plan, checks_fingerprint, plan, written_for
-from .ports import MachineOps, MachineView
+from .ports import MachineOps
 from .progress import report_line
 from .records import OWNER_CHECKS, OWNER_FINGERPRINT, OWNER_RESOURCE, Context, FailCode
 from .scheduler import MachineResult, Scheduler

@@ -9,7 +9,9 @@ from dataclasses import dataclass, field
 from enum import StrEnum, unique
 from typing import Protocol
 
-from .ports import Enrollment, MachineDetail, MachineOps, MachineView, PortError
+from clients.maas import MachineDetail, MachineView, PortError
+
+from .ports import Enrollment, MachineOps
 from .spec import BundlePin, Deadlines, LifecyclePolicy, MachineSpec, TeardownMode
 from .status import MachineOutcome, Stage
 

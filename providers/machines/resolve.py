@@ -21,9 +21,9 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
-from clients.maas import MaasStatus
+from clients.maas import MaasStatus, MachineView, PortError
 
-from .ports import MachineOps, MachineView, PortError
+from .ports import MachineOps
 from .records import Context, FailCode, LifecycleRecord
 from .spec import MachineSpec
 

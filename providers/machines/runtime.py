@@ -17,9 +17,10 @@ from clients.platform.errors import PlatformApiError
 from clients.platform.models import nodes as node_models
 from clients.s3 import ArtifactStore, s3_credentials
 from clients.vault import VaultCredentials, VaultReader
-from providers.common import resolve_ca, vault_reader
+from environments.rules_tls import resolve_ca
+from providers.common import vault_reader
+from providers.machines.records import Context
 
-from .lifecycle import Context
 from .ports import BootstrapView, EnrollmentError, EnrollmentToken, NodeState
 from .records import Presign
 from .spec import BundlePin, Connection, Deadlines, LifecyclePolicy, MachineSpec

@@ -21,24 +21,11 @@ from dataclasses import dataclass, field
 
 from pydantic import BaseModel, ConfigDict
 
-from clients.maas import MaasStatus
+from clients.maas import MaasStatus, MachineView, PortError
+from providers.machines.records import OWNER_NODE_ID, Context, Goal, LifecycleRecord, Step, StepKind
 
 from . import capacity
-from .lifecycle import (
-    OWNER_NODE_ID,
-    PLATFORM_WAITS,
-    SLOT_STAGES,
-    WAIT_DEADLINE,
-    Context,
-    Goal,
-    LifecycleRecord,
-    Step,
-    StepKind,
-    failed_call,
-    run_step,
-    stage_for,
-)
-from .ports import MachineView, PortError
+from .lifecycle import PLATFORM_WAITS, SLOT_STAGES, WAIT_DEADLINE, failed_call, run_step, stage_for
 from .progress import ProgressMeter
 from .records import OWNER_RESOURCE
 from .resolve import create_records, resolve_records

@@ -5,10 +5,6 @@ from __future__ import annotations
 
 from enum import StrEnum
 
-from clients.maas import MAAS_LABELS, MaasStatus
-
-__all__ = ["MAAS_LABELS", "MaasStatus", "MachineOutcome", "Stage"]
-
 
 class Stage(StrEnum):
     """Where a machine is in our lifecycle (DESIGN.md §2). Persisted in outputs for resume/preview."""

@@ -34,7 +34,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from clients.s3 import ArtifactStore, S3Location, StoredObject, s3_credentials
 from clients.vault import VaultCredentials
-from providers.common import VaultInputs, resolve_ca, vault_reader
+from environments.rules_tls import resolve_ca
+from providers.common import VaultInputs, vault_reader
 from providers.hosts.mounts import MountSet, bundle_files
 from providers.sites.bundle_checks import problems
 from providers.wire import FabricMode

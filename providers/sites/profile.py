@@ -31,7 +31,8 @@ from clients.s3 import ArtifactStore, s3_credentials
 from clients.vault import VaultCredentials, VaultReader, parse_ref
 from environments import rules
 from environments.findings import Level
-from providers.common import VaultInputs, plain, resolve_ca, vault_reader
+from environments.rules_tls import resolve_ca
+from providers.common import VaultInputs, plain, vault_reader
 from providers.sites.bundle import Script, StoreInputs, bundle_scripts
 from providers.wire import EraseMode, FabricMode, Name, Tier, VaultRef, Wire
 

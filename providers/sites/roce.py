@@ -28,7 +28,8 @@ from clients.maas import MaasSiteClient, MaasStatus
 from clients.maas import MachineNics as MaasMachineNics
 from clients.vault import VaultCredentials
 from environments.findings import Code
-from providers.common import VaultInputs, plain, resolve_ca, vault_reader
+from environments.rules_tls import resolve_ca
+from providers.common import VaultInputs, plain, vault_reader
 from providers.wire import FabricMode
 
 SOURCE = "roce_pools"

@@ -17,9 +17,9 @@ import providers.hosts.convergence as core
 from components.host_roles import HostRolesInvalid, inventory_hosts, spec_for
 from components.settings import HostRolesSettings, StackSettings
 from environments import load_environment
-from providers.host_convergence import (
+from providers.host_convergence import HostConvergenceProvider
+from providers.hosts.convergence import (
     ConvergenceFailed,
-    HostConvergenceProvider,
     HostConvergenceSpec,
     HostOutcome,
     RoleRulesViolated,
@@ -169,7 +169,9 @@ def test_preview_diff_runs_check_mode_through_vault_even_with_an_unknown_provide
 ) -> None:
     """diff() with preview_check: secrets via clients.vault from a real OpenBao, a real --check run
     (hosts unreachable here), reported not raised; `__provider` may arrive unknown in a preview."""
-    from providers.common import UNKNOWN, VaultAuthMethod, VaultInputs
+    from clients.vault import VaultAuthMethod
+    from providers.common import VaultInputs
+    from providers.kind import UNKNOWN
     from simulators.openbao import OpenBaoDevServer
 
     with OpenBaoDevServer() as bao:

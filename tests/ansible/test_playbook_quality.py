@@ -14,7 +14,7 @@ import pytest
 from clients.ansible import ANSIBLE_DIR, SITE_PLAYBOOK
 from components.host_roles import inventory_hosts
 from environments import HostRole, declared_environments, validate_environment
-from providers.host_convergence import build_inventory
+from providers.hosts.convergence import build_inventory
 
 BIN = Path(sys.executable).parent
 

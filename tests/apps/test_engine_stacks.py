@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from providers.common import UNKNOWN
+from providers.kind import UNKNOWN
 from tests.fixtures.preview import planned
 
 from .conftest import REPO, edit

@@ -8,7 +8,7 @@ from clients.platform.models import MemberStatus as S
 from providers.app_instance import AppInstanceProvider
 from providers.apps.plan import Observed, Phase, plan_members
 from providers.apps.spec import Slot
-from providers.common import UNKNOWN
+from providers.kind import UNKNOWN
 
 from .conftest import Lab
 

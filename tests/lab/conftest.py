@@ -27,7 +27,7 @@ from components.settings import ArtifactPin, StackSettings
 from environments import load_environment
 from lab import Lab, LabInfo
 from providers.common import VaultInputs
-from providers.host_convergence import HostConvergenceSpec, SecretReader
+from providers.hosts.convergence import HostConvergenceSpec, SecretReader
 from simulators.openbao import OpenBaoDevServer
 from tests.fixtures.lab_gate import require_lab
 from tests.fixtures.stack_config import committed_config

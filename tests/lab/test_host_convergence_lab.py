@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from lab import LabInfo
-from providers.host_convergence import (
+from providers.hosts.convergence import (
     ConvergenceFailed,
     ConvergenceResult,
     HostConvergenceSpec,

@@ -14,7 +14,7 @@ from clients.maas import MaasClient
 from clients.platform.client import PlatformClient
 from clients.platform.models import sites as site_models
 from environments import Environment, load_environment
-from providers.machines.lifecycle import Context
+from providers.machines.records import Context
 from providers.machines.runtime import PlatformEnrollment
 from providers.machines.scheduler import Scheduler
 from providers.machines.spec import Deadlines, LifecyclePolicy, MachineSpec

@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 from clients.platform.client import PlatformClient
 from environments.model import TeardownMode
-from providers.machines.lifecycle import OWNER_FINGERPRINT
+from providers.machines.records import OWNER_FINGERPRINT
 from providers.machines.scheduler import Scheduler
 from providers.machines.status import MachineOutcome, Stage
 

@@ -11,7 +11,7 @@ import pytest
 from clients.maas import MaasClient
 from clients.platform.client import PlatformClient
 from providers.machines import reconciler as rc
-from providers.machines.lifecycle import OWNER_NODE_ID
+from providers.machines.records import OWNER_NODE_ID
 from providers.machines.scheduler import Scheduler
 from providers.machines.status import MachineOutcome
 from simulators.maas.faults import ApiErrorBurst, ApiFaults

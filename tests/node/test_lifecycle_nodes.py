@@ -15,7 +15,7 @@ import yaml
 from clients.maas import MaasClient
 from clients.platform.client import PlatformClient
 from environments import load_environment
-from providers.machines.lifecycle import Context
+from providers.machines.records import Context
 from providers.machines.runtime import PlatformEnrollment, bundle_presigner
 from providers.machines.scheduler import Scheduler
 from providers.machines.spec import Deadlines, LifecyclePolicy, MachineSpec

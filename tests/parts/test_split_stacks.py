@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 import yaml
 
-from providers.common import UNKNOWN
+from providers.kind import UNKNOWN
 from simulators.localstack import LocalStack
 from tests.fixtures.preview import planned
 from tools.pulumi_cli.results import EngineResult, StepOp

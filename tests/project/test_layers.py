@@ -14,7 +14,9 @@ SUPPORT = {"simulators", "preview_note", "ci_lint", "lab", "tools", "tests", "be
 ALLOWED: dict[str, tuple[str, ...]] = {
     "clients": ("clients",),
     "environments": ("environments",),
-    "providers": ("providers", "clients", "environments.rules", "environments.findings"),
+    # The environment's pure rule functions, from the modules that define them (one import path each).
+    "providers": ("providers", "clients", "environments.rules", "environments.rules_apps", "environments.rules_hosts",
+                  "environments.rules_tls", "environments.findings"),
     "components": ("components", "providers", "environments"),
     "__main__": ("components", "environments"),
 }

@@ -21,9 +21,9 @@ from components.settings import StackSettings
 from components.site import bundle_spec
 from environments import Environment, load_environment
 from environments.loader import ENVIRONMENTS_DIR
-from providers.bootstrap_bundle import BundleSpec, digest, pack, render_bundle
 from providers.hosts.mounts import INSTALLER, STAND_IN_NOTE
 from providers.machines.cloud_init import render_user_data, user_data_digest
+from providers.sites.bundle import BundleSpec, digest, pack, render_bundle
 
 SETTINGS = StackSettings(stack="prod", environment="prod")
 BUNDLE = {"ref": "s3://b/k", "digest": "0" * 64, "launcher_url": "http://s3/b/k"}

@@ -12,8 +12,9 @@ from pydantic import SecretStr
 
 from clients.s3 import S3Error, S3ErrorKind
 from clients.vault import VaultCredentials, VaultError, VaultErrorKind
-from providers.bootstrap_bundle import BootstrapBundleProvider, BundlePublisher, BundleSpec
-from providers.common import UNKNOWN
+from providers.bootstrap_bundle import BootstrapBundleProvider
+from providers.kind import UNKNOWN
+from providers.sites.bundle import BundlePublisher, BundleSpec
 from simulators.openbao import OpenBaoDevServer
 from simulators.s3 import FAKE_SECRET_ACCESS_KEY, MotoS3Server
 

@@ -11,14 +11,7 @@ from pathlib import Path
 import pytest
 
 from environments import load_environment
-from providers.bootstrap_bundle import (
-    TEMPLATES_ROOT,
-    BundleSpec,
-    TemplateError,
-    digest,
-    pack,
-    render_bundle,
-)
+from providers.sites.bundle import TEMPLATES_ROOT, BundleSpec, TemplateError, digest, pack, render_bundle
 
 STORE = {"endpoint_url": "http://127.0.0.1:1", "bucket": "b-1", "credentials_path": "x/y#z"}
 VAULT = {"address": "http://127.0.0.1:2"}

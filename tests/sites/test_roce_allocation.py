@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from environments.findings import Code
-from providers.roce_assignment import AllocationError, Nic, Pool, allocate
+from providers.sites.roce import AllocationError, Nic, Pool, allocate
 
 RAILS = 8
 IFACES = [f"ens{r + 1}f0np0" for r in range(RAILS)]

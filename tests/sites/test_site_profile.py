@@ -12,8 +12,8 @@ from pydantic import SecretStr
 from clients.maas import MaasSiteClient
 from clients.platform import PlatformClient
 from clients.vault import VaultCredentials, VaultError, VaultErrorKind
-from providers.bootstrap_bundle import BundlePublisher, BundleSpec
 from providers.site_profile import SiteProfileProvider
+from providers.sites.bundle import BundlePublisher, BundleSpec
 from simulators.openbao import OpenBaoDevServer
 from simulators.s3 import MotoS3Server
 

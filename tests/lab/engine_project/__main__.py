@@ -5,7 +5,7 @@ are only known at test time."""
 import pulumi
 
 from components.host_roles import HostRoles
-from providers.host_convergence import HostConvergenceSpec
+from providers.hosts.convergence import HostConvergenceSpec
 
 config = pulumi.Config("gpuaas-infra")
 spec = HostConvergenceSpec.model_validate_json(config.require("hostConvergenceSpec"))
