@@ -13,7 +13,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from preview_note.changes import Action, Change
-from preview_note.values import is_unknown, normalize, show
+from preview_note.values import changed_paths, is_unknown, normalize, show
 from providers.machines.plan import Change as MachineChange
 from providers.machines.plan import changed_fields, rekey, renames, worst
 from providers.machines.resource_io import machine_record, machine_spec_of, pool_machines, pool_records
@@ -75,8 +75,22 @@ def _specs(value: Any) -> dict[str, MachineSpec]:
     return out
 
 
-def _why(fields: dict[str, MachineChange], what: MachineChange) -> str:
-    return ", ".join(f for f, c in fields.items() if c is what) + " changed"
+def _why(fields: dict[str, MachineChange], what: MachineChange, old: MachineSpec | None = None,
+         new: MachineSpec | None = None) -> str:
+    """The fields whose change does `what`, each down to its changed leaves when both specs are known
+    (`deploy.hwe_kernel`, not `deploy`)."""
+    names = [f for f, c in fields.items() if c is what]
+    if old is not None and new is not None:
+        before, after = old.model_dump(mode="json"), new.model_dump(mode="json")
+        leaves = [p for f in names for p, _, _ in changed_paths({f: before[f]}, {f: after[f]})]
+        names = [p for p in dict.fromkeys(p.split("[")[0] for p in leaves)] or names
+    return ", ".join(names) + " changed"
+
+
+def machine_specs_of(change: Change) -> tuple[MachineSpec | None, MachineSpec | None]:
+    """A MaasMachine step's (old, new) specs (None where unknown or unreadable)."""
+    old_state = {**change.inputs("old"), **(change.old.outputs if change.old else {})}
+    return machine_spec_of(old_state), machine_spec_of(change.inputs("new"))
 
 
 def machine_change(change: Change) -> tuple[MachineChange | None, dict[str, MachineChange]]:
@@ -124,14 +138,15 @@ def pool_view(change: Change) -> PoolView:
         if rec is None or not rec.system_id:
             joins.append(host)
             continue
-        fields = changed_fields(rec, spec, old_specs.get(back.get(host, host)))
+        old_spec = old_specs.get(back.get(host, host))
+        fields = changed_fields(rec, spec, old_spec)
         if host in back:
             fields = {"hostname": MachineChange.IN_PLACE, **fields}
         what = worst(fields.values())
         if what is MachineChange.REIDENTIFY:
-            reidentifies.append((host, _why(fields, what)))
+            reidentifies.append((host, _why(fields, what, old_spec, spec)))
         elif what is MachineChange.REDEPLOY:
-            redeploys.append((host, _why(fields, what)))
+            redeploys.append((host, _why(fields, what, old_spec, spec)))
         elif what is MachineChange.IN_PLACE:
             updates.append((host, ", ".join(fields)))
         elif host not in dict(drifted):
@@ -328,12 +343,12 @@ def destructive(change: Change, environment: str) -> list[Destructive]:
         if what is None:
             text = f"MaasMachine {name}: machine `{host}`: spec known after apply, **may redeploy**"
         elif what is MachineChange.REIDENTIFY or act is Action.REPLACE:
-            cause = _why(fields, MachineChange.REIDENTIFY)
+            cause = _why(fields, MachineChange.REIDENTIFY, *machine_specs_of(change))
             text = (f"MaasMachine {name}: machine `{host}` is **released**{mode_txt}, then the hardware its spec "
                     f"names now is found (or created) and **deployed**; cause: {cause}")
         elif what is MachineChange.REDEPLOY:
             text = (f"MaasMachine {name}: machine `{host}` is **released and redeployed** ({redeploy_terms(change)}); "
-                    f"cause: {_why(fields, what)}")
+                    f"cause: {_why(fields, what, *machine_specs_of(change))}")
         else:
             return []
         return [Destructive(harm=Harm.REDEPLOY, count=1, text=text)]

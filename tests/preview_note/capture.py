@@ -120,6 +120,13 @@ def showcase(doc: Doc) -> None:
     doc["app_instances"][0]["members"]["worker"] = {"count": 2, "nodes": ["local-gpu-1", "local-gpu-2"]}
 
 
+def new_hardware(doc: Doc) -> None:
+    """Other hardware under two names: new PXE MACs for the standalone machine (a MaasMachine replace, delete
+    before replace) and for a pool machine (it leaves and joins as the new hardware, inside the pool's update)."""
+    _machine(doc, "local-gpu-1")["pxe_mac"] = "b0:7b:25:20:00:51"
+    _machine(doc, "local-gpu-3")["pxe_mac"] = "b0:7b:25:20:00:53"
+
+
 def in_place(doc: Doc) -> None:
     """Settings each provider applies in place: a profile's batch size and token TTL, the pool's release
     erase mode, the bundle's vendor packages."""
@@ -176,7 +183,7 @@ def capture_local(cases: set[str]) -> dict[str, Captured]:
         "same_with_sames": (None, ["--show-sames"], None),
         "update": (in_place, CI_FLAGS, None),
         "showcase": (showcase, CI_FLAGS, None),
-        "replacement_steps": (showcase, ["--show-replacement-steps"], None),
+        "replacement_steps": (new_hardware, ["--show-replacement-steps"], None),
         "app_instance_shape": (app_members, CI_FLAGS, None),
         "delete": (deletes, CI_FLAGS, None),
         "diagnostics": (handoff_site, CI_FLAGS, None),

@@ -79,7 +79,8 @@ def test_showcase_reads_top_down() -> None:
     lines = note.splitlines()
     first_kind = next(i for i, line in enumerate(lines) if line.startswith("#### ") and "Destructive" not in line)
     assert lines.index("#### :warning: Destructive steps (2)") < first_kind
-    assert "  - redeploys (1): `local-gpu-3` (deploy.hwe_kernel changed)" in lines
+    assert ("  - redeploys (1, data disks erased (quick erase); rolling, at most 2 at once): `local-gpu-3` "
+            "(deploy.hwe_kernel changed)") in lines
     for unchanged in ("SiteProfile", "BootstrapBundle", "RoceAssignment", "local-h200-lab"):
         assert unchanged not in note
     assert len(lines) < 40  # readable in 30 seconds

@@ -41,7 +41,8 @@ def test_pool_note_from_one_leaf_specs_and_old_list_state() -> None:
     for old in (old_list, wire_machines(old_list)):
         note = _note(old, new, records)
         assert "  - joins (1): `local-gpu-9`" in note, note
-        assert f"  - redeploys (1): `{hosts[1]}` (deploy.bundle_digest changed)" in note, note
+        assert (f"  - redeploys (1, data disks erased (quick erase); rolling, at most 8 at once): `{hosts[1]}` "
+                "(deploy.bundle_digest changed)") in note, note
         assert f"  - updated in place (1): `{hosts[2]}` (tags)" in note, note
         assert f"  - spec known after apply, may redeploy (1): `{hosts[3]}`" in note, note
         assert "unchanged machines: 1" in note, note  # defaults written out (old list) are not a change
