@@ -340,6 +340,9 @@ class MaasClient:
             ip_address=address,
         )
 
+    def unlink(self, system_id: str, interface_id: int, link_id: int) -> None:
+        self._call("Interface", "unlink_subnet", read=False, system_id=system_id, id=interface_id, _id=link_id)
+
     def set_owner_data(self, system_id: str, data: dict[str, str | None]) -> None:
         self._call(
             "Machine",
@@ -400,7 +403,12 @@ class MaasClient:
             if tag not in existing:
                 if not add:
                     return
-                self._call("Tags", "create", read=False, name=tag)
+                try:
+                    self._call("Tags", "create", read=False, name=tag)
+                except MaasError as e:
+                    # Another run (or another machine of this one) created it first: adopt it.
+                    if e.status != 400 or "already exists" not in str(e):
+                        raise
                 self._tags_seen.add(tag)
         params: dict[str, Any] = {"add": list(add)} if add else {}
         if remove:

@@ -179,5 +179,4 @@ class MaasSiteClient(MaasClient):
                         )
         return out
 
-    def unlink(self, system_id: str, interface_id: int, link_id: int) -> None:
-        self._call("Interface", "unlink_subnet", read=False, system_id=system_id, id=interface_id, _id=link_id)
+

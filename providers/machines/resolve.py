@@ -155,10 +155,22 @@ def _free_hostname(ctx: Context, r: LifecycleRecord, other: MachineView, own: Ma
         return False
     new_name = f"{h}-was-{other.system_id}"
     ctx.ops.set_hostname(other.system_id, new_name)
+    _free_addresses(ctx, other.system_id, {link.address for link in r.spec.roce_links})
     r.notes.append(f"MAAS machine {other.system_id} (PXE MAC {other.pxe_mac}) held the hostname: renamed {new_name}"
                    + (f"; the spec's hardware is {own.system_id}" if own is not None else ""))
     ctx.log(f"{h}: {r.notes[-1]}")
     return True
+
+
+def _free_addresses(ctx: Context, system_id: str, addresses: set[str]) -> None:
+    """The static links the old hardware still holds on the spec's RoCE addresses (MAAS keeps a released
+    machine's links): unlinked, so the hardware the spec names now can take them."""
+    if not addresses:
+        return
+    for iface in ctx.ops.detail(system_id).interfaces:
+        for link in iface.links:
+            if link.get("ip_address") in addresses and link.get("id") is not None:
+                ctx.ops.unlink(system_id, iface.id, int(link["id"]))
 
 
 def create_records(ctx: Context, recs: list[LifecycleRecord], sleep: Callable[[float], None] = time.sleep) -> None:
