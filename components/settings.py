@@ -15,7 +15,6 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from clients.vault import VaultAuthMethod
 from environments import Environment
 from environments.findings import Code, Finding, finding
 from providers.common import VaultInputs
@@ -217,8 +216,9 @@ class StackSettings(BaseModel):
 
 def vault_inputs(env: Environment, settings: StackSettings) -> VaultInputs:
     """Where Vault is, for every provider (credentials come from each provider's configure())."""
-    return VaultInputs(address=settings.endpoint(env.vault.address, "vault"), kv_mount=env.vault.kv_mount,
-                       auth_method=VaultAuthMethod(env.vault.auth_method.value), ca_bundle=env.ca_bundles.vault)
+    return VaultInputs.model_validate({  # the auth method by value: the provider's model owns its enum
+        "address": settings.endpoint(env.vault.address, "vault"), "kv_mount": env.vault.kv_mount,
+        "auth_method": env.vault.auth_method.value, "ca_bundle": env.ca_bundles.vault})
 
 
 def store_inputs(env: Environment, settings: StackSettings) -> StoreInputs:

@@ -31,10 +31,9 @@ from preview_note.kinds import (
     host_ranges,
     member_view,
     members_of,
-    pool_view,
-    redeploy_terms,
     route_lines,
 )
+from preview_note.machines import pool_view, redeploy_terms
 from preview_note.model import Diagnostic, EnforcementLevel, PolicyViolation, PreviewDigest, Severity
 from preview_note.values import ABSENT, show
 

@@ -147,3 +147,8 @@ def changed_paths(
 
 def _below(path: str, top: str) -> bool:
     return path.startswith((top + ".", top + "["))
+
+
+def natural(text: str) -> list[Any]:
+    """`gpu-a2` before `gpu-a10`."""
+    return [int(p) if p.isdigit() else p for p in re.split(r"(\d+)", text)]

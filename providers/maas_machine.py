@@ -125,7 +125,8 @@ class MaasMachineProvider(ResourceProvider):
         with self._session(inputs) as ctx:
             done = rc.converge(ctx, [spec], {spec.hostname: prior} if prior else {})
             rc.raise_failures(f"machine {spec.hostname}", done.results)
-            rc.apply_in_place(ctx, machine_spec_of(olds), spec, _id)
+            old = machine_spec_of(olds)
+            rc.apply_in_place(ctx, old.identity() if old is not None else None, spec, _id)
             repair_identity(ctx.ops, [(spec, _id)])  # renamed / a declared tag removed by hand
             if plain(olds).get("owner") != inputs.owner:  # its first update since it records its name
                 rc.claim(ctx, [_id])

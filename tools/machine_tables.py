@@ -82,7 +82,8 @@ def rewritten(text: str) -> str:
         pattern = re.compile(re.escape(mark) + r"\n.*?" + re.escape(_END), re.S)
         if not pattern.search(text):
             raise ValueError(f"{DOC}: no `{mark}` ... `{_END}` block")
-        text = pattern.sub(lambda _m, n=name, f=make: f"{_MARK.format(name=n)}\n{f()}\n{_END}", text)
+        block = f"{mark}\n{make()}\n{_END}"
+        text = pattern.sub(block.replace("\\", "\\\\"), text)
     return text
 
 

@@ -11,7 +11,8 @@ import pytest
 
 from environments import load_environment
 from preview_note.changes import Action, Change
-from preview_note.kinds import Harm, destructive, machine_change, pool_view
+from preview_note.kinds import Harm, destructive
+from preview_note.machines import machine_change, pool_view
 from preview_note.model import ResourceState
 from providers.maas_machine import MaasMachineProvider
 from providers.machine_pool import MachinePoolProvider
