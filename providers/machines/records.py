@@ -64,7 +64,7 @@ class FailCode(StrEnum):
     BOOTSTRAP = "MCH022"  # another launcher step failed on the node (fetch, packages, storage, enroll, ...)
     BUNDLE_DIGEST = "MCH023"  # the node reports a bundle digest other than the one deployed
     NO_REPORT = "MCH024"  # the node enrolled without a bootstrap report (its launcher did not run the bundle)
-    HOSTNAME_HELD = "MCH025"  # the hostname is held by other hardware (another PXE MAC) that is in use
+    HOSTNAME_HELD = "MCH026"  # the hostname is held by other hardware (another PXE MAC) that is in use
 
     def __call__(self, reason: str) -> str:
         return f"{self.value} {reason}"

@@ -12,7 +12,7 @@ machines that may be new.
 A machine found by hostname whose PXE MAC is another than the spec's is other hardware (the plan's
 `reidentify`: the spec now names new hardware). It is never adopted: when it is not in use (New, Ready,
 failed commissioning or testing) it is renamed `<hostname>-was-<system_id>` so the name is free, and the
-spec's hardware is looked up by its own keys; in use, the machine stops with MCH025.
+spec's hardware is looked up by its own keys; in use, the machine stops with MCH026.
 """
 
 from __future__ import annotations
@@ -144,7 +144,7 @@ def resolve_records(
 
 def _free_hostname(ctx: Context, r: LifecycleRecord, other: MachineView, own: MachineView | None) -> bool:
     """The spec's hostname is held by other hardware: rename that machine away when it holds nothing,
-    else stop this machine (MCH025). True when the spec may go on (adopt its own machine or create it)."""
+    else stop this machine (MCH026). True when the spec may go on (adopt its own machine or create it)."""
     h = r.spec.hostname
     if other.status not in FREE_TO_RENAME:
         r.create_error = FailCode.HOSTNAME_HELD(
