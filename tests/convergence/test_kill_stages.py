@@ -12,8 +12,8 @@ CLI saved it as pending: the provider call is going). The preview `pulumi up` ru
 as it plans its first dynamic resource (its events are logged with `planning: true`, and the log is
 truncated when the update starts). Two runs are staged:
 - the first `up` of a fresh stack (a fresh world per stage: the simulators start in about a second);
-- an `up` that redeploys the standalone machine (an update that releases and deploys it again, and the app
-  instance pinned to it updates), all stages in one world, the machine's deploy input toggled before each.
+- an `up` that redeploys the standalone machine (an update that releases and deploys it again), all stages
+  in one world, the machine's deploy input toggled before each.
 """
 
 from __future__ import annotations
@@ -278,7 +278,9 @@ def test_kill_at_every_step_of_a_redeploy(engine_factory: Any, tmp_path_factory:
         toggle_deploy_input(world, STANDALONE)
         steps = converge(world, f"a clean redeploy of {STANDALONE}")
         ops = Counter(m["op"] for m in steps)
-        assert ops[StepOp.DELETE_REPLACED] == ops[StepOp.CREATE_REPLACEMENT] == 1, ops
+        # A redeploy is the machine's update (same system_id): nothing is replaced, and the app instance
+        # pinned to it reads outputs that do not change.
+        assert ops[StepOp.UPDATE] == 1 and not ops[StepOp.DELETE_REPLACED] and not ops[StepOp.CREATE_REPLACEMENT], ops
         left: list[str] = []
         for at in stages(steps):
             began = time.monotonic()
@@ -292,6 +294,5 @@ def test_kill_at_every_step_of_a_redeploy(engine_factory: Any, tmp_path_factory:
             label, more = done
             left += more
             report.append((label, time.monotonic() - began))
-        # The stages caught the release, the new deploy and the app instance's update in flight.
-        assert {f"deleting machine-{STANDALONE}", f"creating machine-{STANDALONE}", "updating app-slurm-local"} <= set(
-            left), left
+        # The stages caught the machine's update (release, deploy again) in flight.
+        assert f"updating machine-{STANDALONE}" in left, left
