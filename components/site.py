@@ -20,9 +20,11 @@ import pulumi
 from environments import Environment
 from environments.model import BootstrapBundle as BundleDoc
 from environments.model import Site
+from environments.model_node import LoginUser
 from providers.bootstrap_bundle import BootstrapBundle, BundleProfile, BundleSite, BundleSpec, Packages
 from providers.roce_assignment import MaasInputs, MachineNics, Pool, RoceAssignment, RoceSpec
 from providers.site_profile import PlatformInputs, ProfileInputs, SiteInputs, SiteProfile, SiteProfileArgs
+from providers.sites.bundle_node import AptSourceSpec, LoginUserCheck
 from providers.wire import FabricMode, Tier
 
 from .mounts import bundle_mount_sets
@@ -38,7 +40,23 @@ def _bundle_profile(env: Environment, b: BundleDoc) -> BundleProfile:
     dumped = p.model_dump(mode="json")
     layout = env.blueprint_model.storage_layouts.get(p.storage_layout_profile)
     dumped["data_devices"] = list(layout.data_devices) if layout is not None else []
+    dumped["apt_sources"] = [apt_source_spec(env, name) for name in p.apt_sources]
+    dumped["login_user"] = login_user_check(p.login_user)
     return BundleProfile.model_validate({k: dumped[k] for k in BundleProfile.model_fields})
+
+
+def apt_source_spec(env: Environment, name: str) -> AptSourceSpec:
+    a = env.apt_source(name)
+    return AptSourceSpec(name=a.name, url=a.url, suite=a.suite, components=a.components,
+                         fingerprint=a.signing_key.fingerprint, packages=a.packages,
+                         key_ref=f"s3://{env.artifact_store.bucket}/{a.signing_key.object}")
+
+
+def login_user_check(user: LoginUser | None) -> LoginUserCheck | None:
+    if user is None:
+        return None
+    return LoginUserCheck(name=user.name, groups=user.groups, shell=user.shell, sudo=user.sudo.value,
+                          ssh_keys=len(user.ssh_authorized_keys), password=user.password.mode.value)
 
 
 def bundle_spec(env: Environment, settings: StackSettings, b: BundleDoc) -> BundleSpec:

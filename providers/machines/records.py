@@ -170,3 +170,8 @@ class Context:
     presign: Presign | None = None
     """(spec, ttl seconds[, pin]) -> a presigned GET URL of the spec's bundle version, or of `pin`
     (its validation bundle) (runtime.bundle_presigner)."""
+    read_secret: Callable[[str], str] | None = None
+    """Vault ref -> its value, read at deploy time for the login user's SSH keys and password hash (never stored)."""
+    node_ca: str = ""
+    """The private CAs deployed nodes trust (PEM, node_trust.node_ca_bundle): the environment's platform and
+    artifact-store CAs; "" when it names none."""

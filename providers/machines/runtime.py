@@ -20,6 +20,7 @@ from clients.vault import VaultCredentials, VaultReader
 from providers.common import resolve_ca, vault_reader
 
 from .lifecycle import Context
+from .node_trust import node_ca_bundle
 from .ports import BootstrapView, EnrollmentError, EnrollmentToken, NodeState
 from .records import Presign
 from .spec import BundlePin, Connection, Deadlines, LifecyclePolicy, MachineSpec
@@ -174,8 +175,18 @@ def build_context(
         progress=progress,
         label=label,
         presign=_presigner(conn, vault),
+        node_ca=node_ca(conn),
+        read_secret=lambda ref: vault.read(ref).get_secret_value(),
     )
     return ctx, maas, platform
+
+
+def node_ca(conn: Connection) -> str:
+    """The CAs a node needs for its first https calls: the platform's and the artifact store's (the files the
+    environment's ca_bundles name, read now: a deploy carries the CA as it is when the machine deploys)."""
+    store = conn.store.ca_bundle if conn.store is not None else None
+    return node_ca_bundle({"ca_bundles.platform": resolve_ca(conn.platform.ca_bundle),
+                           "ca_bundles.s3": resolve_ca(store)})
 
 
 def _presigner(conn: Connection, vault: VaultReader) -> Presign | None:

@@ -37,6 +37,7 @@ from clients.vault import VaultCredentials
 from providers.common import VaultInputs, resolve_ca, vault_reader
 from providers.hosts.mounts import MountSet, bundle_files
 from providers.sites.bundle_checks import problems
+from providers.sites.bundle_node import AptSourceSpec, LoginUserCheck, node_files
 from providers.wire import FabricMode
 
 TEMPLATES_ROOT = Path(__file__).resolve().parents[1] / "bundle_templates"
@@ -94,6 +95,10 @@ class BundleProfile(BaseModel):
     data_devices: tuple[str, ...] = ()
     """The storage layout's data devices on the SKU (`/dev/<name>`), in order: the storage step makes
     device i the filesystem labelled share<i>, mounted at /share<i>. Empty: no /shareN."""
+    apt_sources: tuple[AptSourceSpec, ...] = ()
+    """The profile's vendor apt sources (bundle_node.py: `apt/sources.json`, added by the packages step)."""
+    login_user: LoginUserCheck | None = None
+    """The profile's login user as its validation checks it (bundle_node.py: `validation/05-login-user.sh`)."""
 
 
 class BundleSpec(BaseModel):
@@ -183,6 +188,7 @@ def render_bundle(spec: BundleSpec, root: Path = TEMPLATES_ROOT) -> dict[str, by
         raise TemplateError(bad[0][0], "; ".join(m for _, m in bad[:1]) + (
             f" (and {len(bad) - 1} more problem(s): " + ", ".join(t for t, _ in bad[1:]) + ")" if bad[1:] else ""))
     files.update(bundle_files(spec.mounts))
+    files.update(node_files(spec.profile.apt_sources, spec.profile.login_user))
     manifest = {
         "bundle": spec.name, "site": spec.site, "template_set": spec.template_set,
         "files": {p: hashlib.sha256(b).hexdigest() for p, b in sorted(files.items())},

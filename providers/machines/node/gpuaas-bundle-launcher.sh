@@ -5,8 +5,11 @@
 # pins and runs it. In order, each step recorded as JSON under /var/lib/gpuaas/steps/<step>.json
 # (0600, root: step, ok, duration_s, output_tail); a step already recorded ok is never run again, so a
 # node restarted mid-launcher resumes where it stopped:
-#   fetch        the bundle through the short-lived presigned URL in /etc/gpuaas/bundle.json, refused
-#                unless its sha256 is the digest pinned there; unpacked to /opt/gpuaas/bundle/<digest>
+#   fetch        first the private CAs the user_data carries (/etc/gpuaas/ca.pem, when the environment names
+#                any) into the node's trust store; then the bundle through the short-lived presigned URL in
+#                /etc/gpuaas/bundle.json, refused unless its sha256 is the digest pinned there; unpacked to
+#                /opt/gpuaas/bundle/<digest>. Every https call (bundle, enrollment, agent, reports) verifies
+#                with those CAs; an untrusted certificate fails naming the host and the CAs the node has
 #   <bundle>     the bundle's steps/NN-<name>.sh in name order (packages, cloud-init parts, storage,
 #                fabric, hardware sync, mounts), then each validation/NN-<name>.sh as validate-<name>
 #   fetch-validation  when bundle.json names a "validation" bundle (the profile's post-deploy validation
@@ -33,11 +36,49 @@ STEPS="$STATE/steps"
 WORK="$STATE/run"
 BUNDLES="$R/opt/gpuaas/bundle"
 LOG="$R/var/log/gpuaas-launcher.log"
+CA_FILE="$ETC/ca.pem"
 TAIL_BYTES=2048
-export GPUAAS_ROOT="$R" GPUAAS_BUNDLE_JSON="$BUNDLE_JSON" GPUAAS_LAUNCHER_PID=$$
+export GPUAAS_ROOT="$R" GPUAAS_BUNDLE_JSON="$BUNDLE_JSON" GPUAAS_LAUNCHER_PID=$$ GPUAAS_CA_FILE="$CA_FILE" GPUAAS_WORK="$WORK"
 
 mkdir -p "$ETC" "$STEPS" "$WORK" "$BUNDLES" "$(dirname "$LOG")"
 chmod 0700 "$STATE" "$STEPS" "$WORK"
+
+# https for every python step (`from gpuaas_https import urlopen, TlsUntrusted`): the system store plus the
+# private CAs of /etc/gpuaas/ca.pem; an untrusted certificate names the host and the CAs the node trusts.
+cat > "$WORK/gpuaas_https.py" <<'PY'
+import os, ssl, urllib.error, urllib.parse, urllib.request
+
+CA = os.environ.get("GPUAAS_CA_FILE", "")
+
+
+class TlsUntrusted(OSError):
+    """The server's certificate does not chain to a CA this node trusts."""
+
+
+def ca_names():
+    if not (CA and os.path.exists(CA)):
+        return "the system store only (the deploy carried no private CA: the environment's ca_bundles.platform / ca_bundles.s3 are unset)"
+    names = [ln.split(":", 1)[1].strip() for ln in open(CA) if ln.startswith("# gpuaas-ca:")]
+    return f"the CA bundle {CA} ({'; '.join(names) or 'unnamed'}) and the system store"
+
+
+def urlopen(url, what, data=None, headers=None, timeout=60):
+    ctx = ssl.create_default_context()
+    if CA and os.path.exists(CA):
+        ctx.load_verify_locations(CA)
+    req = urllib.request.Request(url, data=data, headers=headers or {}, method="POST" if data is not None else "GET")
+    try:
+        return urllib.request.urlopen(req, timeout=timeout, context=ctx)
+    except urllib.error.URLError as e:
+        if isinstance(e.reason, ssl.SSLCertVerificationError):
+            host = urllib.parse.urlsplit(url).netloc
+            raise TlsUntrusted(
+                f"{what}: the TLS certificate of {host} is not trusted ({e.reason.verify_message}); this node "
+                f"trusts {ca_names()}; name the CA that signs {host} in the environment's ca_bundles, "
+                "then run up again (it redeploys the machine)") from None
+        raise
+PY
+export PYTHONPATH="$WORK${PYTHONPATH:+:$PYTHONPATH}"
 
 log() { printf '%s gpuaas-launcher: %s\n' "$(date -u +%Y-%m-%dT%H:%M:%SZ)" "$*" | tee -a "$LOG" >&2; }
 
@@ -68,7 +109,7 @@ export GPUAAS_STEPS="$STEPS"
 # What to do next, per step, when it fails (the output tail says what the tool said).
 hint() {
   case "$1" in
-    fetch|fetch-validation) echo "run \`pulumi up\` again: the lifecycle redeploys this machine with a freshly presigned bundle URL (see the output above: an expired URL, a digest mismatch or an unreachable store)" ;;
+    fetch|fetch-validation) echo "run \`pulumi up\` again: the lifecycle redeploys this machine with a freshly presigned bundle URL (see the output above: an expired URL, a digest mismatch, an unreachable store or a certificate no CA of the node signs)" ;;
     enroll) echo "run \`pulumi up\` again: the lifecycle redeploys this machine with a fresh enrollment token" ;;
     agent-install) echo "the node agent package the platform names could not be fetched or does not match its sha256 (see above): fix the package the platform publishes (or its digest), then run \`pulumi up\` again (it redeploys this machine)" ;;
     report) echo "the platform did not take the final report (see above): check the platform, then run \`pulumi up\` again (it redeploys this machine)" ;;
@@ -100,10 +141,10 @@ enrollment, route, report = json.load(open(sys.argv[1])), sys.argv[2], json.load
 answer = sys.argv[4] if len(sys.argv) > 4 else None
 body = {k: enrollment[k] for k in ("node_id", "enrollment_token", "hostname", "system_id")}
 body["report"] = report
-req = urllib.request.Request(enrollment["platform_url"].rstrip("/") + route, data=json.dumps(body).encode(),
-                             headers={"Content-Type": "application/json"}, method="POST")
+from gpuaas_https import TlsUntrusted, urlopen
 try:
-    with urllib.request.urlopen(req, timeout=30) as r:
+    with urlopen(enrollment["platform_url"].rstrip("/") + route, "platform API", data=json.dumps(body).encode(),
+                 headers={"Content-Type": "application/json"}, timeout=30) as r:
         body = r.read()
         if answer:
             fd = os.open(answer, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
@@ -117,6 +158,8 @@ except urllib.error.HTTPError as e:
         err = {}
     err = err if isinstance(err, dict) else {}
     print(e.code, err.get("code") or "-", err.get("message") or e.reason)
+except TlsUntrusted as e:
+    print(0, "tls-untrusted", e)
 except OSError as e:
     print(0, "unreachable", f"{type(e).__name__}: {e}")
 PY
@@ -157,19 +200,44 @@ run_step() {  # run_step <step> <command...>
   log "step $step: ok"
 }
 
+trust_cas() {  # the user_data's private CAs into the node's trust store (apt and every other client use it)
+  [ -f "$CA_FILE" ] || { echo "no private CA in the user_data: the system trust store only"; return 0; }
+  local dir="$R/usr/local/share/ca-certificates/gpuaas"
+  python3 - "$CA_FILE" "$dir" <<'PY' || return 1
+import glob, os, re, sys
+pems = re.findall(r"-----BEGIN CERTIFICATE-----.+?-----END CERTIFICATE-----", open(sys.argv[1]).read(), re.S)
+if not pems:
+    sys.exit(f"{sys.argv[1]} holds no PEM certificate")
+os.makedirs(sys.argv[2], mode=0o755, exist_ok=True)
+for old in glob.glob(os.path.join(sys.argv[2], "gpuaas-ca-*.crt")):
+    os.remove(old)
+for i, pem in enumerate(pems):  # one certificate per file, as update-ca-certificates wants
+    fd = os.open(os.path.join(sys.argv[2], f"gpuaas-ca-{i}.crt"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    with os.fdopen(fd, "w") as f:
+        f.write(pem + "\n")
+print(f"{len(pems)} private CA certificate(s) from {sys.argv[1]} added to the trust store")
+PY
+  if command -v update-ca-certificates >/dev/null; then
+    update-ca-certificates >/dev/null 2>&1 || { echo "update-ca-certificates failed"; return 1; }
+  fi
+}
+
 fetch() {  # fetch [<bundle.json member>]: download through the presigned URL, verify the pinned digest, unpack
   local member=${1:-} digest=$GPUAAS_DIGEST dir=$BUNDLE_DIR
-  if [ -n "$member" ]; then digest=$VALIDATION_DIGEST dir=$VALIDATION_DIR; fi
+  if [ -n "$member" ]; then digest=$VALIDATION_DIGEST dir=$VALIDATION_DIR; else trust_cas || return 1; fi
   python3 - "$BUNDLE_JSON" "$WORK/bundle.tar.gz" "$member" <<'PY' || return 1
-import json, re, sys, urllib.error, urllib.request
+import json, re, sys, urllib.error
+from gpuaas_https import TlsUntrusted, urlopen
 bundle, dest = json.load(open(sys.argv[1])), sys.argv[2]
 bundle = bundle[sys.argv[3]] if sys.argv[3] else bundle
 url = bundle.get("url") or ""
 if not url:
     sys.exit("no presigned bundle URL in bundle.json: the deploy had no artifact store to presign with")
 try:
-    with urllib.request.urlopen(url, timeout=60) as r, open(dest, "wb") as f:
+    with urlopen(url, "bundle download from the artifact store") as r, open(dest, "wb") as f:
         f.write(r.read())
+except TlsUntrusted as e:
+    sys.exit(str(e))
 except urllib.error.HTTPError as e:
     body = e.read().decode("utf-8", "replace")
     expired = "expired" in body.lower()
@@ -201,6 +269,7 @@ enroll() {  # the answer (with the node agent package) is kept for agent-install
   echo "platform: $answer"
   case "$answer" in
     200\ *) echo "enrolled" ;;
+    0\ *) echo "the platform could not be reached (see above): the token is still unused"; return 1 ;;
     *) echo "enrollment refused; the token is single-use and short-lived"; return 1 ;;
   esac
 }
@@ -208,15 +277,18 @@ enroll() {  # the answer (with the node agent package) is kept for agent-install
 agent_install() {  # the node agent package the enrollment answer names: download, verify, install, enable
   local rc unit pkgdir="$WORK/agent"
   python3 - "$STATE/enrollment-answer.json" "$WORK/agent.tar.gz" <<'PY'
-import hashlib, json, sys, urllib.error, urllib.request
+import hashlib, json, sys, urllib.error
+from gpuaas_https import TlsUntrusted, urlopen
 answer, dest = json.load(open(sys.argv[1])), sys.argv[2]
 pkg = answer.get("agent_package")
 if not pkg:
     print("the platform's enrollment answer names no node agent package: nothing to install")
     sys.exit(3)
 try:  # the URL may be signed: never printed
-    with urllib.request.urlopen(pkg["url"], timeout=60) as r:
+    with urlopen(pkg["url"], f"node agent package {pkg.get('version', '?')}") as r:
         blob = r.read()
+except TlsUntrusted as e:
+    sys.exit(str(e))
 except urllib.error.HTTPError as e:
     sys.exit(f"node agent package {pkg.get('version', '?')}: download refused: HTTP {e.code} {e.reason}")
 except OSError as e:
