@@ -81,6 +81,7 @@ def fetch_key(src, keys):
     if not pin or not pin.get("url"):
         sys.exit(f"{describe(src)}: the deploy carried no URL for its signing key ({src['key_ref']}): the machine's "
                  f"deploy inputs name no key for this source; run up again{needs(src)}")
+    ref = pin.get("ref") or src["key_ref"]  # what the deploy presigned (the same object, named by the environment)
     try:
         with urlopen(pin["url"], f"signing key of {describe(src)}") as r:
             return r.read()
@@ -90,11 +91,11 @@ def fetch_key(src, keys):
         body = e.read().decode("utf-8", "replace")
         code = re.search(r"<Code>(.*?)</Code>", body)
         missing = " is missing from the artifact store" if e.code == 404 else " could not be downloaded"
-        sys.exit(f"{describe(src)}: its signing key {src['key_ref']}{missing} (HTTP {e.code}"
+        sys.exit(f"{describe(src)}: its signing key {ref}{missing} (HTTP {e.code}"
                  f"{': ' + code.group(1) if code else ''}); upload the key there (or fix signing_key.object)"
                  f"{needs(src)}")
     except OSError as e:
-        sys.exit(f"{describe(src)}: its signing key {src['key_ref']}: artifact store unreachable ({type(e).__name__}: "
+        sys.exit(f"{describe(src)}: its signing key {ref}: artifact store unreachable ({type(e).__name__}: "
                  f"{e}){needs(src)}")
 
 
