@@ -14,12 +14,14 @@ RESERVED_USERS = frozenset({"root", "daemon", "bin", "sys", "sync", "nobody", "s
 
 
 def apt_sources(doc: EnvironmentDocument, bp: Blueprint, file: str) -> Iterator[Finding]:
+    placeholders = [(i, a.name) for i, a in enumerate(doc.apt_sources)
+                    if a.signing_key.fingerprint == PLACEHOLDER_FINGERPRINT]
+    if placeholders:  # said once: an environment waiting for its mirror's key has them all
+        yield finding(Code.APT_KEY_PLACEHOLDER, file, f"apt_sources[{placeholders[0][0]}].signing_key.fingerprint",
+                      f"apt sources {', '.join(n for _, n in placeholders)}: the signing key fingerprint is all "
+                      "zeros: nodes refuse any key", level=Level.WARNING)
     for i, src in enumerate(doc.apt_sources):
         base = f"apt_sources[{i}]"
-        if src.signing_key.fingerprint == PLACEHOLDER_FINGERPRINT:
-            yield finding(Code.APT_KEY_PLACEHOLDER, file, f"{base}.signing_key.fingerprint",
-                          f"apt source {src.name}: the signing key fingerprint is all zeros: nodes refuse any key",
-                          level=Level.WARNING)
         flat = src.suite.endswith("/")
         if flat == bool(src.components):
             what = "a flat suite (ending in '/') with components" if flat else f"suite {src.suite!r} without components"

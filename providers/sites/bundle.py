@@ -36,7 +36,7 @@ from clients.s3 import ArtifactStore, S3Location, StoredObject, s3_credentials
 from clients.vault import VaultCredentials
 from providers.common import VaultInputs, resolve_ca, vault_reader
 from providers.hosts.mounts import MountSet, bundle_files
-from providers.sites.bundle_checks import problems
+from providers.sites.bundle_checks import APPLIED, problems
 from providers.sites.bundle_node import AptSourceSpec, LoginUserCheck, node_files
 from providers.wire import FabricMode
 
@@ -124,6 +124,8 @@ class BundleSpec(BaseModel):
             "packages": self.packages.model_dump(),
             "values": dict(self.values),
             "mounts": sorted(m.name for m in self.mounts),
+            # what the cloud-init step applies per part key (bundle_checks.APPLIED: the rest is refused at check)
+            "cloud_init": {"applied": dict(APPLIED)},
         }
 
     def key(self, digest: str) -> str:
@@ -185,8 +187,10 @@ def render_bundle(spec: BundleSpec, root: Path = TEMPLATES_ROOT) -> dict[str, by
         files[rel.removesuffix(".j2")] = text.encode()
     bad = problems(spec.template_set, files)
     if bad:
-        raise TemplateError(bad[0][0], "; ".join(m for _, m in bad[:1]) + (
-            f" (and {len(bad) - 1} more problem(s): " + ", ".join(t for t, _ in bad[1:]) + ")" if bad[1:] else ""))
+        first, more = bad[0], bad[1:]
+        raise TemplateError(first.template, f"{first[1]} {first[2]}" + (
+            f" (and {len(more)} more problem(s): " + ", ".join(f"{p[1]} {p.template}" for p in more) + ")"
+            if more else ""))
     files.update(bundle_files(spec.mounts))
     files.update(node_files(spec.profile.apt_sources, spec.profile.login_user))
     manifest = {

@@ -60,7 +60,8 @@ def _steps(root: Path) -> dict[str, Any]:
 
 
 RUNCMD_PART = {"cloud-init/40-lab-runcmd.yaml": (
-    b"#cloud-config\nruncmd:\n  - [sh, -c, 'echo runcmd ran on $(hostname) >> /etc/gpuaas/runcmd.out']\n")}
+    b"#cloud-config\nruncmd:\n  - [sh, -c, 'echo runcmd ran on $(hostname) >> /etc/gpuaas/runcmd.out']\n"
+    b"users:\n  - {name: labpart, groups: adm, shell: /bin/bash, lock_passwd: true}\n")}
 
 
 def test_cloud_init_runs_the_deploy_user_data_and_the_node_enrolls_itself(lab_world: Callable[..., Any]) -> None:
@@ -114,6 +115,9 @@ def test_cloud_init_runs_the_deploy_user_data_and_the_node_enrolls_itself(lab_wo
         assert (node.root / "etc/gpuaas/runcmd.out").read_text() == f"runcmd ran on {HOSTNAME}\n"
         kept = (node.root / instance / "scripts/runcmd").read_text()
         assert "gpuaas-bundle-launcher" in kept and "runcmd.out" not in kept
+        # a part's users: applied by the node's cloud-init (users_groups), not dropped
+        user = nodes.exec(HOSTNAME, ["id", "-nG", "labpart"])
+        assert "adm" in user.stdout.split(), (user.stdout, user.stderr, steps["cloud-init"]["output_tail"])
 
 
 def test_the_lifecycle_on_real_nodes_behind_maas_one_validation_failure(lab_world: Callable[..., Any]) -> None:
