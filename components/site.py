@@ -78,7 +78,8 @@ def profile_args(env: Environment, settings: StackSettings, site: Site, profile:
         site=SiteInputs.model_validate({**site.model_dump(mode="json", exclude={"profiles"}),
                                         "maas_url": settings.endpoint(site.maas_url, "maas"),
                                         "maas_ca_bundle": env.ca_bundles.maas}),
-        profile=ProfileInputs.model_validate(p.model_dump(mode="json")),
+        # the node's own fields (apt sources, login user) reach nodes through bundles and deploys, not the platform
+        profile=ProfileInputs.model_validate(p.model_dump(mode="json", exclude={"apt_sources", "login_user"})),
         vault=vault_inputs(env, settings), store=store_inputs(env, settings),
         platform=PlatformInputs(url=platform_url(env, settings), admin_token_path=env.platform.admin_token_path,
                                 ca_bundle=env.ca_bundles.platform),
