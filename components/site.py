@@ -56,7 +56,7 @@ def login_user_check(user: LoginUser | None) -> LoginUserCheck | None:
     if user is None:
         return None
     return LoginUserCheck(name=user.name, groups=user.groups, shell=user.shell, sudo=user.sudo.value,
-                          ssh_keys=len(user.ssh_authorized_keys), password=user.password.mode.value)
+                          ssh_keys=len(user.ssh_authorized_keys), password_mode=user.password.mode.value)
 
 
 def bundle_spec(env: Environment, settings: StackSettings, b: BundleDoc) -> BundleSpec:

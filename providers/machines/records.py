@@ -57,6 +57,7 @@ class FailCode(StrEnum):
     BOOTSTRAP = "MCH022"  # another launcher step failed on the node (fetch, packages, storage, enroll, ...)
     BUNDLE_DIGEST = "MCH023"  # the node reports a bundle digest other than the one deployed
     NO_REPORT = "MCH024"  # the node enrolled without a bootstrap report (its launcher did not run the bundle)
+    VALIDATION_DIGEST = "MCH025"  # the node ran validation scripts of a bundle other than the pinned one
 
     def __call__(self, reason: str) -> str:
         return f"{self.value} {reason}"
@@ -128,6 +129,7 @@ class LifecycleRecord:
     errors: int = 0
     last_error: PortError | None = None
     recent_error: str = ""  # the last failed call since the last good read (named if a deadline passes)
+    waiting_for: str = ""  # what a waiting stage still waits for (named if its deadline passes)
     view: MachineView | None = None
     detail: MachineDetail | None = None  # read by the preflight, reused by storage and RoCE links
     owner_data_recorded: bool = False

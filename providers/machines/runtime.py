@@ -59,7 +59,8 @@ class PlatformEnrollment:
             if e.status == 404:
                 return NodeState(status="unknown")
             raise _port_error(e, None) from None
-        return NodeState(status=node.status.value, bootstrap=_bootstrap_view(node.bootstrap))
+        return NodeState(status=node.status.value, bootstrap=_bootstrap_view(node.bootstrap),
+                         agent_seen=node.agent is not None)
 
     def find_node(self, *, system_id: str) -> str | None:
         try:
@@ -89,6 +90,7 @@ def _bootstrap_view(report: node_models.BootstrapReport | None) -> BootstrapView
         runner=report.runner.value,
         steps=tuple(st.step for st in report.steps),
         pending=report.outcome is node_models.BootstrapOutcome.ENROLLED,
+        validation_digest=report.validation_bundle_digest,
     )
 
 

@@ -29,12 +29,12 @@ from clients.platform.client import PlatformClient
 from clients.platform.models import nodes as node_models
 from clients.platform.models import sites as site_models
 from clients.s3 import ArtifactStore, S3Credentials, S3Location
-from providers.machines.handlers import _user_data
 from providers.machines.lifecycle import Context
 from providers.machines.node_trust import node_ca_bundle
 from providers.machines.records import Goal, LifecycleRecord
 from providers.machines.runtime import PlatformEnrollment, bundle_presigner
 from providers.machines.spec import AptKeyPin, Deadlines, LifecyclePolicy, LoginUserSpec, MachineSpec
+from providers.machines.user_data import deploy_user_data
 from providers.sites.bundle import BundleSpec, digest, pack, render_bundle
 from providers.sites.bundle_node import AptSourceSpec
 from simulators.platform import agent_package
@@ -80,8 +80,8 @@ class AptRepo:
         for path, text in (files or {f"/usr/share/gpuaas-lab/{package}": f"{package} {version}\n"}).items():
             (tree / path.lstrip("/")).parent.mkdir(parents=True, exist_ok=True)
             (tree / path.lstrip("/")).write_text(text)
-        subprocess.run(["dpkg-deb", "--root-owner-group", "-b", str(tree), str(self.pool / f"{package}_{version}_all.deb")],
-                       check=True, capture_output=True)
+        deb = self.pool / f"{package}_{version}_all.deb"
+        subprocess.run(["dpkg-deb", "--root-owner-group", "-b", str(tree), str(deb)], check=True, capture_output=True)
 
     def sign(self) -> None:
         """Index the pool and sign the Release file with a fresh ed25519 key (its fingerprint and public key kept)."""
@@ -174,7 +174,7 @@ class TrustedSite:
         grant = self.admin.mint_enrollment_token(self.site_id, node_models.EnrollmentTokenRequest(
             profile_id=self.profile_id, hostname=spec.hostname, system_id=system_id))
         m = LifecycleRecord(spec=spec, goal=Goal.DEPLOYED, system_id=system_id)
-        return grant.node_id, _user_data(ctx, m, grant.node_id, grant.enrollment_token.get_secret_value())
+        return grant.node_id, deploy_user_data(ctx, m, grant.node_id, grant.enrollment_token.get_secret_value())
 
 
 @contextmanager

@@ -18,7 +18,9 @@
 #                (bundle digest + every step's result, outcome "enrolled"); the answer names the node
 #                agent package {url, sha256, version}
 #   agent-install  download that package, refused unless its sha256 is the one the platform named;
-#                install its files under / and enable and start its unit
+#                install its files under /, write its configuration (/etc/gpuaas-node-agent/agent.json, 0600:
+#                the platform, the node id, the agent's own credential from the answer) and enable and start
+#                its unit: the agent heartbeats, and the platform calls the node active on the first one
 #   report       POST the final report (outcome "succeeded") to <platform>/api/v1/node-bootstrap/report
 #                with the (now used) token, accepted once; then the token file is deleted
 # A failed step stops the launcher (exit 1): it reports the results so far to
@@ -128,8 +130,12 @@ for path in sorted(glob.glob(os.path.join(os.environ["GPUAAS_STEPS"], "*.json"))
     if d["step"] in ("enroll", "report"):
         continue
     steps.append({k: d[k] for k in ("step", "ok", "duration_s", "output_tail")})
+bundle = json.load(open(os.environ["GPUAAS_BUNDLE_JSON"]))
+validation = bundle.get("validation") or {}  # none: the site bundle's own validation scripts run
 print(json.dumps({"bundle_digest": os.environ["GPUAAS_DIGEST"], "outcome": outcome, "failed_step": failed,
-                  "steps": steps, "runner": "launcher"}))
+                  "steps": steps, "runner": "launcher",
+                  "validation_bundle_digest": validation.get("sha256") or os.environ["GPUAAS_DIGEST"],
+                  "validation_bundle_ref": validation.get("ref") or bundle.get("ref")}))
 PY
 }
 
@@ -312,9 +318,28 @@ PY
   esac
   [ -d "$pkgdir/root" ] || { echo "package has no root/ tree to install"; return 1; }
   cp -a --no-preserve=ownership "$pkgdir/root/." "$R/" || return 1
+  agent_config || return 1
   systemctl daemon-reload && systemctl enable --now "$unit" || { echo "unit $unit did not start"; return 1; }
   echo "installed node agent $(json_get "$pkgdir/gpuaas-agent.json" version); $unit enabled and started"
   rm -rf "$pkgdir"
+  rm -f "$STATE/enrollment-answer.json"  # its agent credential now lives in the agent's own configuration only
+}
+
+agent_config() {  # the node agent's configuration (0600 root): where and as whom it heartbeats
+  python3 - "$ENROLL_JSON" "$STATE/enrollment-answer.json" "$R/etc/gpuaas-node-agent/agent.json" <<'PY'
+import json, os, sys
+enrollment, answer, dest = json.load(open(sys.argv[1])), json.load(open(sys.argv[2])), sys.argv[3]
+if not answer.get("agent_credential"):
+    sys.exit("the platform's enrollment answer gave no agent credential: the node agent could not heartbeat")
+conf = {"platform_url": enrollment["platform_url"], "node_id": enrollment["node_id"],
+        "agent_credential": answer["agent_credential"],
+        "heartbeat_interval_seconds": answer.get("heartbeat_interval_seconds") or 30}
+os.makedirs(os.path.dirname(dest), mode=0o700, exist_ok=True)
+fd = os.open(dest, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+with os.fdopen(fd, "w") as f:
+    json.dump(conf, f, sort_keys=True)
+print(f"node agent configuration written ({dest}, 0600)")
+PY
 }
 
 final_report() {
