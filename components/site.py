@@ -20,7 +20,7 @@ import pulumi
 from environments import Environment
 from environments.model import BootstrapBundle as BundleDoc
 from environments.model import Site
-from environments.model_node import LoginUser
+from environments.model_node import LoginUser, PasswordMode
 from providers.bootstrap_bundle import BootstrapBundle, BundleProfile, BundleSite, BundleSpec, Packages
 from providers.roce_assignment import MaasInputs, MachineNics, Pool, RoceAssignment, RoceSpec
 from providers.site_profile import PlatformInputs, ProfileInputs, SiteInputs, SiteProfile, SiteProfileArgs
@@ -56,7 +56,8 @@ def login_user_check(user: LoginUser | None) -> LoginUserCheck | None:
     if user is None:
         return None
     return LoginUserCheck(name=user.name, groups=user.groups, shell=user.shell, sudo=user.sudo.value,
-                          ssh_keys=len(user.ssh_authorized_keys), password_mode=user.password.mode.value)
+                          ssh_keys=len(user.ssh_authorized_keys),
+                          password_locked=user.password.mode is PasswordMode.LOCKED)
 
 
 def bundle_spec(env: Environment, settings: StackSettings, b: BundleDoc) -> BundleSpec:

@@ -39,7 +39,8 @@ class LoginUserCheck(BaseModel):
     shell: str = "/bin/bash"
     sudo: str = "none"
     ssh_keys: int = 0
-    password_mode: str = "locked"
+    password_locked: bool = True
+    """Locked (SSH keys only), or a usable password (a hash the deploy read from Vault)."""
 
 
 def _login_check(user: LoginUserCheck) -> str:
@@ -64,7 +65,7 @@ home=$(echo "$entry" | cut -d: -f6)
 keys=$(grep -c '^ssh-\\|^ecdsa-' "$home/.ssh/authorized_keys" 2>/dev/null || true)
 [ "${{keys:-0}}" -ge {user.ssh_keys} ] || fail "has ${{keys:-0}} SSH key(s), the profile declares {user.ssh_keys}"
 status=$(passwd -S "$user" | awk '{{print $2}}')
-case {q(user.password_mode)} in
+case {"locked" if user.password_locked else "hash"} in
   locked) [ "$status" = L ] || fail "password is usable ($status), the profile locks it" ;;
   hash) [ "$status" = P ] || fail "has no usable password ($status), the profile sets a hash" ;;
 esac
@@ -74,7 +75,7 @@ case {q(user.sudo)} in
   none) ! sudo -n -l -U "$user" 2>/dev/null | grep -q ' ALL$' || fail "may sudo, the profile gives no sudo" ;;
 esac
 echo "login user $user: as declared (groups: {', '.join(user.groups) or 'none'}, sudo {user.sudo}, \
-{user.ssh_keys} key(s), password {user.password_mode})"
+{user.ssh_keys} key(s), password {"locked" if user.password_locked else "set"})"
 """
 
 
