@@ -3,8 +3,8 @@ simulator (tests/node/conftest.py): success, each fault, a restart mid-run, and 
 
 from __future__ import annotations
 
-import json
 import contextlib
+import json
 import stat
 from collections.abc import Callable, Iterator
 from pathlib import Path

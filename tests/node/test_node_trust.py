@@ -12,6 +12,7 @@ naming the store's host and the CA it has; a missing signing key and a package n
 from __future__ import annotations
 
 import json
+import shutil
 import stat
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -31,6 +32,7 @@ from tests.fixtures.lab_gate import require_lab
 from tests.fixtures.platform_sim import platform_sim_factory  # noqa: F401
 
 from .conftest import bundle_spec
+from .test_nspawn_node import HEALTH
 from .trusted_site import TrustedSite, trusted_site
 
 REPO_PACKAGES = ("gpuaas-lab-driver", "gpuaas-lab-runtime")
@@ -154,3 +156,9 @@ def test_another_ca_a_missing_key_and_an_unknown_package_each_stop_their_step_na
             record = site.admin.get_node(ids[host])
             assert record.bootstrap is not None and record.bootstrap.failed_step == step, (host, record.bootstrap)
             assert record.status is NodeStatus.BOOTSTRAP_ISSUED
+        # the GPU lane's health check on a node that did not bootstrap: it says which step failed, and more
+        shutil.copy(HEALTH, booted["lab-no-key"].root / "usr/local/bin/gpuaas-node-health")
+        r = nodes.exec("lab-no-key", ["/usr/local/bin/gpuaas-node-health"])
+        assert r.returncode == 1, r.stdout
+        assert "FAIL bootstrap: outcome failed, failed step packages" in r.stdout
+        assert "FAIL token: /etc/gpuaas/enrollment.json is still there" in r.stdout and "FAIL agent:" in r.stdout

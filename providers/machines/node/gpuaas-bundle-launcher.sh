@@ -171,11 +171,32 @@ except OSError as e:
 PY
 }
 
+status_file() {  # status_file <outcome> <failed step or "">: the node's public bootstrap summary (0644, no secret,
+  # no output tails): what the GPU lane's smoke check (gpuaas-node-health.sh) and operators read
+  python3 - "$(report_json "$@")" "$R/var/lib/gpuaas-status/bootstrap.json" \
+    "$(json_get "$ENROLL_JSON" node_id 2>/dev/null)" <<'PY'
+import json, os, sys, time
+report, dest, node_id = json.loads(sys.argv[1]), sys.argv[2], sys.argv[3]
+doc = {k: report[k] for k in ("outcome", "failed_step", "bundle_digest", "validation_bundle_digest",
+                              "validation_bundle_ref")}
+doc.update(node_id=node_id or None, steps=[{"step": s["step"], "ok": s["ok"]} for s in report["steps"]],
+           written_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
+os.makedirs(os.path.dirname(dest), mode=0o755, exist_ok=True)
+os.chmod(os.path.dirname(dest), 0o755)
+tmp = dest + ".tmp"
+with open(tmp, "w") as f:
+    json.dump(doc, f, indent=1, sort_keys=True)
+os.chmod(tmp, 0o644)
+os.replace(tmp, dest)
+PY
+}
+
 stop() {  # stop <failed step>: report what ran, name the step and what to do, never enroll
   local step=$1 tail
   tail=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["output_tail"][-600:])' "$STEPS/$step.json" 2>/dev/null)
   log "step $step FAILED: ${tail:-no output}"
   log "what to do: $(hint "$step")"
+  status_file failed "$step"
   if [ -f "$ENROLL_JSON" ]; then
     log "reported to the platform: $(post /api/v1/node-bootstrap/report "$(report_json failed "$step")")"
   fi
@@ -209,7 +230,9 @@ run_step() {  # run_step <step> <command...>
 trust_cas() {  # the user_data's private CAs into the node's trust store (apt and every other client use it)
   [ -f "$CA_FILE" ] || { echo "no private CA in the user_data: the system trust store only"; return 0; }
   local dir="$R/usr/local/share/ca-certificates/gpuaas"
-  python3 - "$CA_FILE" "$dir" <<'PY' || return 1
+  # the system's umask (022) for what other users read: the launcher's own 077 would leave the CA store 0600
+  ( umask 022; python3 - "$CA_FILE" "$dir" <<'PY'
+
 import glob, os, re, sys
 pems = re.findall(r"-----BEGIN CERTIFICATE-----.+?-----END CERTIFICATE-----", open(sys.argv[1]).read(), re.S)
 if not pems:
@@ -223,9 +246,14 @@ for i, pem in enumerate(pems):  # one certificate per file, as update-ca-certifi
         f.write(pem + "\n")
 print(f"{len(pems)} private CA certificate(s) from {sys.argv[1]} added to the trust store")
 PY
+  ) || return 1
   if command -v update-ca-certificates >/dev/null; then
-    update-ca-certificates >/dev/null 2>&1 || { echo "update-ca-certificates failed"; return 1; }
+    ( umask 022; update-ca-certificates >/dev/null 2>&1 ) || { echo "update-ca-certificates failed"; return 1; }
   fi
+}
+
+bundle_script() {  # a bundle's step or validation script: it installs system things, with the system's umask (022)
+  ( umask 022; exec bash "$1" )
 }
 
 fetch() {  # fetch [<bundle.json member>]: download through the presigned URL, verify the pinned digest, unpack
@@ -309,7 +337,10 @@ PY
   rc=$?
   [ "$rc" -eq 3 ] && return 0
   [ "$rc" -eq 0 ] || return 1
-  rm -rf "$pkgdir" && mkdir -p "$pkgdir" && tar -xzf "$WORK/agent.tar.gz" -C "$pkgdir" --no-same-owner || return 1
+  # unpacked and copied with the system's umask (022): the package's implied directories (usr/, usr/local/, ...)
+  # are copied onto / with their modes, and the launcher's own 077 would make the node's /usr 0700
+  rm -rf "$pkgdir" && mkdir -p "$pkgdir" && ( umask 022; tar -xzf "$WORK/agent.tar.gz" -C "$pkgdir" --no-same-owner ) ||
+    return 1
   rm -f "$WORK/agent.tar.gz"
   unit=$(json_get "$pkgdir/gpuaas-agent.json" unit 2>/dev/null)
   case "$unit" in
@@ -317,7 +348,7 @@ PY
     *) echo "package has no gpuaas-agent.json naming its .service unit (got '$unit')"; return 1 ;;
   esac
   [ -d "$pkgdir/root" ] || { echo "package has no root/ tree to install"; return 1; }
-  cp -a --no-preserve=ownership "$pkgdir/root/." "$R/" || return 1
+  ( umask 022; cp -a --no-preserve=ownership "$pkgdir/root/." "$R/" ) || return 1
   agent_config || return 1
   systemctl daemon-reload && systemctl enable --now "$unit" || { echo "unit $unit did not start"; return 1; }
   echo "installed node agent $(json_get "$pkgdir/gpuaas-agent.json" version); $unit enabled and started"
@@ -347,7 +378,7 @@ final_report() {
   answer=$(post /api/v1/node-bootstrap/report "$(report_json succeeded "")")
   echo "platform: $answer"
   case "$answer" in
-    200\ *) rm -f "$ENROLL_JSON"; echo "final report accepted; token file removed" ;;
+    200\ *) status_file succeeded ""; rm -f "$ENROLL_JSON"; echo "final report accepted; token file removed" ;;
     *) echo "final report refused"; return 1 ;;
   esac
 }
@@ -374,7 +405,7 @@ main() {
   for s in "$BUNDLE_DIR"/steps/*.sh; do
     [ -e "$s" ] || continue
     name=$(basename "$s" .sh)
-    run_step "${name#[0-9][0-9]-}" bash "$s"
+    run_step "${name#[0-9][0-9]-}" bundle_script "$s"
   done
   if [ -n "$VALIDATION_DIGEST" ]; then
     log "validation bundle $(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["validation"].get("ref", "?"))' "$BUNDLE_JSON") sha256 $VALIDATION_DIGEST"
@@ -383,7 +414,7 @@ main() {
   for s in "$VALIDATION_DIR"/validation/*.sh; do
     [ -e "$s" ] || continue
     name=$(basename "$s" .sh)
-    run_step "validate-${name#[0-9][0-9]-}" bash "$s"
+    run_step "validate-${name#[0-9][0-9]-}" bundle_script "$s"
   done
   run_step enroll enroll
   run_step agent-install agent_install
