@@ -29,7 +29,7 @@ def fresh_clone(tmp_path: Path) -> Path:
     subprocess.run(["git", "clone", "--quiet", "--no-checkout", str(REPO), str(clone)], check=True)
     subprocess.run(["git", "-C", str(clone), "checkout", "--quiet", head], check=True)
     (clone / ".venv").symlink_to(REPO / ".venv")
-    (clone / "build").mkdir()
+    (clone / "build").mkdir(exist_ok=True)  # build/ci-image/ is committed
     (clone / "build" / "pulumi").symlink_to((REPO / "build" / "pulumi").resolve())
     assert not (clone / ".lab").exists() and not (tmp_path / ".lab").exists()
     return clone
