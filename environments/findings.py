@@ -100,6 +100,8 @@ class Code(StrEnum):
     MOUNT_WITHOUT_TARGET = "MOUNT003"
     DUPLICATE_MOUNT_POINT = "MOUNT004"
     PATH_NOT_OFFERED = "MOUNT005"
+    WEKA_CLIENT_MISSING = "MOUNT006"
+    WEKA_CLIENT_SOURCE_NOT_NAMED = "MOUNT007"
     # Stack config (stacks/Pulumi.<stack>.yaml, `gpuaas-infra:*`)
     STACK_CONFIG_INVALID = "STK001"
     PIN_WITHOUT_SHA256 = "STK002"
@@ -220,6 +222,14 @@ CATALOGUE: dict[Code, tuple[str, str]] = {
     Code.CA_BUNDLE_PLACEHOLDER: (
         "CA bundle is the repository's placeholder CA",
         "replace the file's certificate with the site CA's own (public, safe to commit; environments/ca/README.md)",
+    ),
+    Code.WEKA_CLIENT_MISSING: (
+        "WEKA filesystem mounted on MAAS machines without a client",
+        "declare the filesystem's client: {package: weka-agent, apt_source: <the apt source that provides it>}",
+    ),
+    Code.WEKA_CLIENT_SOURCE_NOT_NAMED: (
+        "the WEKA client's apt source is not named by the machines' profile",
+        "add the client's apt_source to the profile's apt_sources (the packages step adds it before mounts)",
     ),
     Code.UNKNOWN_APT_SOURCE: ("unknown apt source", "name one of the environment's apt_sources, or declare it there"),
     Code.APT_KEY_PLACEHOLDER: (

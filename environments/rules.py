@@ -22,7 +22,7 @@ from .rules_apps import RUNTIME_FIELDS, ComponentBounds, Runtime, app_instance, 
 from .rules_fabric import fabric_and_bindings
 from .rules_hosts import GPU_LANE_RUNNER, host_role_mix, host_roles  # noqa: F401 - re-exported: providers call rules.host_role_mix
 from .rules_hosts import effective_roles as _roles
-from .rules_node import apt_sources, login_users
+from .rules_node import apt_sources, login_users, weka_clients
 from .rules_runtime import endpoint_refs, storage_mounts
 from .rules_storage import storage_devices
 from .rules_tls import ca_bundles, resolve_ca  # noqa: F401 - re-exported: providers resolve CA bundles
@@ -369,6 +369,7 @@ RULES: tuple[Rule, ...] = (
     storage_devices,
     apt_sources,
     login_users,
+    weka_clients,
 )
 
 

@@ -38,7 +38,7 @@ def _profile_sources(doc: EnvironmentDocument, file: str) -> Iterator[Finding]:
             owner: dict[str, str] = {}
             bundle = bundles.get(p.site_bootstrap_bundle_ref)
             vendor = set(bundle.vendor_packages.driver + bundle.vendor_packages.runtime
-                         + bundle.vendor_packages.fabric) if bundle else None
+                         + bundle.vendor_packages.fabric) | _client_packages(doc, site.name, p.name) if bundle else None
             for j, name in enumerate(p.apt_sources):
                 src = known.get(name)
                 if src is None:
@@ -80,3 +80,39 @@ def login_users(doc: EnvironmentDocument, bp: Blueprint, file: str) -> Iterator[
                 yield finding(Code.LOGIN_USER_UNREACHABLE, file, f"{base}.ssh_authorized_keys",
                               f"login user {user.name} has no SSH key and a locked password: nobody can log in as it",
                               level=Level.WARNING)
+
+
+def _mounted_by(doc: EnvironmentDocument, site: str, profile: str) -> set[str]:
+    """The filesystems the machines of (site, profile) mount, through their pool or by name."""
+    pools = {p.name for p in doc.machine_pools if (p.site, p.profile) == (site, profile)}
+    hosts = {m.hostname for m in doc.machines if (m.site, m.profile) == (site, profile)}
+    return {mnt.filesystem for mnt in doc.storage_mounts if pools & set(mnt.pools) or hosts & set(mnt.machines)}
+
+
+def _client_packages(doc: EnvironmentDocument, site: str, profile: str) -> set[str]:
+    mounted = _mounted_by(doc, site, profile)
+    return {f.client.package for f in doc.filesystems if f.name in mounted and f.client and not f.lab_stand_in}
+
+
+def weka_clients(doc: EnvironmentDocument, bp: Blueprint, file: str) -> Iterator[Finding]:
+    """A WEKA filesystem MAAS machines mount needs its client from a vendor apt source their profile names."""
+    sources = {a.name for a in doc.apt_sources}
+    for j, fs in enumerate(doc.filesystems):
+        base = f"filesystems[{j}]"
+        users = [(s.name, p) for s in doc.sites for p in s.profiles if fs.name in _mounted_by(doc, s.name, p.name)]
+        if fs.client is not None and fs.client.apt_source not in sources:
+            yield finding(Code.UNKNOWN_APT_SOURCE, file, f"{base}.client.apt_source",
+                          f"filesystem {fs.name}: its client's apt source {fs.client.apt_source!r} is not declared; "
+                          f"declared: {', '.join(sorted(sources)) or 'none'}")
+        if not users or fs.lab_stand_in is not None:
+            continue  # only lab hosts mount it, or the lab's stand-in replaces it: no client to install
+        if fs.client is None:
+            yield finding(Code.WEKA_CLIENT_MISSING, file, base,
+                          f"filesystem {fs.name} is mounted by MAAS machines of "
+                          f"{', '.join(f'{s}/{p.name}' for s, p in users)} and declares no WEKA client")
+            continue
+        for site, p in users:
+            if fs.client.apt_source not in p.apt_sources:
+                yield finding(Code.WEKA_CLIENT_SOURCE_NOT_NAMED, file, f"{base}.client.apt_source",
+                              f"filesystem {fs.name}: profile {site}/{p.name} mounts it but does not name apt source "
+                              f"{fs.client.apt_source} (package {fs.client.package})")

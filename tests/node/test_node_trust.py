@@ -23,6 +23,7 @@ import pytest
 
 from clients.platform.models import NodeStatus
 from lab.node import NodeLab
+from providers.hosts.mounts import MountDecl, MountSet
 from providers.machines.node_trust import node_ca_bundle
 from providers.machines.spec import LoginUserSpec
 from providers.sites.bundle import BundleSpec, Packages
@@ -162,3 +163,36 @@ def test_another_ca_a_missing_key_and_an_unknown_package_each_stop_their_step_na
         assert r.returncode == 1, r.stdout
         assert "FAIL bootstrap: outcome failed, failed step packages" in r.stdout
         assert "FAIL token: /etc/gpuaas/enrollment.json is still there" in r.stdout and "FAIL agent:" in r.stdout
+
+
+def test_the_weka_client_comes_from_the_vendor_repository_and_the_mounts_require_it(
+        site_on_lab: Callable[..., Any]) -> None:
+    """A pool's WEKA mounts (no lab stand-in: a real `Type=wekafs` unit) on a node whose profile names the vendor
+    source of the client: the mounts step installs `weka-agent` from the signed repository first, the unit requires
+    its agent, and the mount comes up (the client package here is a LAB STAND-IN whose mount helper mounts a
+    tmpfs). A set whose client package the repository lacks stops the mounts step naming the package."""
+    decl = {"fs_name": "training", "backends": ["weka-lab-01.gpuaas.internal"], "mount_point": "/mnt/weka/training",
+            "purpose": "training"}
+    with site_on_lab(["lab-weka-1", "lab-weka-2"]) as (nodes, site):
+        good = MountSet(name="pool-lab", mounts=(MountDecl(**decl, client_package="weka-agent"),))
+        bad = MountSet(name="pool-lab", mounts=(MountDecl(**decl, client_package="weka-client-absent"),))
+        booted = {}
+        for host, sets in (("lab-weka-1", (good,)), ("lab-weka-2", (bad,))):
+            bundle = _bundle(site).model_copy(update={"mounts": sets})
+            spec = site.spec(host, host.replace("-", ""), bundle)
+            _, user_data = site.user_data(site.context(), spec, host.replace("-", ""))
+            booted[host] = nodes.boot(host, user_data)
+        for host in booted:
+            nodes.wait_cloud_init(host)
+        steps = _steps(booted["lab-weka-1"].root)
+        assert all(s["ok"] for s in steps.values()), {k: s["output_tail"][-600:] for k, s in steps.items()}
+        assert "WEKA client installed: weka-agent" in steps["mounts"]["output_tail"]
+        show = nodes.exec("lab-weka-1", ["systemctl", "show", "-p", "Requires", "-p", "ActiveState",
+                                         "mnt-weka-training.mount"]).stdout
+        assert "weka-agent.service" in show.split("Requires=")[1].splitlines()[0] and "ActiveState=active" in show
+        assert nodes.exec("lab-weka-1", ["systemctl", "is-active", "weka-agent.service"]).stdout.strip() == "active"
+        assert nodes.exec("lab-weka-1", ["findmnt", "-n", "-o", "FSTYPE", "/mnt/weka/training"]).stdout.strip() \
+            == "tmpfs"
+        failed = {k: s["output_tail"] for k, s in _steps(booted["lab-weka-2"].root).items() if not s["ok"]}
+        assert list(failed) == ["mounts"], failed
+        assert "the WEKA client package(s) weka-client-absent could not be installed" in failed["mounts"]

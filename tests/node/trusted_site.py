@@ -44,6 +44,14 @@ from simulators.tls import PrivateCa, TlsFront
 from .conftest import BUCKET, machine_spec
 
 SUITE, COMPONENT = "lab", "main"
+# LAB STAND-IN of the WEKA client package (the lab has no WEKA cluster and no wekafs kernel module): its agent unit
+# and a mount helper for type wekafs that mounts a tmpfs, so a real mount unit (Type=wekafs) mounts on a lab node.
+WEKA_CLIENT_STAND_IN = {
+    "/lib/systemd/system/weka-agent.service": "# LAB STAND-IN of the WEKA client's agent (tests/node)\n[Unit]\n"
+    "Description=WEKA agent (LAB STAND-IN)\n\n[Service]\nExecStart=/bin/sleep infinity\n",
+    "/sbin/mount.wekafs": "#!/bin/sh\n# LAB STAND-IN of the WEKA client's mount helper (tests/node): mounts a tmpfs "
+    "at the target\nexec mount -t tmpfs -o mode=0755 tmpfs \"$2\"\n",
+}
 
 
 class _Quiet(http.server.SimpleHTTPRequestHandler):
@@ -70,8 +78,10 @@ class AptRepo:
         return subprocess.run(["gpg", "--batch", "--pinentry-mode", "loopback", "--passphrase", "", *args],
                               check=True, capture_output=True, text=True, env=env).stdout
 
-    def add(self, package: str, version: str = "1.0", files: dict[str, str] | None = None) -> None:
-        """A package installing `files` (path -> text), e.g. {"/usr/share/gpuaas-lab/driver": "..."}."""
+    def add(self, package: str, version: str = "1.0", files: dict[str, str] | None = None,
+            executables: tuple[str, ...] = ()) -> None:
+        """A package installing `files` (path -> text), e.g. {"/usr/share/gpuaas-lab/driver": "..."}; the paths in
+        `executables` get mode 0755."""
         tree = self.root / "build" / package
         (tree / "DEBIAN").mkdir(parents=True)
         (tree / "DEBIAN/control").write_text(
@@ -80,6 +90,7 @@ class AptRepo:
         for path, text in (files or {f"/usr/share/gpuaas-lab/{package}": f"{package} {version}\n"}).items():
             (tree / path.lstrip("/")).parent.mkdir(parents=True, exist_ok=True)
             (tree / path.lstrip("/")).write_text(text)
+            (tree / path.lstrip("/")).chmod(0o755 if path in executables else 0o644)
         deb = self.pool / f"{package}_{version}_all.deb"
         subprocess.run(["dpkg-deb", "--root-owner-group", "-b", str(tree), str(deb)], check=True, capture_output=True)
 
@@ -166,7 +177,8 @@ class TrustedSite:
         spec = machine_spec(ref, d, url).model_copy(update={"hostname": hostname})
         keys = (AptKeyPin(source="lab", ref=f"s3://{BUCKET}/{key_object}", fingerprint=self.repo.fingerprint),)
         deploy = spec.deploy.model_copy(update={"apt_keys": keys if bundle.profile.apt_sources else None,
-                                                "login_user": login_user})
+                                                "login_user": login_user,
+                                                "mount_sets": tuple(m.name for m in bundle.mounts) or None})
         return spec.model_copy(update={"deploy": deploy})
 
     def user_data(self, ctx: Context, spec: MachineSpec, system_id: str) -> tuple[str, bytes]:
@@ -180,13 +192,15 @@ class TrustedSite:
 @contextmanager
 def trusted_site(tmp: Path, gateway: str, platform: Any, repo_packages: tuple[str, ...]) -> Iterator[TrustedSite]:
     """The platform (already started on `gateway`), a private S3 store, and an apt repository with
-    `repo_packages`, each behind a TLS front on `gateway` signed by a fresh CA."""
+    `repo_packages` and a WEKA client stand-in (`weka-agent`), each behind a TLS front on `gateway` signed by a
+    fresh CA."""
     (tmp / "ca").mkdir()
     ca = PrivateCa(tmp / "ca")
     cert, key = ca.issue(gateway)
     repo = AptRepo(tmp / "repo")
     for name in repo_packages:
         repo.add(name)
+    repo.add("weka-agent", files=WEKA_CLIENT_STAND_IN, executables=("/sbin/mount.wekafs",))
     repo.sign()
     with ExitStack() as stack:
         stack.callback(repo.close)
