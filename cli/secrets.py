@@ -30,6 +30,8 @@ class Shape(StrEnum):
     S3_KEYS = "json_s3_keys"
     USER_PASSWORD = "json_user_password"
     PEM_PRIVATE_KEY = "pem_private_key"
+    SSH_PUBLIC_KEY = "ssh_public_key"
+    PASSWORD_HASH = "crypt_password_hash"
     STRING = "string"
 
 
@@ -39,6 +41,8 @@ SHAPE_TEXT: dict[Shape, str] = {
     Shape.S3_KEYS: 'JSON {"access_key_id", "secret_access_key"}',
     Shape.USER_PASSWORD: 'JSON {"user", "password"} (BMC/IPMI)',
     Shape.PEM_PRIVATE_KEY: "PEM private key (-----BEGIN ... PRIVATE KEY-----)",
+    Shape.SSH_PUBLIC_KEY: "string: one OpenSSH public key line (ssh-ed25519 AAAA... comment)",
+    Shape.PASSWORD_HASH: "string: a crypt(3) password hash ($6$... or $y$...; mkpasswd -m sha-512), never the password",
     Shape.STRING: "string (a host role's secret: munge key, runner token, password)",
 }
 
@@ -131,6 +135,23 @@ def _entries(env: Environment) -> list[_Use]:
         for m in env.machines
         if m.power_user_path
     ]  # fmt: skip
+    return out + _login_user_entries(env)
+
+
+def _login_user_entries(env: Environment) -> list[_Use]:
+    """A profile's login user: its public keys and password hash, read when a machine of the profile deploys."""
+    out: list[_Use] = []
+    for s in env.sites:
+        for p in s.profiles:
+            user, where = p.login_user, f"sites[{s.name}].profiles[{p.name}].login_user"
+            if user is None:
+                continue
+            of = f"login user {user.name} ({s.name}/{p.name})"
+            out += [_use(ref, Shape.SSH_PUBLIC_KEY, f"{where}.ssh_authorized_keys", "MaasMachine/MachinePool", of,
+                         _APPLY) for ref in user.ssh_authorized_keys]
+            if user.password.hash_ref:
+                out.append(_use(user.password.hash_ref, Shape.PASSWORD_HASH, f"{where}.password.hash_ref",
+                                "MaasMachine/MachinePool", of, _APPLY))
     return out
 
 
@@ -186,6 +207,13 @@ def shape_problem(shape: Shape, value: SecretStr) -> str | None:
         text = raw.strip()
         ok = text.startswith("-----BEGIN ") and "PRIVATE KEY-----" in text.splitlines()[0] and "-----END " in text
         return None if ok else "not a PEM private key (no -----BEGIN ... PRIVATE KEY----- / -----END line)"
+    if shape is Shape.SSH_PUBLIC_KEY:
+        parts = raw.strip().split()
+        ok = len(parts) >= 2 and parts[0].startswith(("ssh-", "ecdsa-", "sk-")) and "\n" not in raw.strip()
+        return None if ok else "not one OpenSSH public key line (<type> <base64> [comment])"
+    if shape is Shape.PASSWORD_HASH:
+        ok = raw.strip().startswith(("$6$", "$5$", "$y$", "$2b$")) and len(raw.strip()) > 20
+        return None if ok else "not a crypt(3) hash ($6$..., $y$...): store the hash, never the password"
     if shape in JSON_KEYS:
         try:
             obj = json.loads(raw)

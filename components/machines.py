@@ -17,15 +17,18 @@ import pulumi
 
 from environments import Environment
 from environments.model import MaasMachine as MachineDoc
+from environments.model_node import LoginUser
 from providers.maas_machine import MaasMachine
 from providers.machine_pool import MachinePool
 from providers.machines.spec import (
+    AptKeyPin,
     BootDiskHint,
     BundlePin,
     Connection,
     DeploySpec,
     EraseMode,
     LifecyclePolicy,
+    LoginUserSpec,
     MaasLayout,
     MaasSiteRef,
     MachineSpec,
@@ -97,8 +100,20 @@ def machine_spec(
             mount_sets=machine_mount_sets(env, doc),
             validation_bundle=BundlePin(ref=validation["ref"], digest=validation["digest"],
                                         url=validation.get("launcher_url", "")) if validation else None,
+            apt_keys=tuple(AptKeyPin(source=a.name, ref=f"s3://{env.artifact_store.bucket}/{a.signing_key.object}",
+                                     fingerprint=a.signing_key.fingerprint)
+                           for a in map(env.apt_source, profile.apt_sources)) or None,
+            login_user=_login_user(profile.login_user),
         ),
     )
+
+
+def _login_user(user: LoginUser | None) -> LoginUserSpec | None:
+    if user is None:
+        return None
+    return LoginUserSpec(name=user.name, groups=user.groups, shell=user.shell, sudo=user.sudo.value,
+                         ssh_key_refs=user.ssh_authorized_keys, password_hash_ref=user.password.hash_ref,
+                         password_expire=user.password.expire)
 
 
 def lifecycle_policy(env: Environment, site: str, profile_name: str, scripts: list[str],

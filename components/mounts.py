@@ -22,7 +22,8 @@ def decl(env: Environment, mnt: StorageMount) -> MountDecl:
     fs = next(f for f in env.filesystems if f.name == mnt.filesystem)
     return MountDecl(fs_name=fs.fs_name, backends=fs.backends, mount_point=mnt.mount_point,
                      purpose=MountPurpose(mnt.purpose.value), options=mnt.options, read_only=mnt.read_only,
-                     stand_in=LabStandIn(fs.lab_stand_in.value) if fs.lab_stand_in else None)
+                     stand_in=LabStandIn(fs.lab_stand_in.value) if fs.lab_stand_in else None,
+                     client_package=fs.client.package if fs.client and not fs.lab_stand_in else None)
 
 
 def role_mounts(env: Environment, logical_role: str) -> tuple[MountDecl, ...]:

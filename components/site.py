@@ -26,6 +26,8 @@ from providers.site_profile import SiteProfile
 from providers.sites.bundle import BundleProfile, BundleSite, BundleSpec, Packages
 from providers.sites.profile import PlatformInputs, ProfileInputs, SiteInputs, SiteProfileArgs
 from providers.sites.roce import MaasInputs, MachineNics, Pool, RoceSpec
+from environments.model_node import LoginUser, PasswordMode
+from providers.sites.bundle_node import AptSourceSpec, LoginUserCheck
 from providers.wire import FabricMode, Tier
 
 from .mounts import bundle_mount_sets
@@ -41,7 +43,24 @@ def _bundle_profile(env: Environment, b: BundleDoc) -> BundleProfile:
     dumped = p.model_dump(mode="json")
     layout = env.blueprint_model.storage_layouts.get(p.storage_layout_profile)
     dumped["data_devices"] = list(layout.data_devices) if layout is not None else []
+    dumped["apt_sources"] = [apt_source_spec(env, name) for name in p.apt_sources]
+    dumped["login_user"] = login_user_check(p.login_user)
     return BundleProfile.model_validate({k: dumped[k] for k in BundleProfile.model_fields})
+
+
+def apt_source_spec(env: Environment, name: str) -> AptSourceSpec:
+    a = env.apt_source(name)
+    return AptSourceSpec(name=a.name, url=a.url, suite=a.suite, components=a.components,
+                         fingerprint=a.signing_key.fingerprint, packages=a.packages,
+                         key_ref=f"s3://{env.artifact_store.bucket}/{a.signing_key.object}")
+
+
+def login_user_check(user: LoginUser | None) -> LoginUserCheck | None:
+    if user is None:
+        return None
+    return LoginUserCheck(name=user.name, groups=user.groups, shell=user.shell, sudo=user.sudo.value,
+                          ssh_keys=len(user.ssh_authorized_keys),
+                          password_locked=user.password.mode is PasswordMode.LOCKED)
 
 
 def bundle_spec(env: Environment, settings: StackSettings, b: BundleDoc) -> BundleSpec:
@@ -63,7 +82,8 @@ def profile_args(env: Environment, settings: StackSettings, site: Site, profile:
         site=SiteInputs.model_validate({**site.model_dump(mode="json", exclude={"profiles"}),
                                         "maas_url": settings.endpoint(site.maas_url, "maas"),
                                         "maas_ca_bundle": env.ca_bundles.maas}),
-        profile=ProfileInputs.model_validate(p.model_dump(mode="json")),
+        # the node's own fields (apt sources, login user) reach nodes through bundles and deploys, not the platform
+        profile=ProfileInputs.model_validate(p.model_dump(mode="json", exclude={"apt_sources", "login_user"})),
         vault=vault_inputs(env, settings), store=store_inputs(env, settings),
         platform=PlatformInputs(url=platform_url(env, settings), admin_token_path=env.platform.admin_token_path,
                                 ca_bundle=env.ca_bundles.platform),

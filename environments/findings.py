@@ -74,6 +74,7 @@ class Code(StrEnum):
     CA_BUNDLE_HAS_KEY = "TLS003"
     CA_BUNDLE_EXPIRED = "TLS004"
     CA_BUNDLE_UNUSED = "TLS005"
+    CA_BUNDLE_PLACEHOLDER = "TLS006"
     # App instances (seed 004)
     MEMBER_NODES_EXCEED_COUNT = "APP001"
     UNKNOWN_COMPONENT_KEY = "APP002"
@@ -99,6 +100,8 @@ class Code(StrEnum):
     MOUNT_WITHOUT_TARGET = "MOUNT003"
     DUPLICATE_MOUNT_POINT = "MOUNT004"
     PATH_NOT_OFFERED = "MOUNT005"
+    WEKA_CLIENT_MISSING = "MOUNT006"
+    WEKA_CLIENT_SOURCE_NOT_NAMED = "MOUNT007"
     # Stack config (stacks/Pulumi.<stack>.yaml, `gpuaas-infra:*`)
     STACK_CONFIG_INVALID = "STK001"
     PIN_WITHOUT_SHA256 = "STK002"
@@ -108,6 +111,16 @@ class Code(StrEnum):
     SITE_STACKS_INVALID = "STK006"
     # Storage personality
     STORAGE_DEVICE_MISSING = "STO001"
+    # Vendor apt repositories (seed 001)
+    UNKNOWN_APT_SOURCE = "APT001"
+    APT_KEY_PLACEHOLDER = "APT002"
+    APT_SUITE_COMPONENTS = "APT003"
+    APT_PACKAGE_TWO_SOURCES = "APT004"
+    APT_PACKAGE_NOT_INSTALLED = "APT005"
+    # The post-deploy login user (seed 001)
+    LOGIN_PASSWORD_HASH_REF = "USER001"
+    LOGIN_USER_RESERVED = "USER002"
+    LOGIN_USER_UNREACHABLE = "USER003"
 
 
 # code -> (title, default fix hint)
@@ -205,6 +218,47 @@ CATALOGUE: dict[Code, tuple[str, str]] = {
     Code.CA_BUNDLE_UNUSED: (
         "CA bundle named for a kind with no https endpoint to verify",
         "drop the entry, or point the endpoints at their https URLs",
+    ),
+    Code.CA_BUNDLE_PLACEHOLDER: (
+        "CA bundle is the repository's placeholder CA",
+        "replace the file's certificate with the site CA's own (public, safe to commit; environments/ca/README.md)",
+    ),
+    Code.WEKA_CLIENT_MISSING: (
+        "WEKA filesystem mounted on MAAS machines without a client",
+        "declare the filesystem's client: {package: weka-agent, apt_source: <the apt source that provides it>}",
+    ),
+    Code.WEKA_CLIENT_SOURCE_NOT_NAMED: (
+        "the WEKA client's apt source is not named by the machines' profile",
+        "add the client's apt_source to the profile's apt_sources (the packages step adds it before mounts)",
+    ),
+    Code.UNKNOWN_APT_SOURCE: ("unknown apt source", "name one of the environment's apt_sources, or declare it there"),
+    Code.APT_KEY_PLACEHOLDER: (
+        "apt signing key fingerprint is a placeholder",
+        "put the repository signing key's real fingerprint (gpg --show-keys --with-colons <key>) before deploying",
+    ),
+    Code.APT_SUITE_COMPONENTS: (
+        "apt suite and components do not fit",
+        "a suite such as `jammy` takes components (`[main]`); a flat repository's suite ends in `/` and takes none",
+    ),
+    Code.APT_PACKAGE_TWO_SOURCES: (
+        "package claimed by two apt sources of one profile",
+        "list the package under the one source that provides it",
+    ),
+    Code.APT_PACKAGE_NOT_INSTALLED: (
+        "apt source package not in the profile's bundle",
+        "add the package to the bundle's vendor_packages, or drop it from the source's packages",
+    ),
+    Code.LOGIN_PASSWORD_HASH_REF: (
+        "login user password policy inconsistent",
+        "with `mode: hash` name the hash's Vault reference in `hash_ref`; with `mode: locked` name none",
+    ),
+    Code.LOGIN_USER_RESERVED: (
+        "login user name reserved",
+        "pick another name (root and system users are managed by the image)",
+    ),
+    Code.LOGIN_USER_UNREACHABLE: (
+        "login user cannot log in",
+        "give the user SSH keys (ssh_authorized_keys: Vault references) or a password hash",
     ),
     Code.MEMBER_NODES_EXCEED_COUNT: ("more member nodes than members", "raise count or list fewer nodes"),
     Code.UNKNOWN_COMPONENT_KEY: ("unknown component key", "use a component key the app declares in the blueprint"),

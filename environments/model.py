@@ -10,13 +10,13 @@ All models are frozen: the compiled `Environment` is read by everything downstre
 from __future__ import annotations
 
 import ipaddress
-import re
 from enum import StrEnum
 from typing import Annotated
 
 from pydantic import AfterValidator, Field, field_validator
 
-from .model_base import Name, _Model
+from .model_base import Endpoint, Name, VaultRef, _Model  # noqa: F401 - VaultRef, Endpoint: re-exported
+from .model_node import AptSource, LoginUser
 from .model_runtime import (  # noqa: F401 - CapacityShape ... LabStandIn, MountPurpose: mirrored by providers.wire
     Allocation,
     AppInputValue,
@@ -135,33 +135,7 @@ class TenantBoundaryMode(StrEnum):
 # ---------------------------------------------------------------------------------------------
 # Scalar types
 
-_VAULT_REF = re.compile(r"^[A-Za-z0-9_.-]+(/[A-Za-z0-9_.-]+)*#[A-Za-z0-9_.-]+$")
 _MAC = r"^([0-9a-f]{2}:){5}[0-9a-f]{2}$"
-
-
-def _vault_ref(value: str) -> str:
-    path = value.split("#", 1)[0]
-    if any(part in ("", ".", "..") for part in path.split("/")):
-        raise ValueError("a Vault path has no '.', '..' or empty segments; name the secret's own path under the mount")
-    if not _VAULT_REF.match(value):
-        raise ValueError(
-            "not a Vault reference; write '<path under the KV mount>#<key>', "
-            "e.g. 'prod/maas/dal1#api_key' (secrets never go in environment files)"
-        )
-    return value
-
-
-def _endpoint(value: str) -> str:
-    if value == "embedded" or re.match(r"^https?://[^\s/]+(/\S*)?$", value):
-        return value
-    raise ValueError(f"{value!r} is not an http(s) URL or 'embedded'")
-
-
-VaultRef = Annotated[str, AfterValidator(_vault_ref)]
-"""A secret's location: `<path under the KV v2 mount>#<key>`; the value is read at operation time."""
-
-Endpoint = Annotated[str, AfterValidator(_endpoint)]
-"""An http(s) URL, or `embedded` (the local stack: the demo's simulators supply the URL)."""
 
 MacAddress = Annotated[str, Field(pattern=_MAC)]
 
@@ -262,6 +236,11 @@ class SiteProfile(_Model):
     storage_layout_profile: str = "flat"
     # Needed by teardown (issue 6): how a release wipes disks
     release_erase_mode: EraseMode = EraseMode.QUICK
+    # The node's personality beyond the bundle (seed 001; environments/model_node.py)
+    apt_sources: tuple[Name, ...] = ()
+    """Names of the environment's `apt_sources` its nodes add before installing the bundle's vendor packages."""
+    login_user: LoginUser | None = None
+    """The post-deploy login user (seed 001's `hpcadmin`), created on each node by cloud-init."""
 
 
 class Site(_Model):
@@ -454,6 +433,8 @@ class EnvironmentDocument(_Model):
     app_instances: tuple[AppInstance, ...] = ()
     filesystems: tuple[Filesystem, ...] = ()
     storage_mounts: tuple[StorageMount, ...] = ()
+    apt_sources: tuple[AptSource, ...] = ()
+    """Vendor apt repositories profiles name (`sites[].profiles[].apt_sources`)."""
 
     @field_validator("hosts")
     @classmethod
@@ -482,6 +463,9 @@ class Environment(EnvironmentDocument):
 
     def profile(self, site: str, name: str) -> SiteProfile:
         return next(p for p in self.site(site).profiles if p.name == name)
+
+    def apt_source(self, name: str) -> AptSource:
+        return next(a for a in self.apt_sources if a.name == name)
 
     def bundle(self, name: str) -> BootstrapBundle:
         return next(b for b in self.bootstrap_bundles if b.name == name)

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import ipaddress
+import re
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
 _NAME = r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$"
 Name = Annotated[str, Field(pattern=_NAME)]
@@ -26,3 +27,31 @@ class _Model(BaseModel):
         if isinstance(value, bool) and field is not None and field.annotation in _NOT_BOOL:
             raise ValueError(f"{str(value).lower()} is a boolean; this field takes a number or an address")
         return value
+
+
+_VAULT_REF = re.compile(r"^[A-Za-z0-9_.-]+(/[A-Za-z0-9_.-]+)*#[A-Za-z0-9_.-]+$")
+
+
+def _vault_ref(value: str) -> str:
+    path = value.split("#", 1)[0]
+    if any(part in ("", ".", "..") for part in path.split("/")):
+        raise ValueError("a Vault path has no '.', '..' or empty segments; name the secret's own path under the mount")
+    if not _VAULT_REF.match(value):
+        raise ValueError(
+            "not a Vault reference; write '<path under the KV mount>#<key>', "
+            "e.g. 'prod/maas/dal1#api_key' (secrets never go in environment files)"
+        )
+    return value
+
+
+def _endpoint(value: str) -> str:
+    if value == "embedded" or re.match(r"^https?://[^\s/]+(/\S*)?$", value):
+        return value
+    raise ValueError(f"{value!r} is not an http(s) URL or 'embedded'")
+
+
+VaultRef = Annotated[str, AfterValidator(_vault_ref)]
+"""A secret's location: `<path under the KV v2 mount>#<key>`; the value is read at operation time."""
+
+Endpoint = Annotated[str, AfterValidator(_endpoint)]
+"""An http(s) URL, or `embedded` (the local stack: the demo's simulators supply the URL)."""

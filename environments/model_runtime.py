@@ -92,6 +92,16 @@ class LabStandIn(StrEnum):
     TMPFS = "tmpfs"
 
 
+class WekaClient(_Model):
+    """The WEKA client a MAAS machine needs before it mounts the filesystem: a package of a vendor apt source
+    (environments/model_node.py), installed by the bundle's mounts step; its unit `weka-agent.service` is what the
+    mount units require."""
+
+    package: str = Field("weka-agent", pattern=r"^[a-z0-9][a-z0-9+.-]{1,100}$")
+    apt_source: Name
+    """The `apt_sources` entry that provides the package; the profile of each machine mounting it must name it."""
+
+
 class Filesystem(_Model):
     name: Name
     fs_name: str = Field(pattern=r"^[A-Za-z0-9_.-]{1,64}$")
@@ -100,6 +110,8 @@ class Filesystem(_Model):
     """WEKA backend hosts the client joins (hostnames or addresses)."""
     paths: tuple[StoragePath, ...] = (StoragePath.POSIX, StoragePath.S3)
     lab_stand_in: LabStandIn | None = None
+    client: WekaClient | None = None
+    """How MAAS machines get the WEKA client (required when pools or machines mount it, unless a lab stand-in)."""
 
 
 class StorageMount(_Model):

@@ -22,6 +22,7 @@ from .rules_apps import app_instances
 from .rules_fabric import fabric_and_bindings
 from .rules_hosts import effective_roles as _roles
 from .rules_hosts import host_roles
+from .rules_node import apt_sources, login_users, weka_clients
 from .rules_runtime import endpoint_refs, storage_mounts
 from .rules_storage import storage_devices
 from .rules_tls import ca_bundles
@@ -69,6 +70,7 @@ def unique_names(doc: EnvironmentDocument, bp: Blueprint, file: str) -> Iterator
         ("bootstrap_bundles", [b.name for b in doc.bootstrap_bundles]),
         ("app_instances", [a.name for a in doc.app_instances]),
         ("filesystems", [f.name for f in doc.filesystems]),
+        ("apt_sources", [a.name for a in doc.apt_sources]),
     ]
     for si, s in enumerate(doc.sites):
         kinds.append((f"sites[{si}].profiles", [p.name for p in s.profiles]))
@@ -365,6 +367,9 @@ RULES: tuple[Rule, ...] = (
     endpoint_refs,
     storage_mounts,
     storage_devices,
+    apt_sources,
+    login_users,
+    weka_clients,
 )
 
 

@@ -16,6 +16,9 @@ from .model import Blueprint, CaBundles, EndpointKind, EnvironmentDocument
 REPO_ROOT = Path(__file__).resolve().parent.parent
 _MAX_BYTES = 1 << 20
 _KEY_MARKER = b"PRIVATE KEY-----"
+PLACEHOLDER_MARK = "placeholder: replace with the site CA"
+"""In the subject of the CA certificate the repository ships (environments/ca/gpuaas-internal.pem), whose key
+was never kept: a site replaces the file with its own CA's certificate."""
 
 
 def resolve_ca(path: str | None, root: Path = REPO_ROOT) -> str | None:
@@ -42,6 +45,10 @@ def ca_problem(file: Path) -> tuple[Code, str] | None:
     expired = [c.subject.rfc4514_string() for c in certs if c.not_valid_after_utc < now]
     if expired:
         return Code.CA_BUNDLE_EXPIRED, f"{file}: certificate {expired[0]} has expired"
+    placeholder = [c.subject.rfc4514_string() for c in certs if PLACEHOLDER_MARK in c.subject.rfc4514_string()]
+    if placeholder:
+        return Code.CA_BUNDLE_PLACEHOLDER, (f"{file} is the repository's placeholder CA: no site certificate is "
+                                            "signed by it, so every https call would be refused")
     return None
 
 
@@ -54,13 +61,20 @@ def _urls(doc: EnvironmentDocument, kind: EndpointKind) -> list[str]:
 
 def ca_bundles(doc: EnvironmentDocument, bp: Blueprint, file: str, root: Path = REPO_ROOT) -> Iterator[Finding]:
     named: CaBundles = doc.ca_bundles
+    warned: set[str] = set()  # a placeholder named by several kinds is said once
     for kind in EndpointKind:
         path = named.of(kind)
         if path is None:
             continue
         where = f"ca_bundles.{kind.value}"
         problem = ca_problem(Path(resolve_ca(path, root) or ""))
-        if problem is not None:
+        if problem is not None and problem[0] is Code.CA_BUNDLE_PLACEHOLDER:
+            if path not in warned:
+                kinds = [k.value for k in EndpointKind if named.of(k) == path]
+                yield finding(problem[0], file, where, f"{problem[1]} (named for {', '.join(kinds)})",
+                              level=Level.WARNING)
+            warned.add(path)
+        elif problem is not None:
             yield finding(problem[0], file, where, problem[1])
         if not any(u.startswith("https://") for u in _urls(doc, kind)):
             yield finding(Code.CA_BUNDLE_UNUSED, file, where,

@@ -44,7 +44,25 @@ def render_summary(env: Environment) -> str:
         )
     )
     lines.append(f"  bootstrap bundles: {', '.join(b.name for b in env.bootstrap_bundles) or '-'}")
+    lines += _mounts(env)
     for a in env.app_instances:
         members = ", ".join(f"{k} x{v.count}" for k, v in a.members.items())
         lines.append(f"  app instance {a.name}: {a.app.slug} {a.app.version} in project {a.project_id} ({members})")
     return "\n".join(lines)
+
+
+def _mounts(env: Environment) -> list[str]:
+    """WEKA mounts, saying what mounts them and with what: the client package, or the lab's stand-in (no WEKA)."""
+    out = [f"  WEKA mounts ({len(env.storage_mounts)}):"] if env.storage_mounts else []
+    filesystems = {f.name: f for f in env.filesystems}
+    for mnt in env.storage_mounts:
+        fs = filesystems[mnt.filesystem]
+        who = [f"{r} hosts" for r in mnt.roles] + [f"pool {p}" for p in mnt.pools] + list(mnt.machines)
+        if fs.lab_stand_in is not None:
+            how = f"LAB STAND-IN {fs.lab_stand_in.value} (no WEKA cluster in the lab)"
+        elif fs.client is not None:
+            how = f"WEKA client {fs.client.package} (apt source {fs.client.apt_source})"
+        else:
+            how = "WEKA (client installed by the host roles)"
+        out.append(f"    {mnt.mount_point} ({mnt.purpose.value}, {fs.fs_name}) on {', '.join(who)}: {how}")
+    return out

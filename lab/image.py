@@ -75,13 +75,32 @@ def cache_key() -> str:
     return hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:16]
 
 
+class ImageBuildError(RuntimeError):
+    """A lab image build step failed; `reason` is what the tool said (its last error line), `log` the full log."""
+
+    def __init__(self, tool: str, reason: str, log: Path) -> None:
+        self.tool, self.reason, self.log = tool, reason, log
+        super().__init__(f"{tool}: {reason} (log: {log})")
+
+
+def failure_reason(log: Path, since: int = 0) -> str:
+    """The line of a build log that says why the last command failed: apt's and debootstrap's `E:` lines
+    (e.g. `E: Failed getting release file http://...`), else the last non-empty line."""
+    text = log.read_bytes()[since:].decode(errors="replace")
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    errors = [ln for ln in lines if ln.startswith(("E:", "W: Failure", "W: Failed"))]
+    return (errors or lines or ["(no output)"])[-1][:300]
+
+
 def _run(cmd: list[str], log: Path) -> None:
     with log.open("a") as out:
         out.write(f"$ {' '.join(cmd)}\n")
         out.flush()
+        start = out.tell()
         proc = subprocess.run(cmd, stdout=out, stderr=subprocess.STDOUT)
     if proc.returncode != 0:
-        raise RuntimeError(f"lab image build failed ({' '.join(cmd[:3])} ...): see {log}")
+        tool = cmd[2] if cmd[0] == "chroot" and len(cmd) > 2 else cmd[0]
+        raise ImageBuildError(tool, failure_reason(log, start), log)
 
 
 def _build(work: Path, log: Path) -> None:

@@ -47,7 +47,7 @@ from types import TracebackType
 from pydantic import BaseModel, ConfigDict
 
 from . import net
-from .image import MIRROR, SUITE, cache_key, ensure_image
+from .image import MIRROR, SUITE, ImageBuildError, cache_key, ensure_image, failure_reason
 from .lab import LAB_DIR, _Run, _undo
 
 NODE_PACKAGES = ("cloud-init", "locales")
@@ -92,21 +92,31 @@ def _build(base: Path, tree: Path, log: Path) -> None:
     subprocess.run(["cp", "-a", str(base), str(tree)], check=True)
     shutil.copy("/etc/resolv.conf", tree / "etc/resolv.conf")
     (tree / "etc/apt/sources.list").write_text(f"deb {MIRROR} {SUITE} main\n")
-    with log.open("a") as out:
-        for cmd in (["apt-get", "update", "-qq"],
-                    ["apt-get", "install", "-y", "-qq", "--no-install-recommends", *NODE_PACKAGES]):
-            subprocess.run(["chroot", str(tree), *cmd], check=True, stdout=out, stderr=subprocess.STDOUT,
-                           env={**os.environ, "DEBIAN_FRONTEND": "noninteractive"})
-        # cloud-init's locale module sets LANG=en_US.UTF-8; Debian's update-locale refuses a locale that was
-        # never generated, which failed modules-config on every boot (MAAS then says Failed deployment)
-        gen = tree / "etc/locale.gen"
-        gen.write_text(gen.read_text().replace("# en_US.UTF-8 UTF-8", "en_US.UTF-8 UTF-8"))
-        subprocess.run(["chroot", str(tree), "locale-gen"], check=True, stdout=out, stderr=subprocess.STDOUT)
+    for cmd in (["apt-get", "update", "-qq"],
+                ["apt-get", "install", "-y", "-qq", "--no-install-recommends", *NODE_PACKAGES]):
+        _chroot(tree, cmd, log)
+    # cloud-init's locale module sets LANG=en_US.UTF-8; Debian's update-locale refuses a locale that was
+    # never generated, which failed modules-config on every boot (MAAS then says Failed deployment)
+    gen = tree / "etc/locale.gen"
+    gen.write_text(gen.read_text().replace("# en_US.UTF-8 UTF-8", "en_US.UTF-8 UTF-8"))
+    _chroot(tree, ["locale-gen"], log)
     (tree / "etc/apt/sources.list").write_text("")  # lab nodes have no route out
     for p in (tree / "var/lib/apt/lists").glob("*_*"):
         p.unlink()
     (tree / "etc/resolv.conf").unlink()
     (tree / "etc/cloud/cloud.cfg.d/90-gpuaas-lab.cfg").write_text(CLOUD_CFG)
+
+
+def _chroot(tree: Path, cmd: list[str], log: Path) -> None:
+    """One build command in the tree; a failure names the tool and the line that says why (ImageBuildError)."""
+    with log.open("a") as out:
+        out.write(f"$ {' '.join(cmd)}\n")
+        out.flush()
+        start = out.tell()
+        proc = subprocess.run(["chroot", str(tree), *cmd], stdout=out, stderr=subprocess.STDOUT,
+                              env={**os.environ, "DEBIAN_FRONTEND": "noninteractive"})
+    if proc.returncode != 0:
+        raise ImageBuildError(cmd[0], failure_reason(log, start), log)
 
 
 class BootedNode(BaseModel):

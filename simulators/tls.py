@@ -6,7 +6,7 @@ as they would reach a site behind `*.gpuaas.internal`: https URLs, a CA bundle t
     with TlsFront(world.platform.url, cert, key) as front:
         front.url                            # https://127.0.0.1:<ephemeral port>[/same path]
 
-`TlsFront` terminates TLS on 127.0.0.1 (an ephemeral port) and pipes bytes to the plain-HTTP service
+`TlsFront` terminates TLS on 127.0.0.1 (or `host`; an ephemeral port) and pipes bytes to the plain-HTTP service
 behind it; it stops with its `with` block (connection threads notice within half a second).
 """
 
@@ -96,7 +96,9 @@ class PrivateCa:
 class TlsFront:
     """TLS on 127.0.0.1:<ephemeral> in front of one plain-HTTP service (bytes piped both ways)."""
 
-    def __init__(self, backend_url: str, cert_file: Path, key_file: Path) -> None:
+    def __init__(self, backend_url: str, cert_file: Path, key_file: Path, host: str = "127.0.0.1") -> None:
+        """`host`: the address to listen on (a lab network's gateway, for nodes: `PrivateCa.issue(host)`)."""
+        self.host = host
         parts = urlsplit(backend_url)
         self._backend = (parts.hostname or "127.0.0.1", parts.port or 80)
         self._path = parts.path.rstrip("/")
@@ -107,10 +109,10 @@ class TlsFront:
         self.url = ""
 
     def __enter__(self) -> TlsFront:
-        listener = socket.create_server(("127.0.0.1", 0))
+        listener = socket.create_server((self.host, 0))
         listener.settimeout(_POLL_S)
         self._listener = listener
-        self.url = f"https://127.0.0.1:{listener.getsockname()[1]}{self._path}"
+        self.url = f"https://{self.host}:{listener.getsockname()[1]}{self._path}"
         threading.Thread(target=self._accept, name="tls-front", daemon=True).start()
         return self
 

@@ -85,12 +85,15 @@ def choose_backend(choice: str) -> MachineBackend:
 
     why = preflight()
     if why is None:
+        from lab.image import ImageBuildError
         from lab.node import ensure_node_image
 
         try:
-            ensure_node_image()  # cached after the first build (~20 s)
-        except Exception as exc:  # noqa: BLE001 - any failure to build the image means: no real nodes here
-            why = f"the lab node image cannot be built ({type(exc).__name__}: {str(exc)[:200]})"
+            ensure_node_image()  # built once into the checkout's .lab (a few minutes), then cached
+        except ImageBuildError as exc:  # what the failing tool said (apt's or debootstrap's E: line)
+            why = f"the lab node image cannot be built: {exc}"
+        except Exception as exc:  # noqa: BLE001 - any other failure to build the image means: no real nodes here
+            why = f"the lab node image cannot be built ({type(exc).__name__}: {str(exc)[:300]})"
     if why is None:
         return MachineBackend.NSPAWN
     if choice == "nspawn":
@@ -100,20 +103,33 @@ def choose_backend(choice: str) -> MachineBackend:
 
 
 def _show_node_steps(world: LocalStack) -> None:
-    """Each real node's launcher steps, read from the node's own disk (/var/lib/gpuaas/steps)."""
+    """Each real node's launcher steps, read from the node's own disk (/var/lib/gpuaas/steps), then one line
+    saying how many machines ran on real nodes (or why a node did not boot)."""
     assert world.nodes is not None
     rows: list[tuple[str, str, str, str]] = []
+    booted = 0
     for machine in world.env.machines:
         node = world.nodes.latest(machine.hostname)
         if node is None:
             rows.append((machine.hostname, "(no node booted)", "-", "-"))
             continue
+        booted += 1
         # in the order they ran: each record is written when its step ends (mtime in ns; finished_at is in s)
         files = sorted((node.root / "var/lib/gpuaas/steps").glob("*.json"), key=lambda p: p.stat().st_mtime_ns)
         for step in (json.loads(p.read_text()) for p in files):
             rows.append((machine.hostname, str(step["step"]), "ok" if step["ok"] else "FAILED",
                          f"{float(step.get('duration_s', 0)):.2f}s"))
     print("\n".join("  " + line for line in render_table(("node", "step", "ok", "duration"), rows)))
+    total = len(world.env.machines)
+    print(f"real nodes: {booted} of {total} machines deployed on real systemd-nspawn nodes"
+          + (f"; node boots that failed: {'; '.join(world.nodes.errors)}" if world.nodes.errors else ""))
+
+
+def _node_boot_errors(world: LocalStack) -> None:
+    """A failed up on real nodes: the reason a node could not boot, when that is what happened."""
+    if world.nodes is not None and world.nodes.errors:
+        print(f"real nodes: a node could not boot: {world.nodes.errors[0]}"
+              + (f" (and {len(world.nodes.errors) - 1} more)" if len(world.nodes.errors) > 1 else ""))
 
 
 def run_stack(stack: str, world: LocalStack, keep: bool) -> None:
@@ -126,7 +142,11 @@ def run_stack(stack: str, world: LocalStack, keep: bool) -> None:
         _banner(f"pulumi preview (Pulumi CLI {pinned_version()}, backend {engine.backend_url})")
         _cli_run(engine, "preview", flags=["--suppress-outputs"])
         _banner("pulumi up --yes")
-        up = _cli_run(engine, "up", flags=["--suppress-outputs"])
+        try:
+            up = _cli_run(engine, "up", flags=["--suppress-outputs"])
+        except SystemExit:
+            _node_boot_errors(world)
+            raise
         if world.nodes is not None:
             _banner("real nodes: each machine's launcher steps (from the node's own disk)")
             _show_node_steps(world)

@@ -249,6 +249,18 @@ ENDPOINTS: tuple[Endpoint, ...] = (
         idempotency_required=False,  # like enrollment: the token is the credential
         audit_action="node.bootstrap_report",
     ),
+    Endpoint(
+        "agentHeartbeat",
+        Method.POST,
+        "/api/v1/node-agent/heartbeat",
+        "The node agent reports it is alive (its node-bound credential from the enrollment answer authenticates it); "
+        "the first heartbeat makes an enrolling node active",
+        NO_BEARER,
+        m.AgentHeartbeatAck,
+        request=m.AgentHeartbeatRequest,
+        errors=(400, 401, 403, 409, 415, 422), tag="node-bootstrap",
+        idempotency_required=False,  # a heartbeat is a fact at a time: a replay says the same
+    ),
     # --- projects: app instances, members, operations ----------------------------------------
     _project(
         "listAppInstances",

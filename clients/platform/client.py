@@ -204,6 +204,12 @@ class PlatformClient:
     ) -> m.BootstrapReportAck:
         return self._call("reportNodeBootstrap", body=req, idempotency_key=idempotency_key)
 
+    @endpoint("agentHeartbeat")
+    def agent_heartbeat(
+        self, req: m.AgentHeartbeatRequest, *, idempotency_key: str | None = None
+    ) -> m.AgentHeartbeatAck:
+        return self._call("agentHeartbeat", body=req, idempotency_key=idempotency_key)
+
     def wait_for_node(
         self,
         node_id: str,

@@ -32,6 +32,9 @@ class MountDecl(Wire):
     options: tuple[str, ...] = ()
     read_only: bool = False
     stand_in: LabStandIn | None = None
+    client_package: str | None = None
+    """The WEKA client package a MAAS machine installs before mounting (from a vendor apt source); None for lab
+    hosts and stand-ins. With it, the unit requires the client's `weka-agent.service` (not only wants it)."""
 
 
 class MountUnit(BaseModel):
@@ -49,12 +52,16 @@ def unit_name(mount_point: str) -> str:
 
 
 def render_mount(*, fs_name: str, backends: list[str], mount_point: str, options: list[str], read_only: bool,
-                 purpose: str, stand_in: str | None) -> MountUnit:
+                 purpose: str, stand_in: str | None, client_package: str | None = None) -> MountUnit:
     opts = [*WEKA_OPTIONS, *(["ro"] if read_only else []), *options]
+    # a machine that installs the client requires it: no mount attempt without the WEKA agent running
+    requires = [f"# the WEKA client (package {client_package}) runs first", "Requires=weka-agent.service"] \
+        if client_package else []
     unit = "\n".join([
         "[Unit]",
         f"Description=WEKA filesystem {fs_name} ({purpose}) at {mount_point}",
         "Wants=network-online.target weka-agent.service",
+        *requires,
         "After=network-online.target weka-agent.service",
         "",
         "[Mount]",
@@ -77,7 +84,8 @@ def render_mount(*, fs_name: str, backends: list[str], mount_point: str, options
 def render(decl: MountDecl) -> MountUnit:
     return render_mount(fs_name=decl.fs_name, backends=list(decl.backends), mount_point=decl.mount_point,
                         options=list(decl.options), read_only=decl.read_only, purpose=decl.purpose.value,
-                        stand_in=decl.stand_in.value if decl.stand_in else None)
+                        stand_in=decl.stand_in.value if decl.stand_in else None,
+                        client_package=decl.client_package if not decl.stand_in else None)
 
 
 def unit_files(mounts: tuple[MountDecl, ...], prefix: str = "") -> dict[str, str]:
@@ -112,6 +120,21 @@ BUNDLE_JSON="${1:-/etc/gpuaas/bundle.json}"
 UNIT_DIR="${GPUAAS_UNIT_DIR:-/etc/systemd/system}"
 mapfile -t sets < <(python3 -c \\
   'import json,sys; print("\\n".join(json.load(open(sys.argv[1])).get("mount_sets", [])))' "$BUNDLE_JSON" | sed '/^$/d')
+# the WEKA client first (its vendor apt source was added by the packages step): the units require its agent
+clients=()
+for s in "${sets[@]}"; do
+  list="$BUNDLE_DIR/mounts/$s/client-packages"
+  [ -f "$list" ] && mapfile -t -O "${#clients[@]}" clients < "$list"
+done
+if [ "${#clients[@]}" -gt 0 ]; then
+  mapfile -t clients < <(printf '%s\\n' "${clients[@]}" | sed '/^$/d' | sort -u)
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${clients[@]}" || {
+    echo "install-mounts: the WEKA client package(s) ${clients[*]} could not be installed (see apt above): check the" \\
+      "filesystem's client.apt_source in the environment and that the profile names it" >&2
+    exit 1
+  }
+  echo "install-mounts: WEKA client installed: ${clients[*]}"
+fi
 units=()
 for s in "${sets[@]}"; do
   dir="$BUNDLE_DIR/mounts/$s"
@@ -147,4 +170,8 @@ def bundle_files(sets: tuple[MountSet, ...]) -> dict[str, bytes]:
         return {}
     files = {p: t.encode() for s in sorted(sets, key=lambda s: s.name)
              for p, t in unit_files(s.mounts, f"{BUNDLE_DIR}/{s.name}/").items()}
+    for s in sets:  # the WEKA client packages the set's real (not stand-in) mounts need, when any
+        clients = sorted({m.client_package for m in s.mounts if m.client_package and not m.stand_in})
+        if clients:
+            files[f"{BUNDLE_DIR}/{s.name}/client-packages"] = ("\n".join(clients) + "\n").encode()
     return {**files, INSTALLER: _INSTALLER_TEXT.encode()}

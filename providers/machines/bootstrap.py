@@ -53,11 +53,17 @@ def _failure(m: LifecycleRecord, view: BootstrapView) -> Step:
     return Step.fail(FailCode.BOOTSTRAP, f"{where}; fix the cause, then run up again (it redeploys the machine)")
 
 
+AGENT_UNSEEN = ("the platform to see the node's agent alive (the launcher's report was accepted, no agent heartbeat "
+                "since: on the node, `systemctl status gpuaas-node-agent` and its route to the platform)")
+
+
 def verdict(ctx: Context, m: LifecycleRecord, state: NodeState) -> Step | None:
-    """The step the report decides, or None: no report yet and not enrolled, keep waiting."""
+    """The step the report decides, or None: keep waiting (m.waiting_for says for what). Ready takes a successful
+    report of the deployed bundles and a node the platform saw alive (its agent's heartbeat: `agent_seen`)."""
     view = state.bootstrap
     if view is not None and view.pending:
-        return None  # enrolled; the node agent install and the launcher's final report are still to come
+        m.waiting_for = "the node's launcher to install the node agent and send its final report (it enrolled)"
+        return None
     if view is not None and not view.ok:
         if m.deploy_attempts == 0:
             # Found failed from an earlier run: release (as a changed deploy does), then the table deploys again.
@@ -70,13 +76,25 @@ def verdict(ctx: Context, m: LifecycleRecord, state: NodeState) -> Step | None:
             f"{m.ident()}: the node ran bundle {view.bundle_digest}, not the deployed {m.spec.deploy.bundle_digest}; "
             "run up again (it redeploys the machine)",
         )
+    pin = m.spec.deploy.validation_bundle
+    expected = pin.digest if pin is not None else m.spec.deploy.bundle_digest
+    if view is not None and view.validation_digest is not None and view.validation_digest != expected:
+        return Step.fail(
+            FailCode.VALIDATION_DIGEST,
+            f"{m.ident()}: the node ran the validation scripts of bundle {view.validation_digest}, not the pinned "
+            f"{expected} ({_validation_ref(m)}); run up again (it redeploys the machine)",
+        )
+    if state.status == "active" and view is None:
+        return Step.fail(
+            FailCode.NO_REPORT,
+            f"{m.ident()}: platform node is active but its launcher never reported the bootstrap (no bundle "
+            "digest, no validation results); redeploy it (raise retry_generation or run up after a release)",
+        )
+    if view is not None and not state.agent_seen:
+        m.waiting_for = AGENT_UNSEEN
+        return None
     if state.status == "active":
-        if view is None:
-            return Step.fail(
-                FailCode.NO_REPORT,
-                f"{m.ident()}: platform node is active but its launcher never reported the bootstrap (no bundle "
-                "digest, no validation results); redeploy it (raise retry_generation or run up after a release)",
-            )
+        m.waiting_for = ""
         return Step.finish(MachineOutcome.READY, Stage.READY)
     return None
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 from clients.maas import MaasError, MaasStatus, MachineDetail, datasource_failure
 
 from .bootstrap import reported_failure, verdict
-from .cloud_init import render_user_data
 from .plan import checks_fingerprint
 from .records import (
     OWNER_ATTEMPTS,
@@ -25,6 +24,7 @@ from .records import (
 )
 from .spec import EraseMode, MachineSpec, TeardownMode
 from .status import MachineOutcome, Stage
+from .user_data import deploy_user_data
 
 MAX_RECOMMISSIONS = 1  # automatic re-commissions per machine and run (docs/machines.md)
 
@@ -199,20 +199,7 @@ def handle_deploy(ctx: Context, m: LifecycleRecord) -> Step:
         ttl_seconds=ctx.policy.enrollment_token_ttl_seconds,
     )
     m.node_id = token.node_id
-    # The presigned bundle URL lives as long as the token: both must outlast the deploy and the first boot.
-    ttl = ctx.policy.enrollment_token_ttl_seconds
-    url = ctx.presign(m.spec, ttl) if ctx.presign is not None else ""
-    pin = m.spec.deploy.validation_bundle
-    validation_url = ctx.presign(m.spec, ttl, pin) if ctx.presign is not None and pin is not None else ""
-    user_data = render_user_data(
-        m.spec,
-        platform_url=ctx.platform_url,
-        node_id=token.node_id,
-        token=token.token.get_secret_value(),
-        system_id=m.system_id,
-        bundle_url=url,
-        validation_url=validation_url,
-    )
+    user_data = deploy_user_data(ctx, m, token.node_id, token.token.get_secret_value())
     ctx.ops.deploy(
         m.system_id,
         user_data=user_data,

@@ -148,10 +148,11 @@ def precheck(ctx: Context, m: LifecycleRecord, *, deadline_passed: bool, take_sl
         )
     if deadline_passed:
         failing = f"; meanwhile calls kept failing, the last: {m.recent_error}" if m.recent_error else ""
+        waiting = f"; still waiting for {m.waiting_for}" if m.waiting_for else ""
         return Step.fail(
             FailCode.DEADLINE,
             f"{m.ident()} did not leave {m.stage.value} before its deadline "
-            f"({WAIT_DEADLINE.get(m.stage, 'retrying failed calls')}){failing}; the next up resumes from here",
+            f"({WAIT_DEADLINE.get(m.stage, 'retrying failed calls')}){waiting}{failing}; the next up resumes from here",
             MachineOutcome.TIMED_OUT,
         )
     if m.stage in SLOT_STAGES and not take_slot():

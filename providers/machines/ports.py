@@ -106,11 +106,15 @@ class BootstrapView(_View):
     steps: tuple[str, ...] = ()
     pending: bool = False
     """Enrolled, the launcher's post-enrollment steps (node agent install) still running: not ok, not failed."""
+    validation_digest: str | None = None
+    """The digest of the bundle whose validation scripts the node ran (None: a report from before it was sent)."""
 
 
 class NodeState(_View):
     status: str
     bootstrap: BootstrapView | None = None
+    agent_seen: bool = False
+    """The platform has taken a heartbeat of the node's agent since this deploy (a node is ready only then)."""
 
 
 class Enrollment(Protocol):

@@ -64,6 +64,7 @@ class FailCode(StrEnum):
     BOOTSTRAP = "MCH022"  # another launcher step failed on the node (fetch, packages, storage, enroll, ...)
     BUNDLE_DIGEST = "MCH023"  # the node reports a bundle digest other than the one deployed
     NO_REPORT = "MCH024"  # the node enrolled without a bootstrap report (its launcher did not run the bundle)
+    VALIDATION_DIGEST = "MCH025"  # the node ran validation scripts of a bundle other than the pinned one
     HOSTNAME_HELD = "MCH026"  # the hostname is held by other hardware (another PXE MAC) that is in use
 
     def __call__(self, reason: str) -> str:
@@ -136,6 +137,7 @@ class LifecycleRecord:
     errors: int = 0
     last_error: PortError | None = None
     recent_error: str = ""  # the last failed call since the last good read (named if a deadline passes)
+    waiting_for: str = ""  # what a waiting stage still waits for (named if its deadline passes)
     view: MachineView | None = None
     detail: MachineDetail | None = None  # read by the preflight, reused by storage and RoCE links
     owner_data_recorded: bool = False
@@ -180,3 +182,8 @@ class Context:
     presign: Presign | None = None
     """(spec, ttl seconds[, pin]) -> a presigned GET URL of the spec's bundle version, or of `pin`
     (its validation bundle) (runtime.bundle_presigner)."""
+    read_secret: Callable[[str], str] | None = None
+    """Vault ref -> its value, read at deploy time for the login user's SSH keys and password hash (never stored)."""
+    node_ca: str = ""
+    """The private CAs deployed nodes trust (PEM, node_trust.node_ca_bundle): the environment's platform and
+    artifact-store CAs; "" when it names none."""

@@ -21,6 +21,7 @@ from environments.rules_tls import resolve_ca
 from providers.common import vault_reader
 from providers.machines.records import Context
 
+from .node_trust import node_ca_bundle
 from .ports import BootstrapView, EnrollmentError, EnrollmentToken, NodeState
 from .records import Presign
 from .spec import BundlePin, Connection, Deadlines, LifecyclePolicy, MachineSpec
@@ -59,7 +60,8 @@ class PlatformEnrollment:
             if e.status == 404:
                 return NodeState(status="unknown")
             raise _port_error(e, None) from None
-        return NodeState(status=node.status.value, bootstrap=_bootstrap_view(node.bootstrap))
+        return NodeState(status=node.status.value, bootstrap=_bootstrap_view(node.bootstrap),
+                         agent_seen=node.agent is not None)
 
     def find_node(self, *, system_id: str) -> str | None:
         try:
@@ -89,6 +91,7 @@ def _bootstrap_view(report: node_models.BootstrapReport | None) -> BootstrapView
         runner=report.runner.value,
         steps=tuple(st.step for st in report.steps),
         pending=report.outcome is node_models.BootstrapOutcome.ENROLLED,
+        validation_digest=report.validation_bundle_digest,
     )
 
 
@@ -177,8 +180,18 @@ def build_context(
         label=label,
         presign=_presigner(conn, vault),
         owner=owner,
+        node_ca=node_ca(conn),
+        read_secret=lambda ref: vault.read(ref).get_secret_value(),
     )
     return ctx, maas, platform
+
+
+def node_ca(conn: Connection) -> str:
+    """The CAs a node needs for its first https calls: the platform's and the artifact store's (the files the
+    environment's ca_bundles name, read now: a deploy carries the CA as it is when the machine deploys)."""
+    store = conn.store.ca_bundle if conn.store is not None else None
+    return node_ca_bundle({"ca_bundles.platform": resolve_ca(conn.platform.ca_bundle),
+                           "ca_bundles.s3": resolve_ca(store)})
 
 
 def _presigner(conn: Connection, vault: VaultReader) -> Presign | None:

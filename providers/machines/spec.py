@@ -116,6 +116,29 @@ class BundlePin(_Spec):
     url: str
 
 
+class AptKeyPin(_Spec):
+    """The signing key of one vendor apt source: where it lies in the artifact store and its OpenPGP fingerprint.
+    Each deploy presigns a GET of it for the node, whose packages step checks the fingerprint."""
+
+    source: str
+    ref: str
+    """`s3://<bucket>/<object>`."""
+    fingerprint: str
+
+
+class LoginUserSpec(_Spec):
+    """The profile's login user (seed 001), created by the node's cloud-init; keys and hash stay in Vault until
+    the deploy reads them into the user_data."""
+
+    name: str
+    groups: tuple[str, ...] = ()
+    shell: str = "/bin/bash"
+    sudo: str = "none"
+    ssh_key_refs: tuple[str, ...] = ()
+    password_hash_ref: str | None = None
+    password_expire: bool = False
+
+
 class DeploySpec(_Spec):
     """Everything that, when changed, means the machine must be redeployed."""
 
@@ -131,6 +154,10 @@ class DeploySpec(_Spec):
     """The profile's `post_deploy_validation_bundle_ref`, when it names a bundle other than the machine's:
     the node runs that bundle's validation scripts instead of the site bundle's. None keeps the
     fingerprint a machine had before it existed."""
+    apt_keys: tuple[AptKeyPin, ...] | None = None
+    """The signing keys of the profile's vendor apt sources; None (none declared) keeps earlier fingerprints."""
+    login_user: LoginUserSpec | None = None
+    """The profile's login user; None (none declared) keeps earlier fingerprints."""
 
 
 class Deadlines(_Spec):
@@ -204,7 +231,11 @@ class MachineSpec(_Spec):
 
     def spec_fingerprint(self) -> str:
         """Digest of the whole spec (a pool's diff compares it, instead of keeping old specs in state)."""
-        return hashlib.sha256(json.dumps(self.model_dump(mode="json"), sort_keys=True).encode()).hexdigest()[:32]
+        plain = self.model_dump(mode="json")
+        for late in ("apt_keys", "login_user"):  # fields added later: absent, a spec keeps the fingerprint it had
+            if plain["deploy"].get(late) is None:
+                plain["deploy"].pop(late, None)
+        return hashlib.sha256(json.dumps(plain, sort_keys=True).encode()).hexdigest()[:32]
 
     def deploy_fingerprint(self) -> str:
         """Digest of every input whose change redeploys the machine (stored in MAAS owner data)."""
@@ -212,6 +243,8 @@ class MachineSpec(_Spec):
             "deploy": self.deploy.model_dump(mode="json", exclude={
                 *(() if self.deploy.mount_sets else ("mount_sets",)),
                 *(() if self.deploy.validation_bundle else ("validation_bundle",)),
+                *(() if self.deploy.apt_keys else ("apt_keys",)),
+                *(() if self.deploy.login_user else ("login_user",)),
             }),
             "storage": self.storage.model_dump(mode="json"),
             "roce": [link.model_dump(mode="json") for link in self.roce_links],

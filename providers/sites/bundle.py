@@ -37,7 +37,8 @@ from clients.vault import VaultCredentials
 from environments.rules_tls import resolve_ca
 from providers.common import VaultInputs, vault_reader
 from providers.hosts.mounts import MountSet, bundle_files
-from providers.sites.bundle_checks import problems
+from providers.sites.bundle_checks import APPLIED, problems
+from providers.sites.bundle_node import AptSourceSpec, LoginUserCheck, node_files
 from providers.wire import FabricMode
 
 TEMPLATES_ROOT = Path(__file__).resolve().parents[1] / "bundle_templates"
@@ -95,6 +96,10 @@ class BundleProfile(BaseModel):
     data_devices: tuple[str, ...] = ()
     """The storage layout's data devices on the SKU (`/dev/<name>`), in order: the storage step makes
     device i the filesystem labelled share<i>, mounted at /share<i>. Empty: no /shareN."""
+    apt_sources: tuple[AptSourceSpec, ...] = ()
+    """The profile's vendor apt sources (bundle_node.py: `apt/sources.json`, added by the packages step)."""
+    login_user: LoginUserCheck | None = None
+    """The profile's login user as its validation checks it (bundle_node.py: `validation/05-login-user.sh`)."""
 
 
 class BundleSpec(BaseModel):
@@ -120,6 +125,8 @@ class BundleSpec(BaseModel):
             "packages": self.packages.model_dump(),
             "values": dict(self.values),
             "mounts": sorted(m.name for m in self.mounts),
+            # what the cloud-init step applies per part key (bundle_checks.APPLIED: the rest is refused at check)
+            "cloud_init": {"applied": dict(APPLIED)},
         }
 
     def key(self, digest: str) -> str:
@@ -181,9 +188,12 @@ def render_bundle(spec: BundleSpec, root: Path = TEMPLATES_ROOT) -> dict[str, by
         files[rel.removesuffix(".j2")] = text.encode()
     bad = problems(spec.template_set, files)
     if bad:
-        raise TemplateError(bad[0][0], "; ".join(m for _, m in bad[:1]) + (
-            f" (and {len(bad) - 1} more problem(s): " + ", ".join(t for t, _ in bad[1:]) + ")" if bad[1:] else ""))
+        first, more = bad[0], bad[1:]
+        raise TemplateError(first.template, f"{first[1]} {first[2]}" + (
+            f" (and {len(more)} more problem(s): " + ", ".join(f"{p[1]} {p.template}" for p in more) + ")"
+            if more else ""))
     files.update(bundle_files(spec.mounts))
+    files.update(node_files(spec.profile.apt_sources, spec.profile.login_user))
     manifest = {
         "bundle": spec.name, "site": spec.site, "template_set": spec.template_set,
         "files": {p: hashlib.sha256(b).hexdigest() for p, b in sorted(files.items())},

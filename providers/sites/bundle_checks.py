@@ -1,8 +1,16 @@
 """What a rendered bundle must be before it is published, checked at `check` (so at preview) with the
-bundle's template file and the line named: every cloud-init part is a `#cloud-config` YAML mapping
-(cloud-init ignores a part it cannot read, so a broken one would silently do nothing on the node),
-and every script a node runs (the launcher's steps, validation, MAAS commissioning/testing scripts) starts with an
-interpreter line (MAAS and the launcher exec them directly).
+bundle's template file, a stable code and the problem named (docs/node-bootstrap.md, "cloud-init parts"):
+
+| code | what |
+|---|---|
+| BND001 | a cloud-init part that does not start with `#cloud-config` (cloud-init would skip it) |
+| BND002 | a cloud-init part that is not valid YAML |
+| BND003 | a cloud-init part that is not a mapping of modules |
+| BND004 | a cloud-init part using a module the launcher's cloud-init step does not apply (it would be dropped) |
+| BND005 | a script a node runs (launcher steps, validation, MAAS commissioning/testing) without an interpreter line |
+
+Every key of a part is applied or refused, never dropped: `APPLIED` maps each key the cloud-init step
+applies to the cloud-init module that applies it; the step template renders the same table.
 """
 
 from __future__ import annotations
@@ -11,33 +19,73 @@ import yaml
 
 _SCRIPT_DIRS = ("steps/", "validation/", "commissioning/", "testing/")
 
+# part key -> the cloud-init module the bundle's cloud-init step runs for it (`cloud-init single --name <module>`);
+# runcmd is run by the step itself as cloud-init's scripts_user would (steps/20-cloud-init.sh)
+APPLIED: dict[str, str] = {
+    "write_files": "write_files",
+    "packages": "package_update_upgrade_install",
+    "package_update": "package_update_upgrade_install",
+    "package_upgrade": "package_update_upgrade_install",
+    "package_reboot_if_required": "package_update_upgrade_install",
+    "users": "users_groups",
+    "groups": "users_groups",
+    "runcmd": "runcmd",
+}
+# keys people reach for whose job another field of the environment does (the hint names it)
+INSTEAD: dict[str, str] = {
+    "apt": "declare vendor repositories as the environment's apt_sources and name them in the profile's "
+           "apt_sources (the packages step adds them, keys checked by fingerprint)",
+    "ssh_authorized_keys": "declare the profile's login_user with ssh_authorized_keys (Vault references)",
+    "chpasswd": "declare the profile's login_user password policy (locked, or a hash by Vault reference)",
+    "password": "declare the profile's login_user password policy (locked, or a hash by Vault reference)",
+    "bootcmd": "a bundle part runs after first boot, not at boot: use runcmd (or a systemd unit in write_files)",
+    "mounts": "declare filesystems and storage_mounts (WEKA) or the storage layout's data_devices (/shareN)",
+}
 
-def problems(template_set: str, files: dict[str, bytes]) -> list[tuple[str, str]]:
-    """(template shown as `<set>/<path>.j2`, what is wrong and how to fix it) for each bad file."""
-    out: list[tuple[str, str]] = []
+
+class Problem(tuple[str, str, str]):
+    """(template shown as `<set>/<path>.j2`, code, what is wrong and how to fix it)."""
+
+    __slots__ = ()
+
+    @property
+    def template(self) -> str:
+        return self[0]
+
+
+def problems(template_set: str, files: dict[str, bytes]) -> list[Problem]:
+    out: list[Problem] = []
     for path, body in sorted(files.items()):
         shown = f"{template_set}/{path}.j2"
         text = body.decode(errors="replace")
         if path.startswith("cloud-init/") and path.endswith((".yaml", ".yml")):
-            out += [(shown, msg) for msg in _cloud_config(text)]
+            out += [Problem((shown, code, msg)) for code, msg in _cloud_config(text)]
         elif path.startswith(_SCRIPT_DIRS) and path.endswith(".sh") and not text.startswith("#!"):
             first = text.splitlines()[0][:60] if text.strip() else "(empty)"
-            out.append((shown, f"renders a script without an interpreter line (first line: {first!r}); "
-                               "start it with `#!/bin/bash` (or another interpreter)"))
+            out.append(Problem((shown, "BND005", f"renders a script without an interpreter line (first line: "
+                                f"{first!r}); start it with `#!/bin/bash` (or another interpreter)")))
     return out
 
 
-def _cloud_config(text: str) -> list[str]:
+def _cloud_config(text: str) -> list[tuple[str, str]]:
     if not text.startswith("#cloud-config"):
-        return ["renders a cloud-init part that does not start with `#cloud-config` (cloud-init would skip it); "
-                "make `#cloud-config` its first line"]
+        return [("BND001", "renders a cloud-init part that does not start with `#cloud-config` (cloud-init would "
+                 "skip it); make `#cloud-config` its first line")]
     try:
         doc = yaml.safe_load(text)
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         at = f" at rendered line {mark.line + 1}" if mark is not None else ""
         problem = getattr(e, "problem", None) or str(e).splitlines()[0]
-        return [f"renders invalid YAML{at}: {problem}; fix the template (quote values that contain `: ` or `#`)"]
+        return [("BND002", f"renders invalid YAML{at}: {problem}; fix the template (quote values that contain "
+                 "`: ` or `#`)")]
     if doc is not None and not isinstance(doc, dict):
-        return [f"renders a cloud-config that is a {type(doc).__name__}, not a mapping of modules; fix the template"]
-    return []
+        return [("BND003", f"renders a cloud-config that is a {type(doc).__name__}, not a mapping of modules; "
+                 "fix the template")]
+    out = []
+    for key in sorted(k for k in (doc or {}) if k not in APPLIED):
+        instead = INSTEAD.get(key, f"the launcher applies only {', '.join(sorted(APPLIED))}; move what `{key}` "
+                                   "does into one of them (runcmd, write_files) or into a bundle step")
+        out.append(("BND004", f"uses the cloud-init key `{key}`, which the bundle's cloud-init step does not apply "
+                    f"(it would be dropped on the node); {instead}"))
+    return out

@@ -30,6 +30,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 ENROLLMENT_PATH = "/etc/gpuaas/enrollment.json"
 BUNDLE_PATH = "/etc/gpuaas/bundle.json"
 ENROLL_ROUTE = "/api/v1/node-bootstrap/enroll"
+HEARTBEAT_ROUTE = "/api/v1/node-agent/heartbeat"
 # libyaml's safe loader when PyYAML has it: the pure-Python one parsing each deployed user_data
 # was a tenth of the simulator's CPU in a fleet-scale run.
 _SAFE_LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
@@ -51,6 +52,7 @@ class Enrollment(BaseModel):
     node_id: str
     enrollment_token: str
     bundle_digest: str | None = None  # the sha256 the user_data pins (from BUNDLE_PATH), when there is one
+    validation_digest: str | None = None  # the validation bundle's sha256 the user_data pins, when it names one
 
     def __repr__(self) -> str:  # keep the token out of any accidental log line
         return f"Enrollment(node_id={self.node_id!r}, enrollment_token=<redacted>)"
@@ -131,10 +133,12 @@ def find_enrollment(user_data: bytes | None) -> Enrollment | None:
     except (json.JSONDecodeError, ValidationError):
         return None
     try:
-        digest = json.loads(files.get(BUNDLE_PATH, "{}")).get("sha256")
+        bundle = json.loads(files.get(BUNDLE_PATH, "{}"))
+        digest, validation = bundle.get("sha256"), (bundle.get("validation") or {}).get("sha256")
     except (json.JSONDecodeError, AttributeError):
-        digest = None
-    return enrollment.model_copy(update={"bundle_digest": digest if isinstance(digest, str) else None})
+        digest = validation = None
+    return enrollment.model_copy(update={"bundle_digest": digest if isinstance(digest, str) else None,
+                                         "validation_digest": validation if isinstance(validation, str) else None})
 
 
 # One HTTP client for every enrollment the simulator posts: httpx builds an SSL context per client
@@ -149,18 +153,42 @@ def _client() -> httpx.Client:
     return _CLIENT
 
 
+def _heartbeat(platform_url: str, node_id: str, enrolled: httpx.Response, timeout: float) -> EnrollResult | None:
+    """FAST: the node agent nothing installed says it is alive once (the platform makes a node active only on a
+    heartbeat), with the credential the enrollment answer gave. None when it was taken."""
+    try:
+        credential = enrolled.json().get("agent_credential")
+    except (ValueError, AttributeError):
+        credential = None
+    if not credential:
+        return None  # a platform that hands out no agent credential: nothing to heartbeat with
+    body = {"node_id": node_id, "agent_credential": credential, "agent_version": "fast-simulator"}
+    try:
+        resp = _client().post(platform_url.rstrip("/") + HEARTBEAT_ROUTE, json=body, timeout=timeout)
+    except httpx.HTTPError as exc:
+        return EnrollResult(ok=False, error_code="connection_error", detail=f"heartbeat: {type(exc).__name__}")
+    if resp.status_code >= 400:
+        return EnrollResult(ok=False, status_code=resp.status_code, error_code=f"heartbeat_http_{resp.status_code}")
+    return None
+
+
 def post_enrollment(platform_url: str, enrollment: Enrollment, hostname: str, system_id: str,
                     timeout: float = 10.0) -> EnrollResult:
     url = platform_url.rstrip("/") + ENROLL_ROUTE
     body: dict[str, Any] = {"node_id": enrollment.node_id, "enrollment_token": enrollment.enrollment_token,
                             "hostname": hostname, "system_id": system_id}
-    if enrollment.bundle_digest:  # FAST: nothing ran; the report says so (runner) and carries the pinned digest
+    if enrollment.bundle_digest:  # FAST: nothing ran; the report says so (runner) and carries the pinned digests
         body["report"] = {"bundle_digest": enrollment.bundle_digest, "outcome": "succeeded", "steps": [],
-                          "runner": "fast-simulator"}
+                          "runner": "fast-simulator",
+                          "validation_bundle_digest": enrollment.validation_digest or enrollment.bundle_digest}
     try:
         resp = _client().post(url, json=body, timeout=timeout)
     except httpx.HTTPError as exc:
         return EnrollResult(ok=False, error_code="connection_error", detail=type(exc).__name__)
+    if resp.status_code < 400:
+        beat = _heartbeat(platform_url, enrollment.node_id, resp, timeout)
+        if beat is not None:
+            return beat
     error_code = None
     if resp.status_code >= 400:
         try:

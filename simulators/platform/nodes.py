@@ -8,6 +8,9 @@ from datetime import timedelta
 from pydantic import SecretStr
 
 from clients.platform.models import (
+    AgentHeartbeatAck,
+    AgentHeartbeatRequest,
+    AgentLiveness,
     BootstrapOutcome,
     BootstrapReportAck,
     BootstrapReportRequest,
@@ -41,11 +44,13 @@ NODE_TRANSITIONS: dict[tuple[NodeStatus, NodeAction], NodeStatus] = {
 # A token may be minted (one per deploy attempt) for a new node or one in these statuses;
 # ACTIVE/OFFLINE/RETIRED cover reimage. Minting moves the node to BOOTSTRAP_ISSUED.
 MINTABLE_FROM = frozenset({S.BOOTSTRAP_ISSUED, S.ACTIVE, S.OFFLINE, S.RETIRED})
-# Timed settling: enrolling -> active once the node agent's first heartbeat lands; removing -> deleted.
+# Timed settling: removing -> deleted. (Enrolling -> active is no timer: the node agent's first heartbeat.)
 SETTLE_SECONDS: dict[NodeStatus, tuple[float, NodeStatus]] = {
-    S.ENROLLING: (5.0, S.ACTIVE),
     S.REMOVING: (2.0, S.DELETED),
 }
+HEARTBEAT_INTERVAL_S = 30  # what the enrollment answer asks of the node agent (platform seconds)
+# A heartbeat is taken from a node in these statuses; the first one makes an enrolling node active.
+HEARTBEAT_FROM = frozenset({S.ENROLLING, S.ACTIVE, S.OFFLINE, S.QUARANTINED, S.DRAINING})
 
 
 def set_status(
@@ -136,6 +141,7 @@ def mint_token(ctx: Ctx) -> Result:
             "profile_id": profile.profile_id,
             "last_token_id": token_id,
             "bootstrap": None,  # a new deploy attempt: the previous boot's report no longer describes it
+            "agent": None,  # nor its agent's heartbeats
         }
     )
     store.nodes[node.node_id] = node
@@ -216,11 +222,42 @@ def enroll(ctx: Ctx) -> Result:
     # from an older pickle has no such map yet)
     store.__dict__.setdefault("enroll_callers", {})[req.node_id] = ctx.remote
     now = store.clock.now()
-    node = node.model_copy(update={"enrolled_at": now, "bootstrap": req.report})
-    node = set_status(store, node, S.ENROLLING, "enrollment accepted")
+    node = node.model_copy(update={"enrolled_at": now, "bootstrap": req.report, "agent": None})
+    node = set_status(store, node, S.ENROLLING, "enrollment accepted; waiting for the node agent's first heartbeat")
+    credential = f"gpuaas-agent-{secrets.token_urlsafe(32)}"
+    agents = store.__dict__.setdefault("agent_credentials", {})  # a store restored from an older pickle: none yet
+    for d in [d for d, nid in agents.items() if nid == node.node_id]:
+        del agents[d]  # one credential per node: a re-enrollment (redeploy) replaces the old one
+    agents[digest(credential)] = node.node_id
     result = EnrollmentResult(node_id=node.node_id, status=node.status, enrolled_at=now,
-                              agent_package=store.agent_package)
+                              agent_package=store.agent_package, agent_credential=SecretStr(credential),
+                              heartbeat_interval_seconds=HEARTBEAT_INTERVAL_S)
     return Result(200, result, target=node.node_id)
+
+
+def agent_heartbeat(ctx: Ctx) -> Result:
+    """The node agent is alive: recorded on the node; the first heartbeat makes an enrolling node active."""
+    store, req = ctx.store, ctx.body
+    assert isinstance(req, AgentHeartbeatRequest)
+    node_id = store.__dict__.get("agent_credentials", {}).get(digest(req.agent_credential.get_secret_value()))
+    if node_id is None:
+        raise ApiError(401, E.AGENT_CREDENTIAL_INVALID, "the agent credential is not known; the node must enroll again")
+    if node_id != req.node_id:
+        raise ApiError(403, E.ENROLLMENT_TOKEN_NODE_MISMATCH, f"the credential is bound to another node, not "
+                       f"'{req.node_id}'", {"node_id": req.node_id})
+    node = _node(store, node_id)
+    if node.status not in HEARTBEAT_FROM:
+        raise ApiError(409, E.NODE_NOT_ENROLLED, f"node is {node.status.value}: no heartbeat is taken",
+                       {"node_id": node.node_id, "status": node.status.value})
+    now, seen = store.clock.now(), node.agent
+    agent = AgentLiveness(version=req.agent_version, first_heartbeat_at=seen.first_heartbeat_at if seen else now,
+                          last_heartbeat_at=now, heartbeats=(seen.heartbeats if seen else 0) + 1)
+    node = node.model_copy(update={"agent": agent, "updated_at": now})
+    store.nodes[node.node_id] = node
+    if node.status in (S.ENROLLING, S.OFFLINE):
+        node = set_status(store, node, S.ACTIVE, f"node agent {req.agent_version} alive")
+    ack = AgentHeartbeatAck(node_id=node.node_id, status=node.status, next_heartbeat_seconds=HEARTBEAT_INTERVAL_S)
+    return Result(200, ack, target=node.node_id)
 
 
 def _post_enrollment_node(store: Store, req: BootstrapReportRequest) -> Node | None:
@@ -297,6 +334,7 @@ def remove_node(ctx: Ctx) -> Result:
 
 
 HANDLERS: dict[str, Handler] = {
+    "agentHeartbeat": agent_heartbeat,
     "mintEnrollmentToken": mint_token,
     "enrollNode": enroll,
     "reportNodeBootstrap": report_bootstrap,

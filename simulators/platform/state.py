@@ -120,6 +120,7 @@ class Store:
         self.nodes: dict[str, Node] = {}
         self.enrollment_tokens: dict[str, EnrollmentTokenRecord] = {}  # digest -> record
         self.enroll_callers: dict[str, str | None] = {}  # node id -> address its enrollment came from
+        self.agent_credentials: dict[str, str] = {}  # digest(node agent credential) -> node id
         self.instances: dict[str, AppInstance] = {}
         self.members: dict[str, Member] = {}
         self.operations: dict[str, Operation] = {}
@@ -145,6 +146,12 @@ class Store:
         state.setdefault("routes", {})
         state.setdefault("agent_package", None)
         state.setdefault("agent_artifacts", {})
+        state.setdefault("agent_credentials", {})
+        for node in state.get("nodes", {}).values():  # records pickled before node agents heartbeated
+            node.__dict__.setdefault("agent", None)
+            if getattr(node, "bootstrap", None) is not None:
+                node.bootstrap.__dict__.setdefault("validation_bundle_digest", None)
+                node.bootstrap.__dict__.setdefault("validation_bundle_ref", None)
         self.__dict__.update(state)
 
     # --- identities ------------------------------------------------------------------------

@@ -22,7 +22,7 @@ from providers.apps.reconciler import AppInstanceReconciler
 from providers.apps.spec import AppInstanceSpec
 from simulators.openbao import OpenBaoDevServer
 from tests.fixtures.engine import engine_factory  # noqa: F401
-from tests.fixtures.platform_sim import RunningSim, platform_sim_factory  # noqa: F401
+from tests.fixtures.platform_sim import RunningSim, enroll_alive, platform_sim_factory  # noqa: F401
 
 KV = "gpuaas"
 TOKEN_REF = "t/platform/sa-slurm#token"
@@ -59,7 +59,7 @@ class Lab:
         for i, h in enumerate(hostnames):
             grant = self.admin.mint_enrollment_token(site.site_id, m.EnrollmentTokenRequest(
                 profile_id=profile.profile_id, hostname=h, system_id=f"sys{i:03d}"))
-            PlatformClient(self.sim.url).enroll(m.EnrollmentRequest(
+            enroll_alive(self.sim.url, m.EnrollmentRequest(
                 node_id=grant.node_id, enrollment_token=grant.enrollment_token, hostname=h, system_id=f"sys{i:03d}"))
             out[h] = grant.node_id
         for node_id in out.values():

@@ -18,7 +18,19 @@ def model_refs(env: Environment) -> set[str]:
     refs = {s.maas_api_key_path for s in env.sites} | {env.platform.admin_token_path}
     refs |= {env.artifact_store.credentials_path} | {a.service_account_token_path for a in env.app_instances}
     refs |= {h.ssh_key_path for h in env.hosts} | {m.power_user_path for m in env.machines if m.power_user_path}
+    users = [p.login_user for s in env.sites for p in s.profiles if p.login_user is not None]
+    refs |= {r for u in users for r in u.ssh_authorized_keys} | {u.password.hash_ref for u in users if u.password.hash_ref}
     return refs
+
+
+def test_the_login_users_keys_and_hash_have_their_shapes() -> None:
+    entries = {e.ref: e for e in secret_checklist(load_environment("prod"))}
+    key = entries["prod/ssh/hpcadmin#public_key"]
+    assert key.shape is Shape.SSH_PUBLIC_KEY and key.field.endswith("login_user.ssh_authorized_keys")
+    assert shape_problem(Shape.SSH_PUBLIC_KEY, SecretStr("ssh-ed25519 AAAAC3Nz hpcadmin")) is None
+    assert shape_problem(Shape.SSH_PUBLIC_KEY, SecretStr("-----BEGIN OPENSSH PRIVATE KEY-----")) is not None
+    assert shape_problem(Shape.PASSWORD_HASH, SecretStr("hunter2")) is not None
+    assert shape_problem(Shape.PASSWORD_HASH, SecretStr("$6$salt$" + "x" * 40)) is None
 
 
 @pytest.mark.parametrize("name", declared_environments())

@@ -4,6 +4,7 @@ simulator (tests/node/conftest.py): success, each fault, a restart mid-run, and 
 from __future__ import annotations
 
 import contextlib
+import json
 import stat
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -65,9 +66,22 @@ def test_a_node_fetches_verifies_runs_every_step_once_and_enrolls(node_world: No
     assert (node.root / "usr/local/sbin/gpuaas-node-agent").read_text().count("LAB STAND-IN") == 1
     assert (node.root / "etc/systemd/system/gpuaas-node-agent.service").exists()
     assert "systemctl enable --now gpuaas-node-agent.service" in node.calls()
-    answer = node.root / "var/lib/gpuaas/enrollment-answer.json"
-    assert stat.S_IMODE(answer.stat().st_mode) == 0o600
-    assert node_world.admin.wait_for_node(node.node_id, timeout_s=10).status is NodeStatus.ACTIVE
+    # the agent's configuration holds its own credential (0600 root, in a 0700 directory); the answer that
+    # carried it is gone; its heartbeat record is public and holds no credential
+    conf_path = node.root / "etc/gpuaas-node-agent/agent.json"
+    conf = json.loads(conf_path.read_text())
+    assert stat.S_IMODE(conf_path.stat().st_mode) == 0o600 and stat.S_IMODE(conf_path.parent.stat().st_mode) == 0o700
+    assert conf["node_id"] == node.node_id and conf["agent_credential"].startswith("gpuaas-agent-")
+    assert not (node.root / "var/lib/gpuaas/enrollment-answer.json").exists()
+    beat = (node.root / "var/lib/gpuaas-node-agent/heartbeat.json").read_text()
+    assert json.loads(beat)["ok"] is True and conf["agent_credential"] not in beat
+    # active because the platform saw the agent alive (its heartbeat), not by a timer
+    record = node_world.admin.wait_for_node(node.node_id, timeout_s=10)
+    assert record.status is NodeStatus.ACTIVE and record.agent is not None and record.agent.heartbeats == 1
+    assert record.agent.version == "0.0.1-lab"
+    # the report names the validation bundle that ran: the site bundle's own (the profile names no other)
+    assert record.bootstrap is not None and record.bootstrap.validation_bundle_digest == node_world.bundle_digest
+    assert record.bootstrap.validation_bundle_ref == node_world.bundle_ref
     assert node_world.platform.enroll_caller(node.node_id) == "127.0.0.1"  # the launcher's own request
     # the storage personality: one labelled filesystem and one enabled mount unit per data device
     units = sorted(p.name for p in (node.root / "etc/systemd/system").glob("share*.mount"))
@@ -156,7 +170,7 @@ def test_a_node_restarted_mid_launcher_resumes_without_repeating_a_step(node_wor
         assert f"step {step}: recorded ok earlier, skipped" in second.stderr
     calls = node.calls()
     assert calls.count("apt-get update -q") == 1, "the packages step ran once"
-    assert sum(c.startswith("cloud-init --file") for c in calls) == 4, "2 parts x 2 modules, once"
+    assert sum(c.startswith("cloud-init --file") for c in calls) == 2, "2 parts, the one module each uses, once"
     assert sum(c.startswith("mkfs.ext4") for c in calls) == len(DEVICES), "each disk formatted once"
     assert node_world.admin.wait_for_node(node.node_id, timeout_s=10).status is NodeStatus.ACTIVE
     assert_private(node)

@@ -31,13 +31,21 @@ HOSTS = ("local-gpu-1", "local-gpu-2")
 
 
 class NodeRunner:
-    """Boots every machine the MAAS simulator shows Deployed, once per user_data, with `boot`."""
+    """Boots every machine the MAAS simulator shows Deployed, once per user_data, with `boot`: each node in its own
+    thread, as real nodes boot side by side (one node's launcher never waits for another's)."""
 
     def __init__(self, maas: MaasSimulator, boot: Callable[[str, bytes], None]) -> None:
         self.maas, self.boot = maas, boot
         self._seen: set[bytes] = set()
         self._stop = threading.Event()
+        self._nodes: list[threading.Thread] = []
         self.errors: list[BaseException] = []
+
+    def _run(self, hostname: str, user_data: bytes) -> None:
+        try:
+            self.boot(hostname, user_data)
+        except BaseException as e:  # noqa: BLE001 - reported by the test
+            self.errors.append(e)
 
     def _loop(self) -> None:
         while not self._stop.is_set():
@@ -47,7 +55,10 @@ class NodeRunner:
                         ud = self.maas.admin.user_data(m["system_id"]) or b""
                         if ud not in self._seen:
                             self._seen.add(ud)
-                            self.boot(m["hostname"], ud)
+                            t = threading.Thread(target=self._run, args=(m["hostname"], ud), daemon=True,
+                                                 name=f"node-{m['hostname']}")
+                            self._nodes.append(t)
+                            t.start()
             except BaseException as e:  # noqa: BLE001 - reported by the test
                 self.errors.append(e)
                 return
@@ -62,6 +73,8 @@ class NodeRunner:
         finally:
             self._stop.set()
             t.join(timeout=120)
+            for node in self._nodes:
+                node.join(timeout=120)
             self._stop.clear()
 
 
@@ -176,3 +189,27 @@ def test_a_failed_deployment_ends_by_the_failed_step_its_node_reported(node_worl
     assert bad.reason.startswith("MCH021") and "validate-gpu-check" in bad.reason and "found 7" in bad.reason
     assert "status Failed deployment" in bad.reason
     assert sum("-> Deploying" in e["description"] for e in events) == 1, "no datasource retry"
+
+
+def test_a_node_whose_agent_the_platform_never_sees_is_not_ready(node_world: NodeWorld, tmp_path: Path) -> None:
+    """The launcher succeeds and reports; the node agent is installed but never heartbeats: the platform keeps
+    the node enrolling, and the lifecycle never calls the machine ready; its deadline names what it waited for.
+    The other machine's agent heartbeats: ready."""
+    maas = MaasSimulator(maas_inventory(load_environment("local"), enlisted=False), time_scale=MAAS_SCALE,
+                         enroll_backend=EnrollBackend.NODE)
+    maas.start()
+    try:
+        specs = specs_for_world(node_world)
+        nodes = TempRootNodes(tmp_path, {"local-gpu-2": {"GPUAAS_TEST_AGENT_DEAD": "1"}})
+        with NodeRunner(maas, nodes).running():  # the enrollment deadline: 18 s (context_for)
+            results = {r.hostname: r for r in Scheduler(context_for(node_world, maas)).onboard(specs)}
+    finally:
+        maas.stop()
+    good, dead = results["local-gpu-1"], results["local-gpu-2"]
+    assert good.outcome is MachineOutcome.READY, good.reason
+    assert node_world.admin.get_node(good.node_id or "").agent is not None
+    record = node_world.admin.get_node(dead.node_id or "")
+    assert record.bootstrap is not None and record.bootstrap.outcome.value == "succeeded", "the launcher finished"
+    assert record.status.value == "enrolling" and record.agent is None
+    assert dead.outcome is MachineOutcome.TIMED_OUT, dead.reason
+    assert dead.reason.startswith("MCH014") and "node's agent alive" in dead.reason, dead.reason

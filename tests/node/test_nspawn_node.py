@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import shutil
 import stat
 import subprocess
 import time
@@ -59,8 +60,10 @@ def _steps(root: Path) -> dict[str, Any]:
     return {p.stem: json.loads(p.read_text()) for p in (root / "var/lib/gpuaas/steps").glob("*.json")}
 
 
+HEALTH = Path(__file__).resolve().parents[2] / "providers/machines/node/gpuaas-node-health.sh"
 RUNCMD_PART = {"cloud-init/40-lab-runcmd.yaml": (
-    b"#cloud-config\nruncmd:\n  - [sh, -c, 'echo runcmd ran on $(hostname) >> /etc/gpuaas/runcmd.out']\n")}
+    b"#cloud-config\nruncmd:\n  - [sh, -c, 'echo runcmd ran on $(hostname) >> /etc/gpuaas/runcmd.out']\n"
+    b"users:\n  - {name: labpart, groups: adm, shell: /bin/bash, lock_passwd: true}\n")}
 
 
 def test_cloud_init_runs_the_deploy_user_data_and_the_node_enrolls_itself(lab_world: Callable[..., Any]) -> None:
@@ -114,6 +117,26 @@ def test_cloud_init_runs_the_deploy_user_data_and_the_node_enrolls_itself(lab_wo
         assert (node.root / "etc/gpuaas/runcmd.out").read_text() == f"runcmd ran on {HOSTNAME}\n"
         kept = (node.root / instance / "scripts/runcmd").read_text()
         assert "gpuaas-bundle-launcher" in kept and "runcmd.out" not in kept
+        # a part's users: applied by the node's cloud-init (users_groups), not dropped
+        user = nodes.exec(HOSTNAME, ["id", "-nG", "labpart"])
+        assert "adm" in user.stdout.split(), (user.stdout, user.stderr, steps["cloud-init"]["output_tail"])
+        # liveness: the node agent heartbeats; the platform saw it (that made the node active)
+        assert record.agent is not None and record.agent.heartbeats >= 1 and record.agent.version == "0.0.1-lab"
+        assert record.bootstrap.validation_bundle_digest == world.bundle_digest
+        # the GPU lane's check (.gitlab-ci.yml gpu-smoke-dev) on this node, as an unprivileged user would run it
+        assert_healthy(nodes, HOSTNAME, node.root, world.bundle_digest)
+
+
+def assert_healthy(nodes: NodeLab, hostname: str, root: Path, digest: str) -> None:
+    """providers/machines/node/gpuaas-node-health.sh passes on the node, run as a user without privileges."""
+    shutil.copy(HEALTH, root / "usr/local/bin/gpuaas-node-health")
+    r = nodes.exec(hostname, ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups",
+                              "/usr/local/bin/gpuaas-node-health"])
+    assert r.returncode == 0, r.stdout + r.stderr
+    lines = dict(line.split(": ", 1) for line in r.stdout.splitlines())
+    assert set(lines) == {"ok bootstrap", "ok token", "ok agent", "ok gpus"}, r.stdout
+    assert f"bundle {digest[:12]}" in lines["ok bootstrap"] and "validation bundle" in lines["ok bootstrap"]
+    assert "node active" in lines["ok agent"], r.stdout
 
 
 def test_the_lifecycle_on_real_nodes_behind_maas_one_validation_failure(lab_world: Callable[..., Any]) -> None:

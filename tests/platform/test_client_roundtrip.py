@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from pydantic import SecretStr
 
 from clients.platform import CLIENT_METHODS, PlatformApiError, PlatformClient
 from clients.platform import models as m
@@ -90,9 +91,23 @@ def test_admin_sites_profiles_and_nodes_round_trip(platform_sim: RunningSim, adm
     ran = m.BootstrapReport(bundle_digest="a" * 64, outcome=m.BootstrapOutcome.SUCCEEDED,
                             steps=[step.model_copy(update={"ok": True})])
     enrolled = PlatformClient(platform_sim.url).enroll(m.EnrollmentRequest(**ident, report=ran))
-    assert enrolled.status is m.NodeStatus.ENROLLING
+    assert enrolled.status is m.NodeStatus.ENROLLING and enrolled.agent_credential is not None
+    assert "gpuaas-agent" not in repr(enrolled)  # the agent's credential stays out of reprs too
+    # no timer: the node stays enrolling until the platform takes its node agent's first heartbeat
+    with pytest.raises(PlatformApiError) as err:
+        admin.wait_for_node(grant.node_id, timeout_s=0.3, poll_s=0.05)
+    assert err.value.code == "wait_timeout" and admin.get_node(grant.node_id).agent is None
+    beat = m.AgentHeartbeatRequest(node_id=grant.node_id, agent_credential=enrolled.agent_credential,
+                                   agent_version="9.9.9")
+    with pytest.raises(PlatformApiError) as err:  # someone else's credential
+        PlatformClient(platform_sim.url).agent_heartbeat(beat.model_copy(
+            update={"agent_credential": SecretStr("gpuaas-agent-" + "x" * 40)}))
+    assert (err.value.status, err.value.code) == (401, "agent_credential_invalid")
+    ack = PlatformClient(platform_sim.url).agent_heartbeat(beat)
+    assert ack.status is m.NodeStatus.ACTIVE and ack.next_heartbeat_seconds >= 1
     active = admin.wait_for_node(grant.node_id, timeout_s=10)
     assert active.status is m.NodeStatus.ACTIVE and active.enrolled_at is not None and active.bootstrap == ran
+    assert active.agent is not None and (active.agent.version, active.agent.heartbeats) == ("9.9.9", 1)
     assert admin.list_nodes(status=m.NodeStatus.ACTIVE) == [active]
     assert admin.transition_node(node.node_id, m.NodeAction.QUARANTINE).status is m.NodeStatus.QUARANTINED
     with pytest.raises(PlatformApiError) as err:

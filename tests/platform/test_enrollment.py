@@ -17,7 +17,7 @@ import pytest
 from clients.platform import PlatformApiError, PlatformClient
 from clients.platform import models as m
 from tests.fixtures.maas_sim import maas_sim_factory  # noqa: F401 - fixture
-from tests.fixtures.platform_sim import RunningSim
+from tests.fixtures.platform_sim import RunningSim, agent_alive
 
 from .conftest import HTTP
 from .test_client_roundtrip import make_site_and_profile
@@ -57,6 +57,7 @@ def test_token_works_once_then_is_refused(platform_sim: RunningSim, admin: Platf
     first = enroll(platform_sim, g)
     assert first.status_code == 200 and first.json()["status"] == "enrolling"
     assert_denied(enroll(platform_sim, g), 409, "enrollment_token_used", g.enrollment_token.get_secret_value())
+    agent_alive(platform_sim.url, first.json())  # active once its node agent is seen
     assert admin.wait_for_node(g.node_id, timeout_s=10).status is m.NodeStatus.ACTIVE
 
 
@@ -115,7 +116,9 @@ def test_unknown_token_and_client_error_shape(platform_sim: RunningSim, grant) -
 
 def test_mint_is_refused_for_a_quarantined_node(admin: PlatformClient, grant, platform_sim: RunningSim) -> None:
     site, profile, g = grant
-    assert enroll(platform_sim, g).status_code == 200
+    enrolled = enroll(platform_sim, g)
+    assert enrolled.status_code == 200
+    agent_alive(platform_sim.url, enrolled.json())
     admin.wait_for_node(g.node_id, timeout_s=10)
     admin.transition_node(g.node_id, m.NodeAction.QUARANTINE, "bad GPU")
     with pytest.raises(PlatformApiError) as err:

@@ -8,7 +8,7 @@ import pytest
 from clients.platform import PlatformApiError, PlatformClient
 from clients.platform import models as m
 from simulators.platform.nodes import NODE_TRANSITIONS
-from tests.fixtures.platform_sim import RunningSim
+from tests.fixtures.platform_sim import RunningSim, agent_alive, enroll_alive
 
 from .test_client_roundtrip import make_site_and_profile
 
@@ -21,12 +21,13 @@ def test_a_node_walks_through_every_status(platform_sim: RunningSim, admin: Plat
     seen: list[m.NodeStatus] = []
 
     def enroll(grant: m.EnrollmentTokenGrant) -> None:
-        PlatformClient(platform_sim.url).enroll(
+        enrolled = PlatformClient(platform_sim.url).enroll(
             m.EnrollmentRequest(
                 node_id=grant.node_id, enrollment_token=grant.enrollment_token, hostname="gpu-01", system_id="abc123"
             )
         )
         seen.append(admin.get_node(grant.node_id).status)
+        agent_alive(platform_sim.url, enrolled)
         seen.append(admin.wait_for_node(grant.node_id, timeout_s=10).status)
 
     grant = admin.mint_enrollment_token(site.site_id, req)
@@ -61,11 +62,8 @@ def test_actions_outside_the_table_are_refused(
         site.site_id, m.EnrollmentTokenRequest(profile_id=profile.profile_id, hostname="gpu-01", system_id="abc123")
     )
     if status is S.ACTIVE:
-        PlatformClient(platform_sim.url).enroll(
-            m.EnrollmentRequest(
-                node_id=grant.node_id, enrollment_token=grant.enrollment_token, hostname="gpu-01", system_id="abc123"
-            )
-        )
+        enroll_alive(platform_sim.url, m.EnrollmentRequest(
+            node_id=grant.node_id, enrollment_token=grant.enrollment_token, hostname="gpu-01", system_id="abc123"))
         admin.wait_for_node(grant.node_id, timeout_s=10)
     for action in A:
         if (status, action) in NODE_TRANSITIONS:

@@ -7,7 +7,7 @@ import pytest
 from clients.platform import PlatformApiError, PlatformClient
 from clients.platform import models as m
 from simulators.platform import FaultPlan, OperationFailure
-from tests.fixtures.platform_sim import RunningSim
+from tests.fixtures.platform_sim import RunningSim, enroll_alive
 
 from .conftest import ClientFor
 from .test_client_roundtrip import SLURM, make_site_and_profile
@@ -146,11 +146,8 @@ def test_members_bind_to_enrolled_nodes(platform_sim: RunningSim, client_for: Cl
     with pytest.raises(PlatformApiError) as err:  # not enrolled yet
         api.create_instance(pid, spec)
     assert err.value.code == "node_not_available"
-    PlatformClient(platform_sim.url).enroll(
-        m.EnrollmentRequest(
-            node_id=grant.node_id, enrollment_token=grant.enrollment_token, hostname="ctl-01", system_id="ctl001"
-        )
-    )
+    enroll_alive(platform_sim.url, m.EnrollmentRequest(
+        node_id=grant.node_id, enrollment_token=grant.enrollment_token, hostname="ctl-01", system_id="ctl001"))
     admin.wait_for_node(grant.node_id, timeout_s=10)
     inst = api.wait_for_operation(pid, api.create_instance(pid, spec).operation_id, timeout_s=10).instance_id
     controller = next(x for x in api.list_members(pid, inst) if x.component_key == "controller")

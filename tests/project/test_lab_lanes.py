@@ -34,10 +34,14 @@ def test_images_are_used_by_digest_and_a_tag_is_refused(tmp_path: Path) -> None:
     assert [p for p in job_tag if "CI080" in p] and "python:3.11" in "\n".join(job_tag)
 
 
-def test_the_gpu_smoke_job_checks_the_enrollment_result_manually_and_serialized() -> None:
+def test_the_gpu_smoke_job_checks_a_healthy_node_manually_and_serialized() -> None:
+    """It runs the node health check (tested against a real node that bootstrapped: tests/node), not a check of
+    the enrollment file, which a successful bootstrap deletes."""
     job = yaml.safe_load(CI_FILE.read_text())["gpu-smoke-dev"]
     script = "\n".join(job["script"])
-    assert "/etc/gpuaas/enrollment.json" in script and "enroll.json" not in script.replace("enrollment.json", "")
+    assert "providers/machines/node/gpuaas-node-health.sh" in script
+    assert (REPO / "providers/machines/node/gpuaas-node-health.sh").stat().st_mode & 0o111
+    assert "test -f /etc/gpuaas/enrollment.json" not in script
     assert job["tags"] == ["worker-compute"] and job["resource_group"] == "gpu-lane"
     assert all(r.get("when") == "manual" for r in job["rules"])
 

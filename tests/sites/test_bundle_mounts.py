@@ -34,12 +34,23 @@ def prod_with_mounts(tmp_path: Path, **extra: Any) -> Environment:
     """prod plus a WEKA filesystem mounted by pool dal1-h200-a (and `extra` mounts)."""
     doc = yaml.safe_load((ENVIRONMENTS_DIR / "prod.yaml").read_text())
     doc["filesystems"] = [{"name": "dal1-training", "fs_name": "training",
-                           "backends": ["weka-dal1-1.prod.gpuaas.internal", "weka-dal1-2.prod.gpuaas.internal"]},
+                           "backends": ["weka-dal1-1.prod.gpuaas.internal", "weka-dal1-2.prod.gpuaas.internal"],
+                           "client": {"package": "weka-agent", "apt_source": "weka"}},
                           {"name": "lab-scratch", "fs_name": "scratch", "backends": ["w1"], "lab_stand_in": "tmpfs"}]
     doc["storage_mounts"] = [{"filesystem": "dal1-training", "mount_point": "/mnt/weka/training",
                               "purpose": "training", "pools": ["dal1-h200-a"], "options": ["readcache"]},
                              *extra.get("mounts", [])]
     path = tmp_path / "prod.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    return load_environment(path)
+
+
+def prod_without_mounts(tmp_path: Path) -> Environment:
+    """prod as it would be without WEKA mounts (prod declares its own per pool)."""
+    doc = yaml.safe_load((ENVIRONMENTS_DIR / "prod.yaml").read_text())
+    doc["filesystems"], doc["storage_mounts"] = [], []
+    (tmp_path / "plain").mkdir(exist_ok=True)
+    path = tmp_path / "plain" / "prod.yaml"
     path.write_text(yaml.safe_dump(doc))
     return load_environment(path)
 
@@ -61,6 +72,9 @@ def test_the_bundle_of_a_pool_that_mounts_carries_its_units_and_the_installer(tm
     assert ("Options=_netdev,x-systemd.requires=weka-agent.service,x-systemd.after=network-online.target,"
             "readcache") in unit
     assert f"{UNIT}.d/lab-stand-in.conf" not in files  # a real filesystem: no stand-in
+    # its client: installed first by the mounts step (from the profile's weka apt source), required by the unit
+    assert "\nRequires=weka-agent.service\n" in unit
+    assert files["mounts/pool-dal1-h200-a/client-packages"] == b"weka-agent\n"
     assert INSTALLER in files
     step = files["steps/60-mounts.sh"].decode()  # a launcher step: every step runs before validation
     assert '"$BUNDLE_DIR/mounts/install-mounts.sh" "$GPUAAS_BUNDLE_JSON"' in step
@@ -74,7 +88,7 @@ def test_the_bundle_of_a_pool_that_mounts_carries_its_units_and_the_installer(tm
 
 
 def test_a_bundle_no_mounting_pool_uses_is_unchanged(tmp_path: Path) -> None:
-    plain, env = load_environment("prod"), prod_with_mounts(tmp_path)
+    plain, env = prod_without_mounts(tmp_path), prod_with_mounts(tmp_path)
     before, after = render_bundle(spec_of(plain, "sjc1-h200")), render_bundle(spec_of(env, "sjc1-h200"))
     assert not any(p.startswith("mounts/") for p in after)
     assert "install-mounts" not in after["steps/60-mounts.sh"].decode()
@@ -83,7 +97,7 @@ def test_a_bundle_no_mounting_pool_uses_is_unchanged(tmp_path: Path) -> None:
 
 
 def test_machines_name_the_sets_they_install_and_the_others_keep_their_fingerprint(tmp_path: Path) -> None:
-    plain, env = load_environment("prod"), prod_with_mounts(tmp_path)
+    plain, env = prod_without_mounts(tmp_path), prod_with_mounts(tmp_path)
     mounting, other_pool, other_site = (machine(env, h) for h in ("dal1-h200-001", "dal1-h200-033", "sjc1-h200-001"))
     assert mounting.deploy.mount_sets == ("pool-dal1-h200-a",)
     user_data = yaml.safe_load(render_user_data(mounting, platform_url="https://p", node_id="n", token="t"))
@@ -120,8 +134,9 @@ def test_the_installer_installs_and_starts_exactly_the_machines_sets(tmp_path: P
     installer.chmod(installer.stat().st_mode | stat.S_IXUSR)
     bin_dir, units, calls = tmp_path / "bin", tmp_path / "units", tmp_path / "systemctl.log"
     bin_dir.mkdir()
-    (bin_dir / "systemctl").write_text(f'#!/bin/sh\necho "$@" >> {calls}\n')
-    (bin_dir / "systemctl").chmod(0o755)
+    for tool in ("systemctl", "apt-get"):  # recorded, never run: this is the test host
+        (bin_dir / tool).write_text(f'#!/bin/sh\necho "$(basename "$0") $*" >> {calls}\n')
+        (bin_dir / tool).chmod(0o755)
     spec = machine(env, "dal1-h200-001")
     user_data = yaml.safe_load(render_user_data(spec, platform_url="https://p", node_id="n", token="t"))
     bundle_json = tmp_path / "bundle.json"
@@ -131,8 +146,11 @@ def test_the_installer_installs_and_starts_exactly_the_machines_sets(tmp_path: P
     assert proc.returncode == 0, proc.stderr
     assert sorted(p.relative_to(units).as_posix() for p in units.rglob("*") if p.is_file()) == [
         "mnt-weka-training.mount", "scratch.mount", "scratch.mount.d/lab-stand-in.conf"]
-    assert calls.read_text().splitlines() == ["daemon-reload", "enable mnt-weka-training.mount scratch.mount",
-                                              "start mnt-weka-training.mount", "start scratch.mount"]
+    # the WEKA client first (the real filesystem's; the stand-in needs none), then the units
+    assert calls.read_text().splitlines() == [
+        "apt-get install -y -q --no-install-recommends weka-agent", "systemctl daemon-reload",
+        "systemctl enable mnt-weka-training.mount scratch.mount", "systemctl start mnt-weka-training.mount",
+        "systemctl start scratch.mount"]
     # a set the bundle does not carry is an error, not a silent no-op
     bundle_json.write_text(json.dumps({"mount_sets": ["pool-elsewhere"]}))
     proc = subprocess.run([str(installer), str(bundle_json)], capture_output=True, text=True, env=env_vars, timeout=30)
@@ -152,7 +170,8 @@ def test_a_filesystem_missing_on_the_cluster_fails_the_first_boot_naming_the_uni
     bin_dir.mkdir()
     what = "weka-dal1-1.prod.gpuaas.internal,weka-dal1-2.prod.gpuaas.internal/training"
     fake = {"systemctl": f'#!/bin/sh\ncase "$1" in start) exit 1;; show) echo "{what}";; esac\nexit 0\n',
-            "journalctl": "#!/bin/sh\necho 'mount error: filesystem training not found'\n"}
+            "journalctl": "#!/bin/sh\necho 'mount error: filesystem training not found'\n",
+            "apt-get": "#!/bin/sh\nexit 0\n"}  # the client installs (never run on the test host)
     for name, text in fake.items():
         (bin_dir / name).write_text(text)
         (bin_dir / name).chmod(0o755)

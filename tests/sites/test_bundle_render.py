@@ -12,6 +12,7 @@ import pytest
 
 from environments import load_environment
 from providers.sites.bundle import TEMPLATES_ROOT, BundleSpec, TemplateError, digest, pack, render_bundle
+from providers.sites.bundle_checks import APPLIED
 
 STORE = {"endpoint_url": "http://127.0.0.1:1", "bucket": "b-1", "credentials_path": "x/y#z"}
 VAULT = {"address": "http://127.0.0.1:2"}
@@ -74,13 +75,13 @@ def test_undefined_variable_names_template_line_and_variable(tmp_path: Path) -> 
     root = tmp_path / "templates"
     shutil.copytree(TEMPLATES_ROOT, root)
     bad = root / "h200" / "cloud-init" / "30-hw-sync.yaml.j2"
-    bad.write_text(bad.read_text() + "extra: {{ values.mirror_url }}\n")
+    bad.write_text(bad.read_text() + "# mirror: {{ values.mirror_url }}\n")
     with pytest.raises(TemplateError) as err:
         render_bundle(spec(), root)
     msg = str(err.value)
     assert "h200/cloud-init/30-hw-sync.yaml.j2" in msg and "'values.mirror_url' at line 9" in msg
     # Supplying the value fixes it.
-    assert b"extra: http://mirror" in render_bundle(spec(values={"mirror_url": "http://mirror"}), root)[
+    assert b"# mirror: http://mirror" in render_bundle(spec(values={"mirror_url": "http://mirror"}), root)[
         "cloud-init/30-hw-sync.yaml"]
 
 
@@ -111,6 +112,10 @@ def test_every_declared_environment_bundle_renders() -> None:
         ("cloud-init/42-list.yaml.j2", "#cloud-config\n- a\n- b\n", "not a mapping of modules"),
         ("validation/30-nointerp.sh.j2", "# name: nointerp\nnvidia-smi\n", "without an interpreter line"),
         ("commissioning/70-nointerp.sh.j2", "echo hi\n", "without an interpreter line"),
+        ("cloud-init/43-apt.yaml.j2", "#cloud-config\napt:\n  sources: {x: {source: 'deb http://x y z'}}\n",
+         "BND004 uses the cloud-init key `apt`, which the bundle's cloud-init step does not apply"),
+        ("cloud-init/44-bootcmd.yaml.j2", "#cloud-config\nwrite_files: []\nbootcmd: [[echo, hi]]\n",
+         "BND004 uses the cloud-init key `bootcmd`"),
     ],
 )
 def test_a_rendered_part_a_node_could_not_run_is_refused_naming_the_template(
@@ -123,6 +128,23 @@ def test_a_rendered_part_a_node_could_not_run_is_refused_naming_the_template(
     with pytest.raises(TemplateError) as err:
         render_bundle(spec(), root)
     assert f"h200/{path}" in str(err.value) and expected in str(err.value), str(err.value)
+
+
+def test_each_part_key_is_applied_or_refused_with_the_module_named(tmp_path: Path) -> None:
+    """A part may use every key the cloud-init step applies (the step renders the same table); any other key is
+    refused with BND004 and what to use instead (never dropped)."""
+    root = tmp_path / "templates"
+    shutil.copytree(TEMPLATES_ROOT, root)
+    body = "#cloud-config\n" + "".join(f"{k}: []\n" for k in sorted(APPLIED))
+    (root / "h200" / "cloud-init" / "45-all.yaml.j2").write_text(body)
+    files = render_bundle(spec(), root)
+    step = files["steps/20-cloud-init.sh"].decode()
+    assert all(f"{k}: {m}" in step for k, m in APPLIED.items())
+    for key, instead in (("apt", "apt_sources"), ("ssh_authorized_keys", "login_user"), ("chpasswd", "login_user")):
+        (root / "h200" / "cloud-init" / "45-all.yaml.j2").write_text(body + f"{key}: {{}}\n")
+        with pytest.raises(TemplateError) as err:
+            render_bundle(spec(), root)
+        assert "BND004" in str(err.value) and f"`{key}`" in str(err.value) and instead in str(err.value)
 
 
 def test_the_shipped_template_sets_pass_the_checks() -> None:

@@ -62,7 +62,8 @@ def test_wire_enums_keep_the_environment_models_values(mine: Any) -> None:
 
 
 @pytest.mark.parametrize(("mine", "theirs", "minus", "plus"), [
-    (profile_spec.ProfileInputs, env_model.SiteProfile, set(), set()),
+    # the node's own fields reach nodes through bundles and deploys (components/site.py, components/machines.py)
+    (profile_spec.ProfileInputs, env_model.SiteProfile, {"apt_sources", "login_user"}, set()),
     (profile_spec.SiteInputs, env_model.Site, {"profiles"}, {"maas_ca_bundle"}),  # + the env's ca_bundles.maas
     (InstanceInputs, env_model.AppInstance, set(), set()),
 ])

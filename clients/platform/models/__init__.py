@@ -42,6 +42,9 @@ from .common import (
 )
 from .gateway import FramePolicy, UiRoute, UiRouteCreate, UiRouteList
 from .nodes import (
+    AgentHeartbeatAck,
+    AgentHeartbeatRequest,
+    AgentLiveness,
     BootstrapOutcome,
     BootstrapReport,
     BootstrapReportAck,
@@ -74,6 +77,9 @@ from .sites import (
 )
 
 __all__ = [
+    "AgentHeartbeatAck",
+    "AgentHeartbeatRequest",
+    "AgentLiveness",
     "BootstrapOutcome",
     "BootstrapReport",
     "BootstrapReportAck",

@@ -52,6 +52,8 @@ class ErrorCode(StrEnum):
     ENROLLMENT_TOKEN_NODE_MISMATCH = "enrollment_token_node_mismatch"
     ENROLLMENT_IDENTITY_MISMATCH = "enrollment_identity_mismatch"
     NODE_NOT_AWAITING_ENROLLMENT = "node_not_awaiting_enrollment"
+    AGENT_CREDENTIAL_INVALID = "agent_credential_invalid"
+    NODE_NOT_ENROLLED = "node_not_enrolled"
     # app instances, members, operations
     INSTANCE_NAME_CONFLICT = "instance_name_conflict"
     INSTANCE_NOT_READY = "instance_not_ready"

@@ -92,9 +92,16 @@ class BootstrapStepResult(RequestModel):
 
 
 class BootstrapReport(RequestModel):
-    """What a node's launcher ran: the bundle digest it verified and each step's result, in order."""
+    """What a node's launcher ran: the bundle digests it verified and each step's result, in order."""
 
     bundle_digest: str = Field(pattern=r"^[0-9a-f]{64}$", description="The digest pinned in the user_data.")
+    validation_bundle_digest: str | None = Field(
+        default=None, pattern=r"^[0-9a-f]{64}$",
+        description="The digest of the bundle whose validation scripts ran (the profile's post-deploy validation "
+                    "bundle, or the site bundle itself when the profile names none).",
+    )
+    validation_bundle_ref: str | None = Field(default=None, max_length=1024,
+                                              description="The s3:// ref of that validation bundle.")
     outcome: BootstrapOutcome
     failed_step: str | None = Field(default=None, max_length=128)
     steps: list[BootstrapStepResult] = Field(default_factory=list, max_length=256)
@@ -147,6 +154,38 @@ class EnrollmentResult(ResponseModel):
     agent_package: NodeAgentPackage | None = Field(
         default=None, description="The node agent package to install (none: the platform offers no agent)."
     )
+    agent_credential: SecretStr | None = Field(
+        default=None, json_schema_extra=_SECRET_SCHEMA,
+        description="The node agent's own credential (node-bound, only for its heartbeats); returned once.",
+    )
+    _wire_agent_credential = field_serializer("agent_credential", when_used="json")(
+        lambda v, info: None if v is None else reveal_secret(v, info))
+    heartbeat_interval_seconds: int = Field(default=30, ge=1, le=3600,
+                                            description="How often the node agent reports it is alive.")
+
+
+class AgentLiveness(ResponseModel):
+    """What the platform saw of the node's agent: a node is active only once its first heartbeat landed."""
+
+    version: str = Field(min_length=1, max_length=64)
+    first_heartbeat_at: datetime
+    last_heartbeat_at: datetime
+    heartbeats: int = Field(ge=1)
+
+
+class AgentHeartbeatRequest(RequestModel):
+    """The node agent says it is alive (its credential, from the enrollment answer, authenticates it)."""
+
+    node_id: str = Field(pattern=ID_PATTERN)
+    agent_credential: SecretStr = Field(json_schema_extra=_SECRET_SCHEMA)
+    _wire_credential = field_serializer("agent_credential", when_used="json")(reveal_secret)
+    agent_version: str = Field(min_length=1, max_length=64)
+
+
+class AgentHeartbeatAck(ResponseModel):
+    node_id: str = Field(pattern=ID_PATTERN)
+    status: NodeStatus
+    next_heartbeat_seconds: int = Field(ge=1)
 
 
 class Node(ResponseModel):
@@ -163,6 +202,9 @@ class Node(ResponseModel):
     updated_at: datetime
     bootstrap: BootstrapReport | None = Field(
         default=None, description="The last bootstrap report of the node's launcher (cleared by a new token)."
+    )
+    agent: AgentLiveness | None = Field(
+        default=None, description="The node agent's heartbeats since this deploy (cleared by a new token)."
     )
 
 

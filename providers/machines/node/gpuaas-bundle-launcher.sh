@@ -5,8 +5,11 @@
 # pins and runs it. In order, each step recorded as JSON under /var/lib/gpuaas/steps/<step>.json
 # (0600, root: step, ok, duration_s, output_tail); a step already recorded ok is never run again, so a
 # node restarted mid-launcher resumes where it stopped:
-#   fetch        the bundle through the short-lived presigned URL in /etc/gpuaas/bundle.json, refused
-#                unless its sha256 is the digest pinned there; unpacked to /opt/gpuaas/bundle/<digest>
+#   fetch        first the private CAs the user_data carries (/etc/gpuaas/ca.pem, when the environment names
+#                any) into the node's trust store; then the bundle through the short-lived presigned URL in
+#                /etc/gpuaas/bundle.json, refused unless its sha256 is the digest pinned there; unpacked to
+#                /opt/gpuaas/bundle/<digest>. Every https call (bundle, enrollment, agent, reports) verifies
+#                with those CAs; an untrusted certificate fails naming the host and the CAs the node has
 #   <bundle>     the bundle's steps/NN-<name>.sh in name order (packages, cloud-init parts, storage,
 #                fabric, hardware sync, mounts), then each validation/NN-<name>.sh as validate-<name>
 #   fetch-validation  when bundle.json names a "validation" bundle (the profile's post-deploy validation
@@ -15,7 +18,9 @@
 #                (bundle digest + every step's result, outcome "enrolled"); the answer names the node
 #                agent package {url, sha256, version}
 #   agent-install  download that package, refused unless its sha256 is the one the platform named;
-#                install its files under / and enable and start its unit
+#                install its files under /, write its configuration (/etc/gpuaas-node-agent/agent.json, 0600:
+#                the platform, the node id, the agent's own credential from the answer) and enable and start
+#                its unit: the agent heartbeats, and the platform calls the node active on the first one
 #   report       POST the final report (outcome "succeeded") to <platform>/api/v1/node-bootstrap/report
 #                with the (now used) token, accepted once; then the token file is deleted
 # A failed step stops the launcher (exit 1): it reports the results so far to
@@ -33,11 +38,49 @@ STEPS="$STATE/steps"
 WORK="$STATE/run"
 BUNDLES="$R/opt/gpuaas/bundle"
 LOG="$R/var/log/gpuaas-launcher.log"
+CA_FILE="$ETC/ca.pem"
 TAIL_BYTES=2048
-export GPUAAS_ROOT="$R" GPUAAS_BUNDLE_JSON="$BUNDLE_JSON" GPUAAS_LAUNCHER_PID=$$
+export GPUAAS_ROOT="$R" GPUAAS_BUNDLE_JSON="$BUNDLE_JSON" GPUAAS_LAUNCHER_PID=$$ GPUAAS_CA_FILE="$CA_FILE" GPUAAS_WORK="$WORK"
 
 mkdir -p "$ETC" "$STEPS" "$WORK" "$BUNDLES" "$(dirname "$LOG")"
 chmod 0700 "$STATE" "$STEPS" "$WORK"
+
+# https for every python step (`from gpuaas_https import urlopen, TlsUntrusted`): the system store plus the
+# private CAs of /etc/gpuaas/ca.pem; an untrusted certificate names the host and the CAs the node trusts.
+cat > "$WORK/gpuaas_https.py" <<'PY'
+import os, ssl, urllib.error, urllib.parse, urllib.request
+
+CA = os.environ.get("GPUAAS_CA_FILE", "")
+
+
+class TlsUntrusted(OSError):
+    """The server's certificate does not chain to a CA this node trusts."""
+
+
+def ca_names():
+    if not (CA and os.path.exists(CA)):
+        return "the system store only (the deploy carried no private CA: the environment's ca_bundles.platform / ca_bundles.s3 are unset)"
+    names = [ln.split(":", 1)[1].strip() for ln in open(CA) if ln.startswith("# gpuaas-ca:")]
+    return f"the CA bundle {CA} ({'; '.join(names) or 'unnamed'}) and the system store"
+
+
+def urlopen(url, what, data=None, headers=None, timeout=60):
+    ctx = ssl.create_default_context()
+    if CA and os.path.exists(CA):
+        ctx.load_verify_locations(CA)
+    req = urllib.request.Request(url, data=data, headers=headers or {}, method="POST" if data is not None else "GET")
+    try:
+        return urllib.request.urlopen(req, timeout=timeout, context=ctx)
+    except urllib.error.URLError as e:
+        if isinstance(e.reason, ssl.SSLCertVerificationError):
+            host = urllib.parse.urlsplit(url).netloc
+            raise TlsUntrusted(
+                f"{what}: the TLS certificate of {host} is not trusted ({e.reason.verify_message}); this node "
+                f"trusts {ca_names()}; name the CA that signs {host} in the environment's ca_bundles, "
+                "then run up again (it redeploys the machine)") from None
+        raise
+PY
+export PYTHONPATH="$WORK${PYTHONPATH:+:$PYTHONPATH}"
 
 log() { printf '%s gpuaas-launcher: %s\n' "$(date -u +%Y-%m-%dT%H:%M:%SZ)" "$*" | tee -a "$LOG" >&2; }
 
@@ -68,7 +111,7 @@ export GPUAAS_STEPS="$STEPS"
 # What to do next, per step, when it fails (the output tail says what the tool said).
 hint() {
   case "$1" in
-    fetch|fetch-validation) echo "run \`pulumi up\` again: the lifecycle redeploys this machine with a freshly presigned bundle URL (see the output above: an expired URL, a digest mismatch or an unreachable store)" ;;
+    fetch|fetch-validation) echo "run \`pulumi up\` again: the lifecycle redeploys this machine with a freshly presigned bundle URL (see the output above: an expired URL, a digest mismatch, an unreachable store or a certificate no CA of the node signs)" ;;
     enroll) echo "run \`pulumi up\` again: the lifecycle redeploys this machine with a fresh enrollment token" ;;
     agent-install) echo "the node agent package the platform names could not be fetched or does not match its sha256 (see above): fix the package the platform publishes (or its digest), then run \`pulumi up\` again (it redeploys this machine)" ;;
     report) echo "the platform did not take the final report (see above): check the platform, then run \`pulumi up\` again (it redeploys this machine)" ;;
@@ -87,8 +130,12 @@ for path in sorted(glob.glob(os.path.join(os.environ["GPUAAS_STEPS"], "*.json"))
     if d["step"] in ("enroll", "report"):
         continue
     steps.append({k: d[k] for k in ("step", "ok", "duration_s", "output_tail")})
+bundle = json.load(open(os.environ["GPUAAS_BUNDLE_JSON"]))
+validation = bundle.get("validation") or {}  # none: the site bundle's own validation scripts run
 print(json.dumps({"bundle_digest": os.environ["GPUAAS_DIGEST"], "outcome": outcome, "failed_step": failed,
-                  "steps": steps, "runner": "launcher"}))
+                  "steps": steps, "runner": "launcher",
+                  "validation_bundle_digest": validation.get("sha256") or os.environ["GPUAAS_DIGEST"],
+                  "validation_bundle_ref": validation.get("ref") or bundle.get("ref")}))
 PY
 }
 
@@ -100,10 +147,10 @@ enrollment, route, report = json.load(open(sys.argv[1])), sys.argv[2], json.load
 answer = sys.argv[4] if len(sys.argv) > 4 else None
 body = {k: enrollment[k] for k in ("node_id", "enrollment_token", "hostname", "system_id")}
 body["report"] = report
-req = urllib.request.Request(enrollment["platform_url"].rstrip("/") + route, data=json.dumps(body).encode(),
-                             headers={"Content-Type": "application/json"}, method="POST")
+from gpuaas_https import TlsUntrusted, urlopen
 try:
-    with urllib.request.urlopen(req, timeout=30) as r:
+    with urlopen(enrollment["platform_url"].rstrip("/") + route, "platform API", data=json.dumps(body).encode(),
+                 headers={"Content-Type": "application/json"}, timeout=30) as r:
         body = r.read()
         if answer:
             fd = os.open(answer, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
@@ -117,8 +164,30 @@ except urllib.error.HTTPError as e:
         err = {}
     err = err if isinstance(err, dict) else {}
     print(e.code, err.get("code") or "-", err.get("message") or e.reason)
+except TlsUntrusted as e:
+    print(0, "tls-untrusted", e)
 except OSError as e:
     print(0, "unreachable", f"{type(e).__name__}: {e}")
+PY
+}
+
+status_file() {  # status_file <outcome> <failed step or "">: the node's public bootstrap summary (0644, no secret,
+  # no output tails): what the GPU lane's smoke check (gpuaas-node-health.sh) and operators read
+  python3 - "$(report_json "$@")" "$R/var/lib/gpuaas-status/bootstrap.json" \
+    "$(json_get "$ENROLL_JSON" node_id 2>/dev/null)" <<'PY'
+import json, os, sys, time
+report, dest, node_id = json.loads(sys.argv[1]), sys.argv[2], sys.argv[3]
+doc = {k: report[k] for k in ("outcome", "failed_step", "bundle_digest", "validation_bundle_digest",
+                              "validation_bundle_ref")}
+doc.update(node_id=node_id or None, steps=[{"step": s["step"], "ok": s["ok"]} for s in report["steps"]],
+           written_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
+os.makedirs(os.path.dirname(dest), mode=0o755, exist_ok=True)
+os.chmod(os.path.dirname(dest), 0o755)
+tmp = dest + ".tmp"
+with open(tmp, "w") as f:
+    json.dump(doc, f, indent=1, sort_keys=True)
+os.chmod(tmp, 0o644)
+os.replace(tmp, dest)
 PY
 }
 
@@ -127,6 +196,7 @@ stop() {  # stop <failed step>: report what ran, name the step and what to do, n
   tail=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["output_tail"][-600:])' "$STEPS/$step.json" 2>/dev/null)
   log "step $step FAILED: ${tail:-no output}"
   log "what to do: $(hint "$step")"
+  status_file failed "$step"
   if [ -f "$ENROLL_JSON" ]; then
     log "reported to the platform: $(post /api/v1/node-bootstrap/report "$(report_json failed "$step")")"
   fi
@@ -157,19 +227,51 @@ run_step() {  # run_step <step> <command...>
   log "step $step: ok"
 }
 
+trust_cas() {  # the user_data's private CAs into the node's trust store (apt and every other client use it)
+  [ -f "$CA_FILE" ] || { echo "no private CA in the user_data: the system trust store only"; return 0; }
+  local dir="$R/usr/local/share/ca-certificates/gpuaas"
+  # the system's umask (022) for what other users read: the launcher's own 077 would leave the CA store 0600
+  ( umask 022; python3 - "$CA_FILE" "$dir" <<'PY'
+
+import glob, os, re, sys
+pems = re.findall(r"-----BEGIN CERTIFICATE-----.+?-----END CERTIFICATE-----", open(sys.argv[1]).read(), re.S)
+if not pems:
+    sys.exit(f"{sys.argv[1]} holds no PEM certificate")
+os.makedirs(sys.argv[2], mode=0o755, exist_ok=True)
+for old in glob.glob(os.path.join(sys.argv[2], "gpuaas-ca-*.crt")):
+    os.remove(old)
+for i, pem in enumerate(pems):  # one certificate per file, as update-ca-certificates wants
+    fd = os.open(os.path.join(sys.argv[2], f"gpuaas-ca-{i}.crt"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    with os.fdopen(fd, "w") as f:
+        f.write(pem + "\n")
+print(f"{len(pems)} private CA certificate(s) from {sys.argv[1]} added to the trust store")
+PY
+  ) || return 1
+  if command -v update-ca-certificates >/dev/null; then
+    ( umask 022; update-ca-certificates >/dev/null 2>&1 ) || { echo "update-ca-certificates failed"; return 1; }
+  fi
+}
+
+bundle_script() {  # a bundle's step or validation script: it installs system things, with the system's umask (022)
+  ( umask 022; exec bash "$1" )
+}
+
 fetch() {  # fetch [<bundle.json member>]: download through the presigned URL, verify the pinned digest, unpack
   local member=${1:-} digest=$GPUAAS_DIGEST dir=$BUNDLE_DIR
-  if [ -n "$member" ]; then digest=$VALIDATION_DIGEST dir=$VALIDATION_DIR; fi
+  if [ -n "$member" ]; then digest=$VALIDATION_DIGEST dir=$VALIDATION_DIR; else trust_cas || return 1; fi
   python3 - "$BUNDLE_JSON" "$WORK/bundle.tar.gz" "$member" <<'PY' || return 1
-import json, re, sys, urllib.error, urllib.request
+import json, re, sys, urllib.error
+from gpuaas_https import TlsUntrusted, urlopen
 bundle, dest = json.load(open(sys.argv[1])), sys.argv[2]
 bundle = bundle[sys.argv[3]] if sys.argv[3] else bundle
 url = bundle.get("url") or ""
 if not url:
     sys.exit("no presigned bundle URL in bundle.json: the deploy had no artifact store to presign with")
 try:
-    with urllib.request.urlopen(url, timeout=60) as r, open(dest, "wb") as f:
+    with urlopen(url, "bundle download from the artifact store") as r, open(dest, "wb") as f:
         f.write(r.read())
+except TlsUntrusted as e:
+    sys.exit(str(e))
 except urllib.error.HTTPError as e:
     body = e.read().decode("utf-8", "replace")
     expired = "expired" in body.lower()
@@ -201,6 +303,7 @@ enroll() {  # the answer (with the node agent package) is kept for agent-install
   echo "platform: $answer"
   case "$answer" in
     200\ *) echo "enrolled" ;;
+    0\ *) echo "the platform could not be reached (see above): the token is still unused"; return 1 ;;
     *) echo "enrollment refused; the token is single-use and short-lived"; return 1 ;;
   esac
 }
@@ -208,15 +311,18 @@ enroll() {  # the answer (with the node agent package) is kept for agent-install
 agent_install() {  # the node agent package the enrollment answer names: download, verify, install, enable
   local rc unit pkgdir="$WORK/agent"
   python3 - "$STATE/enrollment-answer.json" "$WORK/agent.tar.gz" <<'PY'
-import hashlib, json, sys, urllib.error, urllib.request
+import hashlib, json, sys, urllib.error
+from gpuaas_https import TlsUntrusted, urlopen
 answer, dest = json.load(open(sys.argv[1])), sys.argv[2]
 pkg = answer.get("agent_package")
 if not pkg:
     print("the platform's enrollment answer names no node agent package: nothing to install")
     sys.exit(3)
 try:  # the URL may be signed: never printed
-    with urllib.request.urlopen(pkg["url"], timeout=60) as r:
+    with urlopen(pkg["url"], f"node agent package {pkg.get('version', '?')}") as r:
         blob = r.read()
+except TlsUntrusted as e:
+    sys.exit(str(e))
 except urllib.error.HTTPError as e:
     sys.exit(f"node agent package {pkg.get('version', '?')}: download refused: HTTP {e.code} {e.reason}")
 except OSError as e:
@@ -231,7 +337,10 @@ PY
   rc=$?
   [ "$rc" -eq 3 ] && return 0
   [ "$rc" -eq 0 ] || return 1
-  rm -rf "$pkgdir" && mkdir -p "$pkgdir" && tar -xzf "$WORK/agent.tar.gz" -C "$pkgdir" --no-same-owner || return 1
+  # unpacked and copied with the system's umask (022): the package's implied directories (usr/, usr/local/, ...)
+  # are copied onto / with their modes, and the launcher's own 077 would make the node's /usr 0700
+  rm -rf "$pkgdir" && mkdir -p "$pkgdir" && ( umask 022; tar -xzf "$WORK/agent.tar.gz" -C "$pkgdir" --no-same-owner ) ||
+    return 1
   rm -f "$WORK/agent.tar.gz"
   unit=$(json_get "$pkgdir/gpuaas-agent.json" unit 2>/dev/null)
   case "$unit" in
@@ -239,10 +348,29 @@ PY
     *) echo "package has no gpuaas-agent.json naming its .service unit (got '$unit')"; return 1 ;;
   esac
   [ -d "$pkgdir/root" ] || { echo "package has no root/ tree to install"; return 1; }
-  cp -a --no-preserve=ownership "$pkgdir/root/." "$R/" || return 1
+  ( umask 022; cp -a --no-preserve=ownership "$pkgdir/root/." "$R/" ) || return 1
+  agent_config || return 1
   systemctl daemon-reload && systemctl enable --now "$unit" || { echo "unit $unit did not start"; return 1; }
   echo "installed node agent $(json_get "$pkgdir/gpuaas-agent.json" version); $unit enabled and started"
   rm -rf "$pkgdir"
+  rm -f "$STATE/enrollment-answer.json"  # its agent credential now lives in the agent's own configuration only
+}
+
+agent_config() {  # the node agent's configuration (0600 root): where and as whom it heartbeats
+  python3 - "$ENROLL_JSON" "$STATE/enrollment-answer.json" "$R/etc/gpuaas-node-agent/agent.json" <<'PY'
+import json, os, sys
+enrollment, answer, dest = json.load(open(sys.argv[1])), json.load(open(sys.argv[2])), sys.argv[3]
+if not answer.get("agent_credential"):
+    sys.exit("the platform's enrollment answer gave no agent credential: the node agent could not heartbeat")
+conf = {"platform_url": enrollment["platform_url"], "node_id": enrollment["node_id"],
+        "agent_credential": answer["agent_credential"],
+        "heartbeat_interval_seconds": answer.get("heartbeat_interval_seconds") or 30}
+os.makedirs(os.path.dirname(dest), mode=0o700, exist_ok=True)
+fd = os.open(dest, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+with os.fdopen(fd, "w") as f:
+    json.dump(conf, f, sort_keys=True)
+print(f"node agent configuration written ({dest}, 0600)")
+PY
 }
 
 final_report() {
@@ -250,7 +378,7 @@ final_report() {
   answer=$(post /api/v1/node-bootstrap/report "$(report_json succeeded "")")
   echo "platform: $answer"
   case "$answer" in
-    200\ *) rm -f "$ENROLL_JSON"; echo "final report accepted; token file removed" ;;
+    200\ *) status_file succeeded ""; rm -f "$ENROLL_JSON"; echo "final report accepted; token file removed" ;;
     *) echo "final report refused"; return 1 ;;
   esac
 }
@@ -277,7 +405,7 @@ main() {
   for s in "$BUNDLE_DIR"/steps/*.sh; do
     [ -e "$s" ] || continue
     name=$(basename "$s" .sh)
-    run_step "${name#[0-9][0-9]-}" bash "$s"
+    run_step "${name#[0-9][0-9]-}" bundle_script "$s"
   done
   if [ -n "$VALIDATION_DIGEST" ]; then
     log "validation bundle $(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["validation"].get("ref", "?"))' "$BUNDLE_JSON") sha256 $VALIDATION_DIGEST"
@@ -286,7 +414,7 @@ main() {
   for s in "$VALIDATION_DIR"/validation/*.sh; do
     [ -e "$s" ] || continue
     name=$(basename "$s" .sh)
-    run_step "validate-${name#[0-9][0-9]-}" bash "$s"
+    run_step "validate-${name#[0-9][0-9]-}" bundle_script "$s"
   done
   run_step enroll enroll
   run_step agent-install agent_install

@@ -31,5 +31,11 @@ open(sys.argv[2], "w").write("\n".join(lines) + "\n")
 os.chmod(sys.argv[2], 0o700)
 PY
     fi ;;
+  systemctl)  # `enable --now <unit>` of the node agent: its one heartbeat (a temporary root runs no services)
+    # GPUAAS_TEST_AGENT_DEAD: the unit "starts" but the agent never runs (a node the platform never sees alive)
+    if [ "${1:-}" = "enable" ] && [ "${2:-}" = "--now" ] && [ "${3:-}" = "gpuaas-node-agent.service" ] &&
+       [ -x "$R/usr/local/sbin/gpuaas-node-agent" ] && [ -z "${GPUAAS_TEST_AGENT_DEAD:-}" ]; then
+      GPUAAS_ROOT="$R" "$R/usr/local/sbin/gpuaas-node-agent" --once
+    fi ;;
   *) exit 0 ;;
 esac
