@@ -20,14 +20,14 @@ import pulumi
 from environments import Environment
 from environments.model import BootstrapBundle as BundleDoc
 from environments.model import Site
+from environments.model_node import LoginUser, PasswordMode
 from providers.bootstrap_bundle import BootstrapBundle
 from providers.roce_assignment import RoceAssignment
 from providers.site_profile import SiteProfile
 from providers.sites.bundle import BundleProfile, BundleSite, BundleSpec, Packages
+from providers.sites.bundle_node import AptSourceSpec, LoginUserCheck
 from providers.sites.profile import PlatformInputs, ProfileInputs, SiteInputs, SiteProfileArgs
 from providers.sites.roce import MaasInputs, MachineNics, Pool, RoceSpec
-from environments.model_node import LoginUser, PasswordMode
-from providers.sites.bundle_node import AptSourceSpec, LoginUserCheck
 from providers.wire import FabricMode, Tier
 
 from .mounts import bundle_mount_sets

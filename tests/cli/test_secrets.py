@@ -19,7 +19,8 @@ def model_refs(env: Environment) -> set[str]:
     refs |= {env.artifact_store.credentials_path} | {a.service_account_token_path for a in env.app_instances}
     refs |= {h.ssh_key_path for h in env.hosts} | {m.power_user_path for m in env.machines if m.power_user_path}
     users = [p.login_user for s in env.sites for p in s.profiles if p.login_user is not None]
-    refs |= {r for u in users for r in u.ssh_authorized_keys} | {u.password.hash_ref for u in users if u.password.hash_ref}
+    refs |= {r for u in users for r in u.ssh_authorized_keys}
+    refs |= {u.password.hash_ref for u in users if u.password.hash_ref}
     return refs
 
 
