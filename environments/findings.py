@@ -85,6 +85,7 @@ class Code(StrEnum):
     SSH_MATERIAL_IN_APP_INPUT = "APP008"
     UNKNOWN_ENDPOINT = "APP009"
     SECRET_IN_APP_INPUT = "APP010"
+    MEMBER_ON_NON_NODE = "APP011"
     # Allocation shapes (seed 000 §6)
     ALLOCATION_SHAPE_INVALID = "ALLOC001"
     CPU_ONLY_NOT_OFFERED = "ALLOC002"
@@ -159,6 +160,11 @@ CATALOGUE: dict[Code, tuple[str, str]] = {
     Code.APP_CONTROL_PLANE_ON_WORKER: (
         "app control-plane member on a worker_compute host",
         "bind the member to an app_control host (seed 003)",
+    ),
+    Code.MEMBER_ON_NON_NODE: (
+        "app member placed on a host that is no platform node",
+        "drop the host from nodes (the platform allocates a node of its pool for the member), or declare the "
+        "host's MAAS machine (hosts[].machine) so it enrolls as a platform node",
     ),
     Code.RUNNER_TAGS_WITHOUT_RUNNER: (
         "runner tags on a host without the runner role",
