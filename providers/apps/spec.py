@@ -227,9 +227,6 @@ def rule_failures(spec: AppInstanceSpec) -> list[tuple[str, str]]:
             out.append(("placements", f"{Code.INVALID_VALUE.value} {source}: placements.{key}: {len(ids)} node ids "
                         f"for {len(nodes or ())} members.{key}.nodes entries; fix: give one node id (or null) per "
                         "node entry (components/apps.py builds this)"))
-    # A node entry the component could give no platform node id (a host that is no MAAS machine): APP011.
-    non_nodes = frozenset(n for key, ids in spec.placements.items() if key in inst.members
-                          for n, node_id in zip(inst.members[key].nodes, ids, strict=False) if node_id is None)
     found = rules.app_instance(
         slug=inst.app.slug, runtime=inst.runtime.model_dump(mode="json"),
         members={k: (m.count, m.nodes) for k, m in inst.members.items()},
@@ -238,7 +235,7 @@ def rule_failures(spec: AppInstanceSpec) -> list[tuple[str, str]]:
         runtime_combinations=[c.model_dump(mode="json") for c in spec.blueprint.runtime_combinations],
         node_roles={n: None if r is NodeRole.GPU_NODE else r.value for n, r in spec.topology.items()},
         file=source, base="instance",
-        runtime_parts=rules.runtime_of(inst.model_dump(mode="json"), spec.cpu_only_offered), non_nodes=non_nodes)
+        runtime_parts=rules.runtime_of(inst.model_dump(mode="json"), spec.cpu_only_offered))
     for f in found:
         if f.level is Level.ERROR:
             path = f.path.removeprefix("instance").lstrip(".") or "instance"
