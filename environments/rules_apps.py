@@ -155,6 +155,14 @@ def _member_findings(
             f"{mbase}.nodes",
             f"{len(nodes)} nodes listed for {count} {key} member(s)",
         )
+    yield from _node_findings(slug, key, nodes, ck.control_plane, node_roles, file, mbase, non_nodes)
+
+
+def _node_findings(slug: str, key: str, nodes: Sequence[str], control_plane: bool,
+                   node_roles: Mapping[str, str | None], file: str, mbase: str,
+                   non_nodes: frozenset[str]) -> Iterator[Finding]:
+    """Where the members named on nodes can go: a declared node, a platform node (APP011), not a worker for
+    a control-plane member (ROLE002)."""
     for ni, node in enumerate(nodes):
         if node not in node_roles:
             yield finding(
@@ -170,7 +178,7 @@ def _member_findings(
             continue
         role = node_roles[node]
         on_worker = role is None or LogicalRole(role) is LogicalRole.WORKER_COMPUTE
-        if ck.control_plane and on_worker:
+        if control_plane and on_worker:
             yield finding(
                 Code.APP_CONTROL_PLANE_ON_WORKER,
                 file,

@@ -42,10 +42,10 @@ def fabric_and_bindings(doc: EnvironmentDocument, bp: Blueprint, file: str) -> I
         for component, spec in app.members.items():
             for j, node in enumerate(spec.nodes):
                 where = f"app_instances[{i}].members.{component}.nodes[{j}]"
-                key = machine_of.get(node, node)
-                if key in bound:
-                    other, as_named = bound[key]
-                    alias = "" if as_named == node else f" as {as_named}: both name machine {key}"
-                    yield finding(Code.NODE_BOUND_TWICE, file, where, f"node {node} is already bound by {other}{alias}")
+                identity = machine_of.get(node, node)
+                if identity in bound:
+                    first, as_named = bound[identity]
+                    alias = "" if as_named == node else f" as {as_named}: both name machine {identity}"
+                    yield finding(Code.NODE_BOUND_TWICE, file, where, f"node {node} is already bound by {first}{alias}")
                 else:
-                    bound[key] = (where, node)
+                    bound[identity] = (where, node)

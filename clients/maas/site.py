@@ -159,7 +159,7 @@ class MaasSiteClient(MaasClient):
         if not hostnames:
             return {}
         out: dict[str, MachineNics] = {}
-        for raw in self._call("Machines", "read", read=True, hostname=hostnames) or ():
+        for raw in self._call("Machines", "read", read=True, answer_machines=len(hostnames), hostname=hostnames) or ():
             out[raw["hostname"]] = MachineNics(
                 system_id=raw["system_id"],
                 hostname=raw["hostname"],
@@ -175,8 +175,8 @@ class MaasSiteClient(MaasClient):
         ids = {s.cidr: s.id for s in self.subnets() if s.cidr in cidrs}
         out: list[StaticHolding] = []
         for cidr in sorted(ids):
-            rows = self._call("Subnet", "ip_addresses", read=True, id=ids[cidr], with_username="0",
-                              expect_items=_subnet_size(cidr))
+            rows = self._call("Subnet", "ip_addresses", read=True, id=str(ids[cidr]), with_username="0",
+                              answer_rows=_subnet_size(cidr))
             for row in rows or ():
                 node = row.get("node_summary") or {}
                 if int(row.get("alloc_type", -1)) != STICKY or not node.get("system_id") or not row.get("ip"):
