@@ -25,6 +25,7 @@ Environments without hosts, or stacks without `hostRoles`, declare nothing.
 from __future__ import annotations
 
 import ipaddress
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -55,9 +56,12 @@ class HostRolesInvalid(ValueError):
 class HostRoles(pulumi.ComponentResource):
     convergence: HostConvergence
 
-    def __init__(self, name: str, spec: HostConvergenceSpec, opts: pulumi.ResourceOptions | None = None) -> None:
+    def __init__(self, name: str, spec: HostConvergenceSpec, opts: pulumi.ResourceOptions | None = None,
+                 machines: Mapping[str, Any] | None = None) -> None:
+        """`machines`: hostname -> Output of the identity of the MAAS machine the host is (see build_host_roles)."""
         super().__init__("gpuaas:index:HostRoles", name, None, opts)
-        self.convergence = HostConvergence(f"{name}-convergence", spec, pulumi.ResourceOptions(parent=self))
+        self.convergence = HostConvergence(f"{name}-convergence", spec, pulumi.ResourceOptions(parent=self),
+                                           machines=machines)
         self.register_outputs({"hosts": self.convergence.host_reports, "content_hash": self.convergence.content_hash})
 
 
@@ -128,8 +132,19 @@ class HostRolesResult:
     reports: pulumi.Output[dict[str, Any]] | None
 
 
-def build_host_roles(env: Environment, settings: StackSettings) -> HostRolesResult:
+def host_machines(env: Environment) -> dict[str, str]:
+    """hostname -> the MAAS machine it is, for the hosts that are machines (dev-gpu-1)."""
+    return {h.hostname: h.machine for h in env.hosts if h.machine}
+
+
+def build_host_roles(env: Environment, settings: StackSettings,
+                     identities: Mapping[str, pulumi.Output[Any]] | None = None) -> HostRolesResult:
+    """`identities`: machine hostname -> Output of {system_id, deploy_fingerprint} (MachinesResult.identities,
+    or a control stack's reads of its site stacks). A host that is a machine is converged after that machine's
+    deploy, and again after each reimage: its identity is part of the convergence's inputs and content hash."""
     if not env.hosts or settings.host_roles is None:
         return HostRolesResult(None)
-    component = HostRoles(f"{env.name}-host-roles", spec_for(env, settings, settings.host_roles))
+    identities = identities or {}
+    machines = {h: identities[m] for h, m in host_machines(env).items() if m in identities}
+    component = HostRoles(f"{env.name}-host-roles", spec_for(env, settings, settings.host_roles), machines=machines)
     return HostRolesResult(component.convergence.host_reports)

@@ -59,6 +59,14 @@ class InventoryHost(Wire):
     """WEKA mounts of the host's logical role (seed 000 §2), rendered into `gpuaas_mounts` for the `common` role."""
 
 
+class MachineIdentity(Wire):
+    """What a host that is a MAAS machine is, this time: a redeploy with another deploy spec (a reimage) or a
+    new MAAS machine (a replace) changes it, and with it what convergence keys on (`content_hash`)."""
+
+    system_id: str = Field(min_length=1)
+    deploy_fingerprint: str = Field(min_length=1)
+
+
 class HostConvergenceSpec(Wire):
     """The resource's inputs: the compiled inventory. Secrets are Vault references only, never values."""
 
@@ -75,6 +83,9 @@ class HostConvergenceSpec(Wire):
     preview_check: bool = False
     """Run `--check --diff` during diff (preview) and print what would change."""
     timeout_s: int = 3600
+    machines: dict[str, MachineIdentity] = {}
+    """hostname -> the MAAS machine it is (hosts that are machines only), from the machine's own outputs: the
+    resource depends on the machine (converges after its deploy) and re-converges when it is reimaged."""
 
     @field_validator("secret_refs")
     @classmethod
@@ -181,10 +192,14 @@ def _tree_digest(root: Path) -> str:
     return h.hexdigest()
 
 
-def content_hash(inventory: Mapping[str, Any], extravars: Mapping[str, Any], secret_refs: Mapping[str, str]) -> str:
-    """Roles + playbook + ansible.cfg + inventory + vars. Secrets enter by reference (rotate = new ref)."""
-    doc = {"ansible": _tree_digest(ANSIBLE_DIR), "inventory": inventory, "vars": extravars,
-           "secret_refs": dict(sorted(secret_refs.items()))}
+def content_hash(inventory: Mapping[str, Any], extravars: Mapping[str, Any], secret_refs: Mapping[str, str],
+                 machines: Mapping[str, MachineIdentity] | None = None) -> str:
+    """Roles + playbook + ansible.cfg + inventory + vars + the identity of each host that is a machine (a
+    reimaged host is converged again). Secrets enter by reference (rotate = new ref)."""
+    doc: dict[str, Any] = {"ansible": _tree_digest(ANSIBLE_DIR), "inventory": inventory, "vars": extravars,
+                           "secret_refs": dict(sorted(secret_refs.items()))}
+    if machines:  # absent before issue 28: hashes of hosts without machines are unchanged
+        doc["machines"] = {h: m.model_dump() for h, m in sorted(machines.items())}
     return hashlib.sha256(json.dumps(doc, sort_keys=True, default=str).encode()).hexdigest()
 
 
@@ -195,8 +210,11 @@ def plan(spec: HostConvergenceSpec) -> Plan:
     extravars = {"gpuaas_environment": spec.environment, "gpuaas_apt_source": spec.apt_source,
                  "gpuaas_artifacts": {k: a.model_dump() for k, a in sorted(spec.artifacts.items())},
                  **spec.extra_vars}
+    unknown = sorted(set(spec.machines) - {h.hostname for h in spec.hosts})
+    if unknown:
+        raise ValueError(f"machines names hosts not in the inventory: {', '.join(unknown)}")
     return Plan(inventory=inventory, extravars=extravars,
-                content_hash=content_hash(inventory, extravars, spec.secret_refs))
+                content_hash=content_hash(inventory, extravars, spec.secret_refs, spec.machines))
 
 
 # --- converging (effectful) ----------------------------------------------------------------------

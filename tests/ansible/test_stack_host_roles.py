@@ -17,6 +17,7 @@ from components.settings import StackConfigInvalid, StackSettings
 from environments import load_environment
 from environments.findings import Code
 from lab.standins import build_standins
+from providers.common import UNKNOWN
 from tests.fixtures.preview import planned
 from tests.fixtures.stack_config import committed_config
 
@@ -116,6 +117,9 @@ def test_the_dev_program_declares_host_convergence_from_committed_config(engine_
     assert inputs["secret_refs"] == stack_file["gpuaas-infra:hostRoles"]["secret_refs"]
     assert [h["hostname"] for h in inputs["hosts"]] == DEV
     assert inputs["ssh_key_ref"] == "dev/ssh/lab-admin#private_key"
+    # dev-gpu-1 is also a MAAS machine: convergence waits for its deploy and keys on what it deployed (issue 28)
+    assert any(d.endswith("gpuaas:MaasMachine::machine-dev-gpu-1") for d in step["newState"]["dependencies"])
+    assert inputs["machines"] == UNKNOWN, "the machine's identity is known only once it is deployed"
 
     bad = _dev_with(lambda r: r["artifacts"]["k3s"].pop("sha256"))
     refused = engine_factory(REPO, "dev", config={"gpuaas-infra:hostRoles": bad["hostRoles"]},
