@@ -37,6 +37,7 @@ from environments.model import EndpointKind
 from environments.rules_tls import resolve_ca
 from providers.machines.ports import MaasError
 
+from .doctor_pins import check_pins
 from .secrets import SHAPE_TEXT, SecretEntry, load, secret_checklist, shape_problem, stack_config
 from .table import render_table
 
@@ -105,6 +106,7 @@ class Doctor:
         self.platform(platform_url, values.get(env.platform.admin_token_path))
         self.app_tokens(platform_url, values)
         self.s3(s3_url, values.get(env.artifact_store.credentials_path))
+        check_pins(env, self.settings, lambda c, t, st, d, h: self.add(c, t, Status(st), d, h))
         return self.rows
 
     # --- endpoints -------------------------------------------------------------------------------

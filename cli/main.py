@@ -28,6 +28,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "cli.doctor:doctor_main",
         "read-only pre-flight checks: endpoints, TLS, Vault entries, MAAS/platform/S3 credentials",
     ),
+    "pin": (
+        "cli.pin:pin_main",
+        "url + sha256 of a host artifact (a downloaded file or its URL), written into an environment's pins file",
+    ),
     "ci-lint": (
         "ci_lint.lint:main",
         "validate .gitlab-ci.yml offline (schema + project rules)",

@@ -33,17 +33,21 @@ import pulumi
 
 from environments import Environment
 from environments.findings import Code, Finding, finding
+from environments.pins import STANDIN_MARK, load_pins, pin_findings, standin_digests
+from environments.pins import display as pins_display
+from environments.pins import resolve as resolve_pins
 from providers.host_convergence import ArtifactSource, HostConvergence, HostConvergenceSpec, InventoryHost
 from providers.wire import LogicalRole
 
 from .mounts import role_mounts
 from .settings import HOST_ROLES, NAMESPACE, HostRolesSettings, StackSettings, stack_file, vault_inputs
 
-# Ansible role -> (artifacts it downloads, secret vars it renders): what its `assert` tasks require.
+# Ansible role -> (artifacts it downloads, secret vars it renders): what its `assert` tasks require. The
+# runner hosts get the pinned Pulumi CLI (the pipeline's jobs run it: docs/preview-notes.md).
 ROLE_NEEDS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "control_plane_k3s": (("k3s",), ()),
     "gitlab": (("gitlab",), ("gpuaas_gitlab_root_password",)),
-    "runner": (("gitlab_runner",), ("gpuaas_runner_token",)),
+    "runner": (("gitlab_runner", "pulumi_cli"), ("gpuaas_runner_token",)),
     "worker_compute": (("node_agent",), ("gpuaas_munge_key",)),
     "app_control": ((), ("gpuaas_munge_key",)),
 }
@@ -78,6 +82,16 @@ def inventory_hosts(env: Environment, overrides: dict[str, str]) -> tuple[Invent
         for h in env.hosts)
 
 
+def artifacts_of(host_roles: HostRolesSettings) -> dict[str, ArtifactSource]:
+    """The pins the hosts verify: the pins file's pinned entries, then the inline ones (by name)."""
+    out: dict[str, ArtifactSource] = {}
+    if host_roles.pins:
+        pins, _ = load_pins(host_roles.pins)
+        out = {k: ArtifactSource(url=p.url, sha256=p.sha256) for k, p in (pins.artifacts if pins else {}).items()
+               if p.pinned}
+    return out | {k: ArtifactSource(url=a.url, sha256=a.sha256) for k, a in host_roles.artifacts.items()}
+
+
 def spec_for(env: Environment, settings: StackSettings, host_roles: HostRolesSettings) -> HostConvergenceSpec:
     """The resource's inputs from the compiled environment + the stack's hostRoles config (pure)."""
     keys = sorted({h.ssh_key_path for h in env.hosts})
@@ -89,7 +103,7 @@ def spec_for(env: Environment, settings: StackSettings, host_roles: HostRolesSet
         hosts=inventory_hosts(env, host_roles.address_overrides),
         ssh_key_ref=keys[0],
         vault=vault_inputs(env, settings),
-        artifacts={k: ArtifactSource(url=a.url, sha256=a.sha256) for k, a in host_roles.artifacts.items()},
+        artifacts=artifacts_of(host_roles),
         secret_refs=host_roles.secret_refs,
         preview_check=host_roles.preview_check,
         apt_source=host_roles.apt_source,
@@ -97,12 +111,7 @@ def spec_for(env: Environment, settings: StackSettings, host_roles: HostRolesSet
     )
 
 
-def host_roles_findings(env: Environment, settings: StackSettings) -> list[Finding]:
-    """Before anything runs: every artifact pin and secret reference the hosts' roles need is in the
-    stack's hostRoles (a role would otherwise fail on the host, mid-run)."""
-    roles = settings.host_roles
-    if roles is None or not env.hosts:
-        return []
+def _needs(env: Environment) -> dict[tuple[Code, str], dict[str, list[str]]]:
     needs: dict[tuple[Code, str], dict[str, list[str]]] = {}
     for host in env.hosts:
         for role in (r.value for r in host.roles):
@@ -110,19 +119,56 @@ def host_roles_findings(env: Environment, settings: StackSettings) -> list[Findi
             for code, names in ((Code.PIN_MISSING, artifacts), (Code.HOST_SECRET_MISSING, secrets)):
                 for name in names:
                     needs.setdefault((code, name), {}).setdefault(role, []).append(host.hostname)
-    out = []
+    return needs
+
+
+def _users(by_role: dict[str, list[str]]) -> str:
+    return "; ".join(f"role {r} on {', '.join(hosts)}" for r, hosts in sorted(by_role.items()))
+
+
+def host_roles_findings(env: Environment, settings: StackSettings, preview: bool = False) -> list[Finding]:
+    """Before anything runs: every artifact pin and secret reference the hosts' roles need is in the
+    stack's hostRoles or its pins file (a role would otherwise fail on the host, mid-run), and no pin is a lab
+    stand-in outside the lab. An artifact the pins file declares but has not pinned yet is a warning in a
+    preview (`preview`) and an error otherwise: `up` refuses before anything is changed."""
+    roles = settings.host_roles
+    if roles is None or not env.hosts:
+        return []
+    needs = _needs(env)
+    out: list[Finding] = []
+    pins = None
+    if roles.pins:
+        pins, bad = load_pins(roles.pins)
+        out += bad
+    declared = set(roles.artifacts) | set(pins.artifacts if pins else ())
+    if pins is not None and roles.pins:
+        wanted = {name: _users(by_role) for (code, name), by_role in needs.items()
+                  if code is Code.PIN_MISSING and name not in roles.artifacts and name in pins.artifacts}
+        out += pin_findings(pins, pins_display(resolve_pins(roles.pins)), wanted,
+                            lab_allowed=env.tier.value == "local", preview=preview)
+    out += _inline_standins(env, settings)
     for (code, name), by_role in sorted(needs.items()):
-        have = roles.artifacts if code is Code.PIN_MISSING else roles.secret_refs
+        have = declared if code is Code.PIN_MISSING else set(roles.secret_refs)
         if name in have:
             continue
         section = "artifacts" if code is Code.PIN_MISSING else "secret_refs"
-        users = "; ".join(f"role {r} on {', '.join(hosts)}" for r, hosts in sorted(by_role.items()))
-        what = ("{url: <where the hosts fetch it>, sha256: <sha256sum of that file>}" if code is Code.PIN_MISSING
-                else "<path>#<key> (then fill that Vault entry)")
+        what = ("{url: <where the hosts fetch it>, sha256: <sha256sum of that file>} (in the pins file)"
+                if code is Code.PIN_MISSING else "<path>#<key> (then fill that Vault entry)")
         out.append(finding(code, stack_file(settings.stack), f"{NAMESPACE}:{HOST_ROLES}.{section}.{name}",
-                           f"{name} is needed by {users}",
+                           f"{name} is needed by {_users(by_role)}",
                            hint=f"under {NAMESPACE}:{HOST_ROLES}.{section} add {name}: {what}"))
     return out
+
+
+def _inline_standins(env: Environment, settings: StackSettings) -> list[Finding]:
+    """Inline pins are for the lab; a stand-in among them outside a local-tier environment is refused too."""
+    roles = settings.host_roles
+    if roles is None or env.tier.value == "local":
+        return []
+    standins = standin_digests()
+    return [finding(Code.LAB_STANDIN_OUTSIDE_LAB, stack_file(settings.stack), f"{NAMESPACE}:{HOST_ROLES}.artifacts.{k}",
+                    f"{k} is pinned to a lab stand-in (lab/standins.py), not the real {k}")
+            for k, a in sorted(roles.artifacts.items()) if a.sha256 in standins or STANDIN_MARK in a.url]
 
 
 @dataclass(frozen=True)

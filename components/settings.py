@@ -93,7 +93,10 @@ class HostRolesSettings(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
+    pins: str | None = None
+    """The environment's pins file (environments/pins/<env>.yaml, relative to the repository): operator data."""
     artifacts: dict[str, ArtifactPin] = {}
+    """Pins given inline, each replacing the pins file's entry of that name (the lab: its own URLs)."""
     secret_refs: dict[str, str] = {}
     preview_check: bool = False
     apt_source: str = ""

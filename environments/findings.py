@@ -107,6 +107,11 @@ class Code(StrEnum):
     HOST_SECRET_MISSING = "STK004"
     PART_UNKNOWN_SITE = "STK005"
     SITE_STACKS_INVALID = "STK006"
+    # Host artifact pins (environments/pins/<env>.yaml: operator data)
+    PIN_NOT_FILLED = "PIN001"
+    LAB_STANDIN_OUTSIDE_LAB = "PIN002"
+    PINS_FILE_INVALID = "PIN003"
+    PULUMI_CLI_PIN_VERSION = "PIN004"
     # Storage personality
     STORAGE_DEVICE_MISSING = "STO001"
 
@@ -165,6 +170,20 @@ CATALOGUE: dict[Code, tuple[str, str]] = {
         "app member placed on a host that is no platform node",
         "drop the host from nodes (the platform allocates a node of its pool for the member), or declare the "
         "host's MAAS machine (hosts[].machine) so it enrolls as a platform node",
+    ),
+    Code.PIN_NOT_FILLED: (
+        "host artifact needed but not pinned yet",
+        "download the release, then `gpuaas-infra pin <file> --url <where the hosts fetch it> --name <artifact> "
+        "--pins <pins file>`",
+    ),
+    Code.LAB_STANDIN_OUTSIDE_LAB: (
+        "lab stand-in pinned outside the lab",
+        "pin the real release (`gpuaas-infra pin`); stand-ins are for local-tier environments (the lab) only",
+    ),
+    Code.PINS_FILE_INVALID: ("pins file missing or invalid", "fix the file (see environments/pins/README.md)"),
+    Code.PULUMI_CLI_PIN_VERSION: (
+        "runners' Pulumi CLI pin is not the version the tests build",
+        "pin the release tools/pulumi-cli/go.mod names (and its version), or bump go.mod",
     ),
     Code.RUNNER_TAGS_WITHOUT_RUNNER: (
         "runner tags on a host without the runner role",

@@ -89,7 +89,7 @@ def load_pins(path: str | Path) -> tuple[PinsFile | None, list[Finding]]:
     file = display(p)
     if not p.is_file():
         return None, [finding(Code.PINS_FILE_INVALID, file, "(file)", "the pins file does not exist",
-                              hint=f"create it (environments/pins/README.md) or fix gpuaas-infra:hostRoles.pins")]
+                              hint="create it (environments/pins/README.md) or fix gpuaas-infra:hostRoles.pins")]
     doc, found = read_document(p, file)
     if doc is None:
         return None, found
