@@ -58,7 +58,8 @@ def digest_url(url: str, ca_bundle: str | None = None, timeout: float = TIMEOUT_
 
 def entry_line(name: str, pin: Pin) -> str:
     version = f", version: {pin.version}" if pin.version else ""
-    return f'  {name}: {{url: "{pin.url}", sha256: {pin.sha256}{version}}}'
+    # quoted: YAML would read a digest of digits only as an integer
+    return f'  {name}: {{url: "{pin.url}", sha256: "{pin.sha256}"{version}}}'
 
 
 def write_pin(pins_file: Path, name: str, pin: Pin) -> None:

@@ -249,6 +249,11 @@ class VaultReader:
         data = (resp or {}).get("data", {}).get("data") or {}
         return {k: SecretStr(v if isinstance(v, str) else json.dumps(v)) for k, v in data.items()}
 
+    def token(self) -> SecretStr:
+        """The token this reader logs in with (AppRole: the one the login returned), for a caller that must
+        hand it on: the pipeline's `hashivault://` secrets provider reads VAULT_TOKEN only."""
+        return SecretStr(str(self._login().token))
+
     @staticmethod
     def _token_valid(client: hvac.Client) -> bool:
         try:

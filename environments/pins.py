@@ -44,10 +44,13 @@ class Pin(BaseModel):
     version: str = ""
     """The release it is (required for `pulumi_cli`: the runners' CLI must be the one the tests build)."""
 
-    @field_validator("sha256")
+    @field_validator("sha256", mode="before")
     @classmethod
-    def _hex(cls, v: str | None) -> str:
-        v = (v or "").strip()
+    def _hex(cls, v: object) -> str:
+        if isinstance(v, int | float):
+            raise ValueError("YAML read the digest as a number: quote it (sha256: \"...\")")
+        v = str(v) if v is not None else ""
+        v = v.strip()
         if v and not _HEX64.match(v):
             raise ValueError("not 64 lowercase hex digits (sha256sum of the file)")
         return v
