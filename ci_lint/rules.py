@@ -134,8 +134,8 @@ def _env(job: dict[str, Any]) -> str | None:
 
 # How a job runs the program (`gpuaas-infra stack <verb>`: the program served inline to the CLI, any CLI build;
 # docs/preview-notes.md) and the policy pack (an executable analyzer: no language host needed).
-PREVIEW_CMD = "gpuaas-infra stack preview"
-UP_CMD = "gpuaas-infra stack up"
+PREVIEW_CMD = "cli.main stack preview"
+UP_CMD = "cli.main stack up"
 POLICY_PACK = "--policy-pack \"$CI_PROJECT_DIR/policy/run-policy-pack\""
 
 
