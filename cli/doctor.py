@@ -2,7 +2,8 @@
 
 Endpoints (reachability, TLS); Vault auth and every entry of `cli.secrets.secret_checklist`
 (keys, shape); MAAS key and version; platform admin token (role) and contract; app service-account
-tokens; S3 credentials, bucket, versioning. One row per check (OK/FAIL/SKIP, a fix hint per FAIL);
+tokens; S3 credentials, bucket, versioning; the previews' identity (read-only: doctor_preview.py); every host
+artifact pin (doctor_pins.py). One row per check (OK/FAIL/SKIP, a fix hint per FAIL);
 exit 1 on any FAIL, 2 on bad input. No value read from Vault is ever printed (docs/operations.md).
 """
 
@@ -38,6 +39,7 @@ from environments.rules_tls import resolve_ca
 from providers.machines.ports import MaasError
 
 from .doctor_pins import check_pins
+from .doctor_preview import check_preview_identity
 from .secrets import SHAPE_TEXT, SecretEntry, load, secret_checklist, shape_problem, stack_config
 from .table import render_table
 
@@ -100,6 +102,9 @@ class Doctor:
             if maas_urls[site.name]:
                 self.maas_version(site.name, maas_urls[site.name] or "", site.tls_verify)
         values = self.vault(vault_url)
+        refs = self.settings.host_roles.secret_refs if self.settings.host_roles else None
+        check_preview_identity(env, vault_url if self.answered(vault_url) else None, self.ca(EndpointKind.VAULT),
+                               secret_checklist(env, refs), lambda c, t, st, d, h: self.add(c, t, Status(st), d, h))
         for site in env.sites:
             self.maas_key(site.name, maas_urls[site.name], site.tls_verify, values.get(site.maas_api_key_path))
         self.platform_url = platform_url or ""

@@ -16,6 +16,7 @@ names (`secretsprovider: hashivault://gpuaas-<stack>`), which writes the stack's
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import runpy
 import shutil
@@ -88,6 +89,8 @@ def init_stack(stack: str, repo: Path = REPO) -> int:
     cli = pulumi_binary()
     if subprocess.run([cli, "stack", "select", stack, "--non-interactive"], cwd=repo, capture_output=True,
                       check=False).returncode == 0:
+        if provider.startswith("hashivault://") and not doc.get("encryptedkey"):
+            return _recover_key(cli, stack, path, repo)
         print(f"stack {stack} exists on the backend: nothing to do")
         return 0
     cmd = [cli, "stack", "init", stack, "--non-interactive", *(["--secrets-provider", provider] if provider else [])]
@@ -101,6 +104,24 @@ def init_stack(stack: str, repo: Path = REPO) -> int:
         return 1
     print(f"stack {stack} created with {provider or 'the default secrets provider'}; "
           f"commit {path.relative_to(repo)} (its encryptedkey)")
+    return 0
+
+
+def _recover_key(cli: str, stack: str, path: Path, repo: Path) -> int:
+    """The stack exists but its file lost the `encryptedkey` (never committed): without it the CLI would make a
+    new data key in this checkout. Its state keeps the key its secrets were written with: put that back."""
+    export = subprocess.run([cli, "stack", "export", "--stack", stack], cwd=repo, capture_output=True, text=True,
+                            check=False)
+    state = ((json.loads(export.stdout or "{}").get("deployment") or {}).get("secrets_providers") or {}).get("state")
+    key = (state or {}).get("encryptedkey")
+    if export.returncode != 0 or not key:
+        sys.stderr.write(f"gpuaas-infra stack init: {stack} exists but neither {path.relative_to(repo)} nor its "
+                         "state holds its encryptedkey; restore the committed stack file\n")
+        return 1
+    text = path.read_text()
+    path.write_text(text.rstrip("\n") + f"\nencryptedkey: {key}\n")
+    print(f"stack {stack} exists: its encryptedkey was restored from its state into {path.relative_to(repo)}; "
+          "commit it")
     return 0
 
 
