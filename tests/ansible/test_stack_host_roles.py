@@ -174,7 +174,7 @@ def test_the_dev_program_declares_host_convergence_from_committed_config(engine_
     assert inputs["ssh_key_ref"] == "dev/ssh/lab-admin#private_key"
     # dev-gpu-1 is also a MAAS machine: convergence waits for its deploy and keys on what it deployed (issue 28)
     assert any(d.endswith("gpuaas:MaasMachine::machine-dev-gpu-1") for d in step["newState"]["dependencies"])
-    assert inputs["machines"] == UNKNOWN, "the machine's identity is known only once it is deployed"
+    assert inputs["machines"] == {"dev-gpu-1": UNKNOWN}, "the machine's identity is known once it is deployed"
 
     bad = _dev_with(lambda r: r.update(artifacts={"k3s": {"url": "https://mirror.example/k3s"}}))
     refused = engine_factory(REPO, "dev", config={"gpuaas-infra:hostRoles": bad["hostRoles"]},
