@@ -71,6 +71,11 @@ def run_program(verb: str, args: list[str], repo: Path = REPO) -> int:
     server.start()
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(repo), env.get("PYTHONPATH", "")) if p)
+    # The inline program's flags (--client, --exec-kind; --event-log) are the CLI's hidden debug commands; the
+    # dynamic-provider plugin runs `$PULUMI_PYTHON_CMD -m pulumi.dynamic`: this venv's Python.
+    env["PULUMI_DEBUG_COMMANDS"] = "true"
+    env.setdefault("PULUMI_PYTHON_CMD", sys.executable)
+    env.setdefault("PYTHONUNBUFFERED", "1")
     try:
         cmd = [pulumi_binary(), verb, *args, "--non-interactive", f"--client=127.0.0.1:{port}", "--exec-kind", "inline"]
         return subprocess.run(cmd, cwd=repo, env=env, check=False).returncode

@@ -87,9 +87,10 @@ def artifacts_of(host_roles: HostRolesSettings) -> dict[str, ArtifactSource]:
     out: dict[str, ArtifactSource] = {}
     if host_roles.pins:
         pins, _ = load_pins(host_roles.pins)
-        out = {k: ArtifactSource(url=p.url, sha256=p.sha256) for k, p in (pins.artifacts if pins else {}).items()
-               if p.pinned}
-    return out | {k: ArtifactSource(url=a.url, sha256=a.sha256) for k, a in host_roles.artifacts.items()}
+        out = {k: ArtifactSource(url=p.url, sha256=p.sha256, version=p.version)
+               for k, p in (pins.artifacts if pins else {}).items() if p.pinned}
+    inline = {k: ArtifactSource(url=a.url, sha256=a.sha256, version=a.version) for k, a in host_roles.artifacts.items()}
+    return out | inline
 
 
 def spec_for(env: Environment, settings: StackSettings, host_roles: HostRolesSettings) -> HostConvergenceSpec:

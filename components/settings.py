@@ -86,6 +86,7 @@ class ArtifactPin(BaseModel):
 
     url: str = Field(min_length=1)
     sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
+    version: str = ""
 
 
 class HostRolesSettings(BaseModel):

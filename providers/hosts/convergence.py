@@ -43,6 +43,8 @@ SOURCE = "hosts"
 class ArtifactSource(Wire):
     url: str = Field(min_length=1)
     sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
+    version: str = ""
+    """The release, where a role checks it (the runners' Pulumi CLI)."""
 
 
 class InventoryHost(Wire):

@@ -25,6 +25,7 @@ from clients.vault import VaultAuthMethod, VaultCredentials, VaultReader, VaultS
 from components.host_roles import spec_for
 from components.settings import ArtifactPin, StackSettings
 from environments import load_environment
+from environments.pins import LAB_PINS, load_pins
 from lab import Lab, LabInfo
 from providers.common import VaultInputs
 from providers.host_convergence import HostConvergenceSpec, SecretReader
@@ -113,19 +114,21 @@ def committed_stack_config(stack: str) -> dict[str, str]:
 
 @pytest.fixture(scope="session")
 def lab_spec(lab: LabInfo, lab_vault: OpenBaoDevServer) -> HostConvergenceSpec:
-    """The spec the dev program compiles from its committed stack config (pins, secret refs), on the lab:
-    only what the lab must change is changed (host addresses, the apt mirror, the artifacts' host — the
-    committed sha256 pins are kept, so every download is verified against them — and Vault)."""
+    """The spec the dev program compiles from its committed stack config (secret refs), on the lab: the lab
+    changes host addresses, the apt mirror and Vault, and pins the lab's own artifacts inline: the stand-ins of
+    environments/pins/lab.yaml (served by the lab, verified against those committed digests) and the runners'
+    Pulumi CLI, the build the tests use (lab/pulumi_cli.py). dev's own pins file holds the real releases."""
     committed = StackSettings.from_config("dev", committed_stack_config("dev"))
     assert committed.host_roles is not None, "stacks/Pulumi.dev.yaml turns host convergence on"
-    pins = committed.host_roles.artifacts
     assert committed.host_roles.secret_refs == SECRET_REFS, "the lab's Vault holds the committed secret refs"
-    built = {k: a.sha256 for k, a in lab.artifacts.items()}
-    assert {k: p.sha256 for k, p in pins.items()} == built, "committed pins differ: see `python -m lab pins`"
+    pins, _ = load_pins(LAB_PINS)
+    assert pins is not None
+    standins = {k: p.sha256 for k, p in pins.artifacts.items() if p.pinned}
+    assert {k: lab.artifacts[k].sha256 for k in standins} == standins, "lab pins differ: see `python -m lab pins`"
+    artifacts = {k: ArtifactPin(url=a.url, sha256=a.sha256, version=a.version) for k, a in lab.artifacts.items()}
     on_lab = committed.host_roles.model_copy(update={
+        "pins": None, "artifacts": artifacts, "apt_source": lab.apt_source,
         "address_overrides": {h: str(a) for h, a in lab.hosts.items()},
-        "artifacts": {k: ArtifactPin(url=lab.artifacts[k].url, sha256=p.sha256) for k, p in pins.items()},
-        "apt_source": lab.apt_source,
     })
     spec = spec_for(load_environment("dev"), committed, on_lab)
     vault = VaultInputs(address=lab_vault.address, kv_mount="gpuaas", auth_method=VaultAuthMethod.TOKEN)

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from lab import LabInfo
+from lab.pulumi_cli import cli_version
 from providers.host_convergence import (
     ConvergenceFailed,
     ConvergenceResult,
@@ -206,6 +207,9 @@ def test_each_host_runs_exactly_its_roles_services(lab: LabInfo) -> None:
     ns = lab.ssh("dev-control-1", "for n in gpuaas-core gpuaas-infra gpuaas-observability;"
                                   " do k3s kubectl get namespace $n; done")
     assert ns.returncode == 0 and ns.stdout.count("Active") == 3
+    # issue 28: every runner host has the pinned Pulumi CLI on PATH, the build the tests use
+    versions = {h: lab.ssh(h, "sudo -u gpuaas /usr/local/bin/pulumi version").stdout.strip() for h in DEV_HOSTS}
+    assert versions == dict.fromkeys(DEV_HOSTS, f"v{cli_version()}"), versions
     tags = {h: lab.ssh(h, "cat /etc/gpuaas/runner-tags").stdout.split() for h in DEV_HOSTS}
     assert tags == {"dev-control-1": ["platform-control", "sim"], "dev-lab-1": ["app-control"],
                     "dev-gpu-1": ["worker-compute"]}, tags
