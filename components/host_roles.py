@@ -12,6 +12,7 @@ Stack config (`gpuaas-infra:hostRoles`, an object; everything but the environmen
         gpuaas_munge_key: dev/slurm/munge#key
         gpuaas_runner_token: dev/ci/runner#token
         gpuaas_gitlab_root_password: dev/gitlab/root#password
+        gpuaas_k3s_token: dev/k3s/cluster#token     # every k3s server joins the first with it
       preview_check: true              # preview runs ansible --check --diff and prints what would change
       apt_source: ""                   # extra apt line (the lab's mirror); empty in real environments
       address_overrides: {}            # hostname -> address (the lab only)
@@ -45,7 +46,7 @@ from .settings import HOST_ROLES, NAMESPACE, HostRolesSettings, StackSettings, s
 # Ansible role -> (artifacts it downloads, secret vars it renders): what its `assert` tasks require. The
 # runner hosts get the pinned Pulumi CLI (the pipeline's jobs run it: docs/preview-notes.md).
 ROLE_NEEDS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
-    "control_plane_k3s": (("k3s",), ()),
+    "control_plane_k3s": (("k3s",), ("gpuaas_k3s_token",)),
     "gitlab": (("gitlab",), ("gpuaas_gitlab_root_password",)),
     "runner": (("gitlab_runner", "pulumi_cli"), ("gpuaas_runner_token",)),
     "worker_compute": (("node_agent",), ("gpuaas_munge_key",)),

@@ -59,6 +59,8 @@ class Code(StrEnum):
     RUNNER_TAGS_WITHOUT_RUNNER = "ROLE003"
     NO_PLATFORM_CONTROL = "ROLE004"
     GPU_TAG_OFF_WORKER = "ROLE005"
+    GITLAB_ON_SEVERAL_HOSTS = "ROLE006"
+    RUNNERS_WITHOUT_GITLAB = "ROLE007"
     # Policy combinations
     ROCE_NEEDS_ROCE_FABRIC = "POL001"
     RETRY_ATTEMPTS_UNUSED = "POL002"
@@ -193,6 +195,14 @@ CATALOGUE: dict[Code, tuple[str, str]] = {
     Code.GPU_TAG_OFF_WORKER: (
         "worker-compute runner tag on a host without a GPU",
         "serve worker-compute from the worker_compute host's runner (runner_tags: [worker-compute] only)",
+    ),
+    Code.GITLAB_ON_SEVERAL_HOSTS: (
+        "GitLab declared on more than one host",
+        "keep extra_roles: [gitlab] on one platform_control host: a second GitLab would be another instance",
+    ),
+    Code.RUNNERS_WITHOUT_GITLAB: (
+        "runners but no GitLab host",
+        "declare extra_roles: [gitlab] on one platform_control host (its runners register there)",
     ),
     Code.ROCE_NEEDS_ROCE_FABRIC: (
         "phase-2 RoCE enabled on a non-RoCE fabric",

@@ -412,7 +412,11 @@ class MaasClient:
             if tag not in existing:
                 if not add:
                     return
-                self._call("Tags", "create", read=False, name=tag)
+                try:
+                    self._call("Tags", "create", read=False, name=tag)
+                except MaasError as e:  # another thread (a pool's machines in parallel) or run made it first
+                    if e.status != 400 or "already exists" not in str(e):
+                        raise
                 self._tags_seen.add(tag)
         params: dict[str, Any] = {"add": list(add)} if add else {}
         if remove:

@@ -23,7 +23,7 @@ import yaml
 
 from ci_lint.lint import resolve_jobs
 from simulators.localstack import LocalStack
-from simulators.s3 import MotoS3Server
+from simulators.s3 import MotoS3Server  # noqa: F401 - the state backend's type
 from tests.preview_note.gitlab_server import FakeGitLab
 
 REPO = Path(__file__).resolve().parents[2]
@@ -118,7 +118,13 @@ class PipelineWorld:
             doc = yaml.safe_load(path.read_text())
             doc["config"].pop("gpuaas-infra:hostRoles", None)
             path.write_text(yaml.safe_dump(doc, sort_keys=False))
-        self.state = self._stack.enter_context(MotoS3Server())
+        # moto keeps one backend per process and each server's start resets it: every world's bucket is made
+        # again once all are up, and the state bucket lives on the same (shared) backend.
+        for world in self.worlds.values():
+            assert world.s3 is not None
+            world.s3.create_bucket(world.env.artifact_store.bucket, versioning=True)
+        self.state = self.worlds["prod"].s3
+        assert self.state is not None
         self.state.create_bucket("gpuaas-pulumi-state", versioning=True)
         self.gitlab = self._stack.enter_context(FakeGitLab())
         self.gitlab.state.tokens = {NOTES_TOKEN: "write"}

@@ -41,6 +41,7 @@ SECRET_REFS = {  # the committed stacks/Pulumi.dev.yaml's hostRoles.secret_refs 
     "gpuaas_munge_key": "dev/slurm/munge#key",
     "gpuaas_runner_token": "dev/ci/runner#token",
     "gpuaas_gitlab_root_password": "dev/gitlab/root#password",
+    "gpuaas_k3s_token": "dev/k3s/cluster#token",
 }
 _REPORT: dict[str, object] = {}
 
@@ -82,6 +83,7 @@ def lab_secrets(lab: LabInfo) -> dict[str, str]:
         SECRET_REFS["gpuaas_munge_key"]: base64.b64encode(os.urandom(1024)).decode(),
         SECRET_REFS["gpuaas_runner_token"]: "glrt-" + secrets.token_urlsafe(20),
         SECRET_REFS["gpuaas_gitlab_root_password"]: secrets.token_urlsafe(24),
+        SECRET_REFS["gpuaas_k3s_token"]: "K10" + secrets.token_hex(24),
     })
 
 
