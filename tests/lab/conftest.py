@@ -36,6 +36,10 @@ from tests.fixtures.stack_config import committed_config
 REPO = Path(__file__).resolve().parents[2]
 
 DEV_HOSTS = ["dev-control-1", "dev-lab-1", "dev-gpu-1"]
+# A second platform_control host, as prod has (seed 003's dev-control-1 + dev-control-2 expansion): it joins the
+# first's k3s; GitLab stays on dev-control-1 (the one host declaring it). Added to dev's compiled inventory here.
+SECOND_CONTROL = "dev-control-2"
+LAB_HOSTS = [*DEV_HOSTS, SECOND_CONTROL]
 SSH_KEY_REF = "dev/ssh/lab-admin#private_key"  # the dev environment's ssh_key_path
 SECRET_REFS = {  # the committed stacks/Pulumi.dev.yaml's hostRoles.secret_refs (lab_spec checks they agree)
     "gpuaas_munge_key": "dev/slurm/munge#key",
@@ -58,7 +62,7 @@ def lab() -> Iterator[LabInfo]:
     require_lab("lab tier")
     _REPORT["started"] = time.monotonic()
     _REPORT["phases"] = {}
-    with Lab(DEV_HOSTS) as info:
+    with Lab(LAB_HOSTS) as info:
         _REPORT["phases"]["image+boot"] = round(time.monotonic() - float(_REPORT["started"]), 1)  # type: ignore[index]
         yield info
     _REPORT["finished"] = time.monotonic()
@@ -133,5 +137,8 @@ def lab_spec(lab: LabInfo, lab_vault: OpenBaoDevServer) -> HostConvergenceSpec:
         "address_overrides": {h: str(a) for h, a in lab.hosts.items()},
     })
     spec = spec_for(load_environment("dev"), committed, on_lab)
+    first = next(h for h in spec.hosts if h.hostname == "dev-control-1")
+    second = first.model_copy(update={"hostname": SECOND_CONTROL, "address": lab.hosts[SECOND_CONTROL],
+                                      "roles": tuple(r for r in first.roles if r != "gitlab")})
     vault = VaultInputs(address=lab_vault.address, kv_mount="gpuaas", auth_method=VaultAuthMethod.TOKEN)
-    return spec.model_copy(update={"vault": vault})
+    return spec.model_copy(update={"vault": vault, "hosts": (*spec.hosts, second)})

@@ -5,6 +5,7 @@ roles' services -> an unreachable host fails the run, named. Real SSH, real apt,
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import time
@@ -26,7 +27,8 @@ from providers.host_convergence import (
 )
 from tests.fixtures.backend import state_text
 
-from .conftest import DEV_HOSTS, record_phase
+from .conftest import LAB_HOSTS as DEV_HOSTS
+from .conftest import SECOND_CONTROL, record_phase
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow]
 
@@ -35,6 +37,8 @@ EXPECTED_ACTIVE = {
     "dev-control-1": {"docker", "prometheus-node-exporter", "prometheus", "k3s", "gitlab-runsvdir",
                       "docker-registry", "gitlab-runner"},
     "dev-lab-1": {"docker", "prometheus-node-exporter", "munge", "slurmctld", "gitlab-runner"},
+    # the second control host: k3s (joined to the first), its runners, no GitLab of its own
+    "dev-control-2": {"docker", "prometheus-node-exporter", "prometheus", "k3s", "gitlab-runner"},
     # the GPU lane's runner (worker-compute only) sits on the GPU host: seed 003's one exception
     "dev-gpu-1": {"docker", "prometheus-node-exporter", "munge", "slurmd", "gpuaas-node-agent", "gitlab-runner"},
 }
@@ -184,7 +188,7 @@ def test_second_up_through_the_cli_changes_nothing_and_a_preview_lists_a_change(
     for h in DEV_HOSTS:
         assert f"[host-convergence preview] {h}: would change: Set journald retention" in said
     assert "+MaxRetentionSec=14day" in said
-    assert "hosts that would change: dev-control-1, dev-gpu-1, dev-lab-1" in said
+    assert "hosts that would change: dev-control-1, dev-control-2, dev-gpu-1, dev-lab-1" in said
     assert "MaxRetentionSec=30day" in lab.ssh("dev-gpu-1", "cat /etc/systemd/journald.conf.d/gpuaas.conf").stdout
     _assert_no_secret(state_text(engine) + up.log + preview.log + said, lab_secrets)
 
@@ -200,7 +204,8 @@ def test_each_host_runs_exactly_its_roles_services(lab: LabInfo) -> None:
     assert {h: _active(lab, h) for h in DEV_HOSTS} == EXPECTED_ACTIVE
     for h in DEV_HOSTS:
         marker = lab.ssh(h, "cat /etc/gpuaas/host-role /etc/ansible/facts.d/gpuaas.fact").stdout
-        logical = {"dev-control-1": "platform_control", "dev-lab-1": "app_control", "dev-gpu-1": "worker_compute"}
+        logical = {"dev-control-1": "platform_control", "dev-lab-1": "app_control", "dev-gpu-1": "worker_compute",
+                   SECOND_CONTROL: "platform_control"}
         assert marker.splitlines()[0] == logical[h]
         assert lab.ssh(h, "test -d /opt/gpuaas -a -d /var/lib/gpuaas -a -d /var/log/gpuaas -a -d /etc/gpuaas"
                           " -a -f /etc/systemd/journald.conf.d/gpuaas.conf").returncode == 0
@@ -212,7 +217,7 @@ def test_each_host_runs_exactly_its_roles_services(lab: LabInfo) -> None:
     assert versions == dict.fromkeys(DEV_HOSTS, f"v{cli_version()}"), versions
     tags = {h: lab.ssh(h, "cat /etc/gpuaas/runner-tags").stdout.split() for h in DEV_HOSTS}
     assert tags == {"dev-control-1": ["platform-control", "sim"], "dev-lab-1": ["app-control"],
-                    "dev-gpu-1": ["worker-compute"]}, tags
+                    "dev-gpu-1": ["worker-compute"], SECOND_CONTROL: ["platform-control", "sim"]}, tags
 
 
 def test_the_weka_mount_unit_is_installed_and_active_on_the_worker(lab: LabInfo) -> None:
@@ -269,6 +274,37 @@ def test_observability_agent_answers_on_every_host(lab: LabInfo) -> None:
         ups = {x["metric"]["host"]: x["value"][1] for x in res if "host" in x["metric"]}
         return ups if ups == dict.fromkeys(DEV_HOSTS, "1") else {}
     assert _poll(all_up), "central Prometheus does not see every host's agent up"
+
+
+def test_the_second_control_host_joins_the_first_k3s_with_the_cluster_token(
+    lab: LabInfo, lab_secrets: dict[str, str],
+) -> None:
+    """Two control hosts, one control plane: dev-control-1 initialised the cluster; dev-control-2's k3s server
+    was started with --server https://<dev-control-1>:6443 and the token from Vault, and the first server
+    admitted it. The stand-in records its arguments and the token's digest; given another token, the join is
+    refused (the first server records the refusal) and the joiner's k3s does not come up."""
+    if "first" not in _state:
+        pytest.fail("the converge test did not leave its result: it failed or did not run first")
+    token = lab_secrets["dev/k3s/cluster#token"]
+    first = json.loads(lab.ssh("dev-control-1", "cat /var/lib/rancher/k3s/standin/server-args.json").stdout)
+    second = json.loads(lab.ssh(SECOND_CONTROL, "cat /var/lib/rancher/k3s/standin/server-args.json").stdout)
+    digest = hashlib.sha256(token.encode()).hexdigest()
+    assert first["cluster_init"] and first["server"] is None and first["token_sha256"] == digest
+    assert second["server"] == f"https://{lab.hosts['dev-control-1']}:6443" and not second["cluster_init"]
+    assert second["token_sha256"] == digest
+    assert "--token-file" in second["argv"] and token not in json.dumps(second)
+    members = lab.ssh("dev-control-1", "ls /var/lib/rancher/k3s/standin/members").stdout.split()
+    assert members == [SECOND_CONTROL]
+    assert lab.ssh("dev-control-1", "stat -c %a /etc/rancher/k3s/cluster-token").stdout.strip() == "600"
+    # another token: refused, recorded by the first server; the joiner's k3s fails
+    swap = "cp /etc/rancher/k3s/cluster-token /root/token.keep && echo K10-not-the-cluster-token >" \
+           " /etc/rancher/k3s/cluster-token && systemctl restart k3s; true"
+    lab.ssh(SECOND_CONTROL, swap)
+    refused = _poll(lambda: lab.ssh("dev-control-1", f"test -e /var/lib/rancher/k3s/standin/refused/{SECOND_CONTROL}"
+                                    " && echo refused").stdout.strip())
+    lab.ssh(SECOND_CONTROL, "cp /root/token.keep /etc/rancher/k3s/cluster-token && systemctl restart k3s")
+    assert refused == "refused", "the first server did not refuse another token"
+    assert _poll(lambda: lab.ssh(SECOND_CONTROL, "k3s kubectl get namespace default").returncode == 0)
 
 
 def test_unreachable_host_fails_the_run_naming_it(
