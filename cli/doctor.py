@@ -32,6 +32,7 @@ from clients.vault import (
     VaultSettings,
     credentials_from_config,
 )
+from components.host_roles import host_secret_refs
 from components.settings import EmbeddedEndpointMissing, StackSettings
 from environments import Environment
 from environments.model import EndpointKind
@@ -102,7 +103,7 @@ class Doctor:
             if maas_urls[site.name]:
                 self.maas_version(site.name, maas_urls[site.name] or "", site.tls_verify)
         values = self.vault(vault_url)
-        refs = self.settings.host_roles.secret_refs if self.settings.host_roles else None
+        refs = host_secret_refs(env, self.settings.host_roles)
         check_preview_identity(env, vault_url if self.answered(vault_url) else None, self.ca(EndpointKind.VAULT),
                                secret_checklist(env, refs), lambda c, t, st, d, h: self.add(c, t, Status(st), d, h))
         for site in env.sites:
@@ -187,7 +188,7 @@ class Doctor:
     # --- Vault -----------------------------------------------------------------------------------
     def vault(self, url: str | None) -> dict[str, SecretStr]:
         roles = self.settings.host_roles
-        entries = secret_checklist(self.env, roles.secret_refs if roles else None)
+        entries = secret_checklist(self.env, host_secret_refs(self.env, roles))
         if not self.answered(url):
             self.skip("vault auth", url or "vault", "Vault not reachable")
             for e in entries:

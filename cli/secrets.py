@@ -260,9 +260,12 @@ def stack_config(stack: str, overrides: list[str], stacks_dir: Path = STACKS_DIR
 
 
 def stack_secret_refs(stack: str, env: Environment) -> dict[str, str]:
-    """The stack's `hostRoles.secret_refs` (empty when the stack converges no hosts or has no file)."""
+    """The stack's host-convergence Vault references: `hostRoles.secret_refs` and each runner's token (empty when
+    the stack converges no hosts or has no file)."""
     settings = StackSettings.from_config(stack, {**stack_config(stack, []), "environment": env.name})
-    return dict(settings.host_roles.secret_refs) if settings.host_roles else {}
+    from components.host_roles import host_secret_refs  # the component compiles the runners' references
+
+    return host_secret_refs(env, settings.host_roles)
 
 
 def load(name: str) -> Environment | None:

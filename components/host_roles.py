@@ -3,14 +3,12 @@
 Stack config (`gpuaas-infra:hostRoles`, an object; everything but the environment comes from here):
 
     gpuaas-infra:hostRoles:
-      artifacts:                       # non-Debian artifacts, each verified by sha256 on the host
-        k3s: {url: ..., sha256: ...}
-        gitlab: {url: ..., sha256: ...}          # the gitlab-ce .deb
-        gitlab_runner: {url: ..., sha256: ...}   # the gitlab-runner .deb
-        node_agent: {url: ..., sha256: ...}
+      pins: environments/pins/dev.yaml # the releases the hosts install (operator data: environments/pins/):
+                                       # k3s, gitlab, gitlab_runner, node_agent, pulumi_cli, each url + sha256
+      artifacts: {}                    # inline pins replacing the file's by name (the lab's own URLs only)
+      runner_tokens: dev/ci/runners    # Vault path: one token per runner, key <hostname>.<tag>
       secret_refs:                     # extra var -> Vault reference (values never in config/state)
         gpuaas_munge_key: dev/slurm/munge#key
-        gpuaas_runner_token: dev/ci/runner#token
         gpuaas_gitlab_root_password: dev/gitlab/root#password
         gpuaas_k3s_token: dev/k3s/cluster#token     # every k3s server joins the first with it
       preview_check: true              # preview runs ansible --check --diff and prints what would change
@@ -34,6 +32,7 @@ import pulumi
 
 from environments import Environment
 from environments.findings import Code, Finding, finding
+from environments.model import HostRole
 from environments.pins import STANDIN_MARK, load_pins, pin_findings, standin_digests
 from environments.pins import display as pins_display
 from environments.pins import resolve as resolve_pins
@@ -48,7 +47,7 @@ from .settings import HOST_ROLES, NAMESPACE, HostRolesSettings, StackSettings, s
 ROLE_NEEDS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "control_plane_k3s": (("k3s",), ("gpuaas_k3s_token",)),
     "gitlab": (("gitlab",), ("gpuaas_gitlab_root_password",)),
-    "runner": (("gitlab_runner", "pulumi_cli"), ("gpuaas_runner_token",)),
+    "runner": (("gitlab_runner", "pulumi_cli"), ()),  # each runner's own token: hostRoles.runner_tokens
     "worker_compute": (("node_agent",), ("gpuaas_munge_key",)),
     "app_control": ((), ("gpuaas_munge_key",)),
 }
@@ -94,6 +93,23 @@ def artifacts_of(host_roles: HostRolesSettings) -> dict[str, ArtifactSource]:
     return out | inline
 
 
+def runner_token_refs(env: Environment, host_roles: HostRolesSettings) -> dict[str, dict[str, str]]:
+    """hostname -> tag -> `<runner_tokens path>#<hostname>.<tag>`: one token per runner (a host's tag)."""
+    if not host_roles.runner_tokens:
+        return {}
+    return {h.hostname: {t.value: f"{host_roles.runner_tokens}#{h.hostname}.{t.value}" for t in h.runner_tags}
+            for h in env.hosts if HostRole.RUNNER in h.roles and h.runner_tags}
+
+
+def host_secret_refs(env: Environment, host_roles: HostRolesSettings | None) -> dict[str, str]:
+    """Every Vault reference host convergence reads besides the SSH key (the secrets checklist lists them)."""
+    if host_roles is None:
+        return {}
+    runners = {f"gpuaas_runner_tokens.{h}.{t}": ref for h, tags in runner_token_refs(env, host_roles).items()
+               for t, ref in tags.items()}
+    return {**host_roles.secret_refs, **runners}
+
+
 def spec_for(env: Environment, settings: StackSettings, host_roles: HostRolesSettings) -> HostConvergenceSpec:
     """The resource's inputs from the compiled environment + the stack's hostRoles config (pure)."""
     keys = sorted({h.ssh_key_path for h in env.hosts})
@@ -107,6 +123,7 @@ def spec_for(env: Environment, settings: StackSettings, host_roles: HostRolesSet
         vault=vault_inputs(env, settings),
         artifacts=artifacts_of(host_roles),
         secret_refs=host_roles.secret_refs,
+        runner_token_refs=runner_token_refs(env, host_roles),
         preview_check=host_roles.preview_check,
         apt_source=host_roles.apt_source,
         extra_vars=host_roles.extra_vars,
@@ -149,6 +166,13 @@ def host_roles_findings(env: Environment, settings: StackSettings, preview: bool
         out += pin_findings(pins, pins_display(resolve_pins(roles.pins)), wanted,
                             lab_allowed=env.tier.value == "local", preview=preview)
     out += _inline_standins(env, settings)
+    runners = [h.hostname for h in env.hosts if HostRole.RUNNER in h.roles]
+    if runners and not roles.runner_tokens:
+        out.append(finding(Code.HOST_SECRET_MISSING, stack_file(settings.stack),
+                           f"{NAMESPACE}:{HOST_ROLES}.runner_tokens",
+                           f"the runners of {', '.join(runners)} need their tokens (one per runner)",
+                           hint=f"set {NAMESPACE}:{HOST_ROLES}.runner_tokens: <Vault path>; under it, one key "
+                                "<hostname>.<tag> per runner (gpuaas-infra secrets lists them)"))
     for (code, name), by_role in sorted(needs.items()):
         have = declared if code is Code.PIN_MISSING else set(roles.secret_refs)
         if name in have:

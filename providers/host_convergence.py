@@ -54,8 +54,8 @@ __all__ = ["ArtifactSource", "ConvergenceFailed", "ConvergenceResult", "DESCRIPT
 DESCRIPTOR = register(KindDescriptor(
     name="HostConvergence",
     identity=("environment",),
-    in_place=("hosts", "ssh_key_ref", "artifacts", "apt_source", "secret_refs", "extra_vars", "vault", "timeout_s",
-              "machines", "content_hash"),
+    in_place=("hosts", "ssh_key_ref", "artifacts", "apt_source", "secret_refs", "runner_token_refs", "extra_vars",
+              "vault", "timeout_s", "machines", "content_hash"),
     ignored=("preview_check",),  # changes what a preview prints, not the hosts
     summary_outputs=("changed_total",),
     doc="ansible-runner converged the environment's hosts to their roles",

@@ -80,6 +80,8 @@ class HostConvergenceSpec(Wire):
     apt_source: str = ""
     secret_refs: dict[str, str] = {}
     """extra var name -> Vault reference, e.g. gpuaas_munge_key_b64 -> dev/slurm/munge#key_b64."""
+    runner_token_refs: dict[str, dict[str, VaultRef]] = {}
+    """hostname -> runner tag -> the Vault reference of that runner's own token (`gpuaas_runner_tokens`)."""
     extra_vars: dict[str, Any] = {}
     vault: VaultInputs | None = None
     preview_check: bool = False
@@ -215,8 +217,10 @@ def plan(spec: HostConvergenceSpec) -> Plan:
     unknown = sorted(set(spec.machines) - {h.hostname for h in spec.hosts})
     if unknown:
         raise ValueError(f"machines names hosts not in the inventory: {', '.join(unknown)}")
+    refs = {**spec.secret_refs, **{f"gpuaas_runner_tokens.{h}.{t}": r for h, tags in spec.runner_token_refs.items()
+                                   for t, r in tags.items()}}
     return Plan(inventory=inventory, extravars=extravars,
-                content_hash=content_hash(inventory, extravars, spec.secret_refs, spec.machines))
+                content_hash=content_hash(inventory, extravars, refs, spec.machines))
 
 
 # --- converging (effectful) ----------------------------------------------------------------------
@@ -245,7 +249,10 @@ def converge(spec: HostConvergenceSpec, read_secret: SecretReader, *, check: boo
              on_event: Callable[[TaskEvent], None] | None = print_progress) -> ConvergenceResult:
     """Validate, fetch secrets, run the site playbook. Raises ConvergenceFailed naming the hosts."""
     p = plan(spec)  # raises RoleRulesViolated before anything touches a host
-    secrets = {name: read_secret(ref).get_secret_value() for name, ref in sorted(spec.secret_refs.items())}
+    secrets: dict[str, Any] = {name: read_secret(ref).get_secret_value()
+                               for name, ref in sorted(spec.secret_refs.items())}
+    secrets["gpuaas_runner_tokens"] = {h: {t: read_secret(r).get_secret_value() for t, r in tags.items()}
+                                       for h, tags in sorted(spec.runner_token_refs.items())}
     run = PlaybookRun(playbook=SITE_PLAYBOOK, inventory=p.inventory, extravars={**p.extravars, **secrets},
                       ssh_private_key=read_secret(spec.ssh_key_ref), check=check, diff=check,
                       timeout_s=spec.timeout_s)

@@ -40,10 +40,12 @@ DEV_HOSTS = ["dev-control-1", "dev-lab-1", "dev-gpu-1"]
 # first's k3s; GitLab stays on dev-control-1 (the one host declaring it). Added to dev's compiled inventory here.
 SECOND_CONTROL = "dev-control-2"
 LAB_HOSTS = [*DEV_HOSTS, SECOND_CONTROL]
+RUNNER_TOKENS = "dev/ci/runners"  # the committed hostRoles.runner_tokens: one token per runner, key <host>.<tag>
+RUNNERS = {"dev-control-1": ["platform-control", "sim"], "dev-lab-1": ["app-control"],
+           "dev-gpu-1": ["worker-compute"], SECOND_CONTROL: ["platform-control", "sim"]}
 SSH_KEY_REF = "dev/ssh/lab-admin#private_key"  # the dev environment's ssh_key_path
 SECRET_REFS = {  # the committed stacks/Pulumi.dev.yaml's hostRoles.secret_refs (lab_spec checks they agree)
     "gpuaas_munge_key": "dev/slurm/munge#key",
-    "gpuaas_runner_token": "dev/ci/runner#token",
     "gpuaas_gitlab_root_password": "dev/gitlab/root#password",
     "gpuaas_k3s_token": "dev/k3s/cluster#token",
 }
@@ -85,7 +87,8 @@ def lab_secrets(lab: LabInfo) -> dict[str, str]:
     return _Secrets({
         SSH_KEY_REF: lab.ssh_key_file.read_text(),
         SECRET_REFS["gpuaas_munge_key"]: base64.b64encode(os.urandom(1024)).decode(),
-        SECRET_REFS["gpuaas_runner_token"]: "glrt-" + secrets.token_urlsafe(20),
+        **{f"{RUNNER_TOKENS}#{host}.{tag}": "glrt-" + secrets.token_urlsafe(20) for host, tags in RUNNERS.items()
+           for tag in tags},
         SECRET_REFS["gpuaas_gitlab_root_password"]: secrets.token_urlsafe(24),
         SECRET_REFS["gpuaas_k3s_token"]: "K10" + secrets.token_hex(24),
     })
@@ -141,4 +144,7 @@ def lab_spec(lab: LabInfo, lab_vault: OpenBaoDevServer) -> HostConvergenceSpec:
     second = first.model_copy(update={"hostname": SECOND_CONTROL, "address": lab.hosts[SECOND_CONTROL],
                                       "roles": tuple(r for r in first.roles if r != "gitlab")})
     vault = VaultInputs(address=lab_vault.address, kv_mount="gpuaas", auth_method=VaultAuthMethod.TOKEN)
-    return spec.model_copy(update={"vault": vault, "hosts": (*spec.hosts, second)})
+    assert committed.host_roles.runner_tokens == RUNNER_TOKENS
+    tokens = {**spec.runner_token_refs, SECOND_CONTROL: {t: f"{RUNNER_TOKENS}#{SECOND_CONTROL}.{t}"
+                                                         for t in RUNNERS[SECOND_CONTROL]}}
+    return spec.model_copy(update={"vault": vault, "hosts": (*spec.hosts, second), "runner_token_refs": tokens})

@@ -28,7 +28,7 @@ from providers.host_convergence import (
 from tests.fixtures.backend import state_text
 
 from .conftest import LAB_HOSTS as DEV_HOSTS
-from .conftest import SECOND_CONTROL, record_phase
+from .conftest import RUNNER_TOKENS, RUNNERS, SECOND_CONTROL, record_phase
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow]
 
@@ -198,7 +198,7 @@ def _active(lab: LabInfo, host: str) -> set[str]:
     return {svc for svc, state in zip(sorted(ALL_MANAGED), out, strict=True) if state == "active"}
 
 
-def test_each_host_runs_exactly_its_roles_services(lab: LabInfo) -> None:
+def test_each_host_runs_exactly_its_roles_services(lab: LabInfo, lab_secrets: dict[str, str]) -> None:
     if "first" not in _state:
         pytest.fail("the converge test did not leave its result: it failed or did not run first")
     assert {h: _active(lab, h) for h in DEV_HOSTS} == EXPECTED_ACTIVE
@@ -215,6 +215,13 @@ def test_each_host_runs_exactly_its_roles_services(lab: LabInfo) -> None:
     # issue 28: every runner host has the pinned Pulumi CLI on PATH, the build the tests use
     versions = {h: lab.ssh(h, "sudo -u gpuaas /usr/local/bin/pulumi version").stdout.strip() for h in DEV_HOSTS}
     assert versions == dict.fromkeys(DEV_HOSTS, f"v{cli_version()}"), versions
+    # one token per runner: each runner of config.toml carries the Vault value of its own <host>.<tag>
+    for host, host_tags in RUNNERS.items():
+        config = lab.ssh(host, "cat /etc/gitlab-runner/config.toml").stdout
+        for tag in host_tags:
+            block = config.split(f'name = "{host}-{tag}"', 1)[1].split("[[runners]]")[0]
+            own = f'token = "{lab_secrets[f"{RUNNER_TOKENS}#{host}.{tag}"]}"' in block  # never shown on failure
+            assert own, f"{host}/{tag}: the runner does not carry its own token"
     tags = {h: lab.ssh(h, "cat /etc/gpuaas/runner-tags").stdout.split() for h in DEV_HOSTS}
     assert tags == {"dev-control-1": ["platform-control", "sim"], "dev-lab-1": ["app-control"],
                     "dev-gpu-1": ["worker-compute"], SECOND_CONTROL: ["platform-control", "sim"]}, tags
