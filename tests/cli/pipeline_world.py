@@ -11,9 +11,11 @@ stack files converge no hosts (hosts are no embedded service: the lab tier conve
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 import subprocess
+import sys
 from collections.abc import Iterator
 from contextlib import ExitStack
 from pathlib import Path
@@ -48,13 +50,29 @@ def copy_project(dest: Path) -> Path:
         if src.is_file():
             (dest / rel).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(src, dest / rel)
-    for venv in (".venv", ".policy-venv"):
-        if (REPO / venv).exists():
-            (dest / venv).symlink_to((REPO / venv).resolve())
+    _overlay_venv(REPO / ".venv", dest / ".venv")
+    _overlay_venv(REPO / ".policy-venv", dest / ".policy-venv")
+    stamp = hashlib.sha256((dest / "pyproject.toml").read_bytes()).hexdigest()[:16]
+    (dest / ".venv" / f".gpuaas-pip-{stamp}").touch()  # what `make setup` installed: the packages are there
+    req = hashlib.sha256((dest / "policy" / "requirements.txt").read_bytes()).hexdigest()[:16]
+    (dest / ".policy-venv" / f".req-{req}").touch()
     (dest / "build").mkdir(exist_ok=True)
     (dest / "build" / "pulumi").symlink_to(MAIN_BUILD)
     (dest / ".stamps").mkdir(exist_ok=True)
     return dest
+
+
+def _overlay_venv(source: Path, dest: Path) -> None:
+    """A venv of its own for the copy (what `make setup` writes into a venv, e.g. the ast guard's .pth, lands
+    here, never in the shared one) that sees the shared venv's packages through `site.addsitedir`."""
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(dest)], check=True)
+    real = subprocess.run([str(source / "bin" / "python"), "-c",
+                           "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                          capture_output=True, text=True, check=True).stdout.strip()
+    mine = subprocess.run([str(dest / "bin" / "python"), "-c",
+                           "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                          capture_output=True, text=True, check=True).stdout.strip()
+    Path(mine, "shared-venv.pth").write_text(f"import site; site.addsitedir({real!r})\n")
 
 
 def _trim(doc: dict[str, Any], env: str) -> None:
