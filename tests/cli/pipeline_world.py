@@ -51,7 +51,11 @@ def copy_project(dest: Path) -> Path:
             (dest / rel).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(src, dest / rel)
     _overlay_venv(REPO / ".venv", dest / ".venv")
-    _overlay_venv(REPO / ".policy-venv", dest / ".policy-venv")
+    # the checkout's policy venv, or the one beside the venv it shares (a worktree of the main checkout)
+    policy = next((p for p in (REPO / ".policy-venv", (REPO / ".venv").resolve().parent / ".policy-venv")
+                   if (p / "bin" / "python").exists()), None)
+    assert policy is not None, "no .policy-venv: run `make policy-venv` first"
+    _overlay_venv(policy, dest / ".policy-venv")
     stamp = hashlib.sha256((dest / "pyproject.toml").read_bytes()).hexdigest()[:16]
     (dest / ".venv" / f".gpuaas-pip-{stamp}").touch()  # what `make setup` installed: the packages are there
     req = hashlib.sha256((dest / "policy" / "requirements.txt").read_bytes()).hexdigest()[:16]
