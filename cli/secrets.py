@@ -300,4 +300,14 @@ def secrets_main(argv: list[str]) -> int:
         sys.stderr.write(f"{conflict}\n")
         return 2
     sys.stdout.write(render_template(env, entries) if args.template else render_table(env, entries))
+    if not args.template:
+        sys.stdout.write(PIPELINE_IDENTITIES.format(env=env.name))
     return 0
+
+
+# Not Vault entries but what reads them: the pipeline's two AppRoles per stack (docs/operations.md).
+PIPELINE_IDENTITIES = """
+Pipeline identities (AppRole role_id/secret_id as masked CI/CD variables, not Vault entries):
+  deploy   scope {env} (the deploy jobs)        transit encrypt+decrypt gpuaas-{env}, read on every path above
+  preview  scope preview/<stack> (MR previews)  transit decrypt gpuaas-{env} only; `doctor` checks it is read-only
+"""

@@ -50,7 +50,10 @@ ROLE_NEEDS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "runner": (("gitlab_runner", "pulumi_cli"), ()),  # each runner's own token: hostRoles.runner_tokens
     "worker_compute": (("node_agent",), ("gpuaas_munge_key",)),
     "app_control": ((), ("gpuaas_munge_key",)),
+    # every host (the playbook applies it to all): the site CA that signs each host's journal TLS certificate
+    "journal_shipping": ((), ("gpuaas_journal_ca_cert", "gpuaas_journal_ca_key")),
 }
+EVERY_HOST = ("journal_shipping",)  # roles the playbook applies to every host whatever its layout
 
 
 class HostRolesInvalid(ValueError):
@@ -133,7 +136,7 @@ def spec_for(env: Environment, settings: StackSettings, host_roles: HostRolesSet
 def _needs(env: Environment) -> dict[tuple[Code, str], dict[str, list[str]]]:
     needs: dict[tuple[Code, str], dict[str, list[str]]] = {}
     for host in env.hosts:
-        for role in (r.value for r in host.roles):
+        for role in (*(r.value for r in host.roles), *EVERY_HOST):
             artifacts, secrets = ROLE_NEEDS.get(role, ((), ()))
             for code, names in ((Code.PIN_MISSING, artifacts), (Code.HOST_SECRET_MISSING, secrets)):
                 for name in names:

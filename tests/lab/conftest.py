@@ -48,6 +48,8 @@ SECRET_REFS = {  # the committed stacks/Pulumi.dev.yaml's hostRoles.secret_refs 
     "gpuaas_munge_key": "dev/slurm/munge#key",
     "gpuaas_gitlab_root_password": "dev/gitlab/root#password",
     "gpuaas_k3s_token": "dev/k3s/cluster#token",
+    "gpuaas_journal_ca_cert": "dev/pki/journal#ca_cert",
+    "gpuaas_journal_ca_key": "dev/pki/journal#ca_key",
 }
 _REPORT: dict[str, object] = {}
 
@@ -91,7 +93,34 @@ def lab_secrets(lab: LabInfo) -> dict[str, str]:
            for tag in tags},
         SECRET_REFS["gpuaas_gitlab_root_password"]: secrets.token_urlsafe(24),
         SECRET_REFS["gpuaas_k3s_token"]: "K10" + secrets.token_hex(24),
+        **dict(zip((SECRET_REFS["gpuaas_journal_ca_cert"], SECRET_REFS["gpuaas_journal_ca_key"]),
+                   site_ca("gpuaas lab site CA"), strict=True)),
     })
+
+
+def site_ca(name: str) -> tuple[str, str]:
+    """(certificate PEM, key PEM) of a CA made here: the site CA that signs the hosts' journal certificates."""
+    import datetime
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)])
+    now = datetime.datetime.now(datetime.UTC)
+    cert = (x509.CertificateBuilder().subject_name(subject).issuer_name(subject).public_key(key.public_key())
+            .serial_number(x509.random_serial_number()).not_valid_before(now - datetime.timedelta(minutes=5))
+            .not_valid_after(now + datetime.timedelta(days=30))
+            .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+            .add_extension(x509.KeyUsage(digital_signature=True, key_cert_sign=True, crl_sign=True,
+                                         content_commitment=False, key_encipherment=False, data_encipherment=False,
+                                         key_agreement=False, encipher_only=False, decipher_only=False), critical=True)
+            .sign(key, hashes.SHA256()))
+    return (cert.public_bytes(serialization.Encoding.PEM).decode(),
+            key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                              serialization.NoEncryption()).decode())
 
 
 @pytest.fixture(scope="session")
@@ -137,7 +166,7 @@ def lab_spec(lab: LabInfo, lab_vault: OpenBaoDevServer) -> HostConvergenceSpec:
     artifacts = {k: ArtifactPin(url=a.url, sha256=a.sha256, version=a.version) for k, a in lab.artifacts.items()}
     on_lab = committed.host_roles.model_copy(update={
         "pins": None, "artifacts": artifacts, "apt_source": lab.apt_source,
-        "address_overrides": {h: str(a) for h, a in lab.hosts.items()},
+        "address_overrides": {h: str(a) for h, a in lab.hosts.items() if h != SECOND_CONTROL},
     })
     spec = spec_for(load_environment("dev"), committed, on_lab)
     first = next(h for h in spec.hosts if h.hostname == "dev-control-1")

@@ -28,7 +28,7 @@ from providers.host_convergence import (
 from tests.fixtures.backend import state_text
 
 from .conftest import LAB_HOSTS as DEV_HOSTS
-from .conftest import RUNNER_TOKENS, RUNNERS, SECOND_CONTROL, record_phase
+from .conftest import RUNNER_TOKENS, RUNNERS, SECOND_CONTROL, record_phase, site_ca
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow]
 
@@ -312,6 +312,76 @@ def test_the_second_control_host_joins_the_first_k3s_with_the_cluster_token(
     lab.ssh(SECOND_CONTROL, "cp /root/token.keep /etc/rancher/k3s/cluster-token && systemctl restart k3s")
     assert refused == "refused", "the first server did not refuse another token"
     assert _poll(lambda: lab.ssh(SECOND_CONTROL, "k3s kubectl get namespace default").returncode == 0)
+
+
+def _client_cert(ca: tuple[str, str], tmp: Path, name: str) -> tuple[Path, Path]:
+    """A client key and a certificate for `name` signed by `ca` (certificate PEM, key PEM)."""
+    import datetime
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    ca_cert, ca_key = x509.load_pem_x509_certificate(ca[0].encode()), serialization.load_pem_private_key(
+        ca[1].encode(), password=None)
+    key = ec.generate_private_key(ec.SECP256R1())
+    now = datetime.datetime.now(datetime.UTC)
+    cert = (x509.CertificateBuilder().subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)]))
+            .issuer_name(ca_cert.subject).public_key(key.public_key()).serial_number(x509.random_serial_number())
+            .not_valid_before(now - datetime.timedelta(minutes=5)).not_valid_after(now + datetime.timedelta(days=1))
+            .sign(ca_key, hashes.SHA256()))  # type: ignore[arg-type]
+    cert_file, key_file = tmp / f"{name}.crt", tmp / f"{name}.key"
+    cert_file.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    key_file.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                           serialization.NoEncryption()))
+    return cert_file, key_file
+
+
+def _upload_status(address: str, ca_file: Path, client: tuple[Path, Path] | None) -> int | str:
+    """POST an empty upload to the collector's gpu listener over TLS: the HTTP status, or the TLS failure."""
+    import http.client
+    import ssl
+
+    ctx = ssl.create_default_context(cafile=str(ca_file))
+    ctx.check_hostname = False  # the collector's certificate is checked against the site CA
+    if client:
+        ctx.load_cert_chain(str(client[0]), str(client[1]))
+    conn = http.client.HTTPSConnection(address, 19534, context=ctx, timeout=10)
+    try:
+        conn.request("POST", "/upload", body=b"", headers={"Content-Type": "application/vnd.fdo.journal"})
+        return conn.getresponse().status
+    except (ssl.SSLError, OSError) as e:
+        return type(e).__name__
+    finally:
+        conn.close()
+
+
+def test_journals_ship_over_tls_only_with_a_client_certificate_of_the_site_ca(
+    lab: LabInfo, lab_secrets: dict[str, str], tmp_path: Path,
+) -> None:
+    """Each host's key stays on it, its certificate is the site CA's (signed on the controller with the CA key
+    from Vault); a host's journal reaches the collector over TLS; an upload without a client certificate, or
+    with one of another CA, is refused."""
+    if "first" not in _state:
+        pytest.fail("the converge test did not leave its result: it failed or did not run first")
+    ca = (lab_secrets["dev/pki/journal#ca_cert"], lab_secrets["dev/pki/journal#ca_key"])
+    key_mode = lab.ssh("dev-gpu-1", "stat -c '%U:%G %a' /etc/gpuaas/journal/host.key").stdout.strip()
+    assert key_mode == "root:systemd-journal 640", key_mode
+    assert lab.ssh("dev-gpu-1", "openssl verify -CAfile /etc/gpuaas/journal/ca.pem /etc/gpuaas/journal/host.crt"
+                   ).returncode == 0
+    marker = f"gpuaas-journal-{os.urandom(6).hex()}"
+    lab.ssh("dev-gpu-1", f"logger -t gpuaas-lab {marker}")
+    arrived = _poll(lambda: marker in lab.ssh("dev-control-1", "journalctl -D /var/log/journal/remote/gpu "
+                                              "--no-pager -t gpuaas-lab -o cat").stdout, deadline_s=90)
+    assert arrived, lab.ssh("dev-gpu-1", "systemctl status systemd-journal-upload --no-pager").stdout[-1500:]
+    ca_file = tmp_path / "ca.pem"
+    ca_file.write_text(ca[0])
+    collector = str(lab.hosts["dev-control-1"])
+    other = site_ca("another CA")
+    assert _upload_status(collector, ca_file, None) not in (200, 202, 400), "no client certificate"
+    assert _upload_status(collector, ca_file, _client_cert(other, tmp_path, "intruder")) not in (200, 202, 400)
+    assert _upload_status(collector, ca_file, _client_cert(ca, tmp_path, "dev-gpu-1")) in (200, 202, 400)
 
 
 def test_unreachable_host_fails_the_run_naming_it(
