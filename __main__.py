@@ -11,6 +11,7 @@ from components.host_roles import host_roles_findings
 from components.settings import CONFIG_KEYS, NAMESPACE, StackConfigInvalid, StackSettings, part_findings
 from components.stack import declare_environment
 from environments import EnvironmentInvalid, load_environment
+from environments.findings import Level
 
 config = pulumi.Config(NAMESPACE)
 try:
@@ -24,9 +25,12 @@ except EnvironmentInvalid as invalid:
     # All findings at once, as a plain error (no Python traceback for bad input).
     raise pulumi.RunError(str(invalid)) from None
 
-stack_findings = part_findings(environment, settings) + host_roles_findings(environment, settings)
-if stack_findings:
-    raise pulumi.RunError(str(StackConfigInvalid(stack_findings)))
+preview = pulumi.runtime.is_dry_run()
+stack_findings = part_findings(environment, settings) + host_roles_findings(environment, settings, preview)
+if errors := [f for f in stack_findings if f.level is Level.ERROR]:
+    raise pulumi.RunError(str(StackConfigInvalid(errors)))
+for warning in stack_findings:  # a preview says what `up` will refuse (PIN001), and still shows the plan
+    pulumi.warn(warning.render())
 
 missing = settings.unresolved_endpoints(environment)
 if missing:

@@ -7,7 +7,10 @@ digest cannot. CI080 names the job and the image."""
 from __future__ import annotations
 
 import re
+from pathlib import Path
 from typing import Any
+
+import yaml
 
 from .rules import Finding
 
@@ -47,3 +50,28 @@ def image_findings(doc: dict[str, Any], jobs: dict[str, dict[str, Any]]) -> list
             out.append(Finding(code="CI080", path=f"{name}.image", message=f"image {image!r} is not pinned by digest",
                                hint="name it <image>@sha256:<digest> (build/ci-image/build.sh --pin)"))
     return out
+
+
+RUNNER_DEFAULTS = "ansible/roles/runner/defaults/main.yml"
+
+
+def runner_executor(root: Path) -> str | None:
+    """The executor the runner role registers runners with (`runner_executor`), or None without the role."""
+    path = root / RUNNER_DEFAULTS
+    if not path.is_file():
+        return None
+    return str((yaml.safe_load(path.read_text()) or {}).get("runner_executor") or "") or None
+
+
+def executor_findings(doc: dict[str, Any], jobs: dict[str, dict[str, Any]], root: Path) -> list[Finding]:
+    """CI081: a job that names an image while the runners are shell executors would run on the host as it is,
+    the image ignored: the toolchain a job relies on must come from the runner role (and `make setup`)."""
+    if runner_executor(root) != "shell":
+        return []
+    default = _image_name((doc.get("default") or {}).get("image")) or _image_name(doc.get("image"))
+    return [Finding(code="CI081", path=f"{name}.image",
+                    message=f"image {(_image_name(job.get('image')) or default)!r} would be ignored: the runners are "
+                            f"shell executors ({RUNNER_DEFAULTS})",
+                    hint="drop the image; the runner role installs the pinned Pulumi CLI and `make setup` the rest")
+            for name, job in sorted(jobs.items()) if _image_name(job.get("image")) or default]
+

@@ -17,7 +17,7 @@ from typing import Any
 
 import yaml
 
-from ci_lint.images import image_findings
+from ci_lint.images import executor_findings, image_findings
 from ci_lint.pins import cli_pin_findings
 from ci_lint.rules import (
     ALLOWED_TAGS,
@@ -218,6 +218,8 @@ def lint(path: Path, stacks_dir: Path | None = None) -> list[str]:
     if not isinstance(doc, dict):
         return [f"{path}: (top level): CI000 expected a mapping of keywords and jobs"]
     findings = schema_findings(doc) + project_findings(doc, stacks_dir)
+    root = stacks_dir.resolve().parent if stacks_dir is not None else path.resolve().parent  # the repository
+    findings += executor_findings(doc, resolve_jobs(doc)[0], root)
     pins = cli_pin_findings(path.resolve().parent)
     return [f.render(str(path)) for f in findings] + [f.render(str(file)) for file, f in pins]
 

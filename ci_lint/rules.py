@@ -123,9 +123,20 @@ def _active_rules(job: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def _env(job: dict[str, Any]) -> str | None:
+    """The environment a job deploys to; a job that only prepares one (`action: prepare`: the previews'
+    per-stack credential scopes `preview/<stack>`) deploys nothing."""
     env = job.get("environment")
+    if isinstance(env, dict) and env.get("action") == "prepare":
+        return None
     name = env.get("name") if isinstance(env, dict) else env
     return name if isinstance(name, str) else None
+
+
+# How a job runs the program (`gpuaas-infra stack <verb>`: the program served inline to the CLI, any CLI build;
+# docs/preview-notes.md) and the policy pack (an executable analyzer: no language host needed).
+PREVIEW_CMD = "cli.main stack preview"
+UP_CMD = "cli.main stack up"
+POLICY_PACK = "--policy-pack \"$CI_PROJECT_DIR/policy/run-policy-pack\""
 
 
 def _default_branch_only(job: dict[str, Any]) -> bool:
@@ -271,9 +282,10 @@ def stack_env(stack: str) -> str:
 def _promotion_findings(i: int, env: str, name: str, job: dict[str, Any], same_env: list[str],
                         prev: list[str]) -> list[Finding]:
     out: list[Finding] = []
-    if "--policy-pack policy" not in _script_text(job):
+    text = _script_text(job)
+    if POLICY_PACK not in text or UP_CMD not in text:
         out.append(Finding(code="CI076", path=f"{name}.script", message=f"{env} deploys without the policy pack",
-                           hint="pulumi up ... --policy-pack policy"))
+                           hint=f"{UP_CMD} --yes --stack $STACK ... {POLICY_PACK}"))
     if i == 0 and _manual(job):
         out.append(Finding(code="CI071", path=f"{name}.rules", message=f"{env} should deploy automatically"))
     if i == 0:
@@ -309,16 +321,16 @@ def pipeline_findings(jobs: dict[str, dict[str, Any]]) -> list[Finding]:
         if not rules or not all("merge_request_event" in str(r.get("if", "")) for r in rules):
             out.append(Finding(code="CI061", path=f"{name}.rules", message="preview not limited to merge requests"))
         text = _script_text(job)
-        for needle in ("pulumi preview --json", "preview-note", "post-note"):
+        for needle in (f"{PREVIEW_CMD} --json", "preview-note", "post-note"):
             if needle not in text:
                 out.append(Finding(code="CI062", path=f"{name}.script", message=f"does not run `{needle}`"))
-        if "--policy-pack policy" not in text:
+        if POLICY_PACK not in text:
             out.append(
                 Finding(
                     code="CI063",
                     path=f"{name}.script",
                     message="previews without the policy pack",
-                    hint="pulumi preview ... --policy-pack policy",
+                    hint=f"{PREVIEW_CMD} --json ... {POLICY_PACK}",
                 )
             )
     by_env: dict[str, list[str]] = {}

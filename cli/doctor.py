@@ -2,7 +2,8 @@
 
 Endpoints (reachability, TLS); Vault auth and every entry of `cli.secrets.secret_checklist`
 (keys, shape); MAAS key and version; platform admin token (role) and contract; app service-account
-tokens; S3 credentials, bucket, versioning. One row per check (OK/FAIL/SKIP, a fix hint per FAIL);
+tokens; S3 credentials, bucket, versioning; the previews' identity (read-only: doctor_preview.py); every host
+artifact pin (doctor_pins.py). One row per check (OK/FAIL/SKIP, a fix hint per FAIL);
 exit 1 on any FAIL, 2 on bad input. No value read from Vault is ever printed (docs/operations.md).
 """
 
@@ -31,11 +32,14 @@ from clients.vault import (
     VaultSettings,
     credentials_from_config,
 )
+from components.host_roles import host_secret_refs
 from components.settings import EmbeddedEndpointMissing, StackSettings
 from environments import Environment
 from environments.model import EndpointKind
 from environments.rules_tls import resolve_ca
 
+from .doctor_pins import check_pins
+from .doctor_preview import check_preview_identity
 from .secrets import SHAPE_TEXT, SecretEntry, load, secret_checklist, shape_problem, stack_config
 from .table import render_table
 
@@ -98,12 +102,16 @@ class Doctor:
             if maas_urls[site.name]:
                 self.maas_version(site.name, maas_urls[site.name] or "", site.tls_verify)
         values = self.vault(vault_url)
+        refs = host_secret_refs(env, self.settings.host_roles)
+        check_preview_identity(env, vault_url if self.answered(vault_url) else None, self.ca(EndpointKind.VAULT),
+                               secret_checklist(env, refs), lambda c, t, st, d, h: self.add(c, t, Status(st), d, h))
         for site in env.sites:
             self.maas_key(site.name, maas_urls[site.name], site.tls_verify, values.get(site.maas_api_key_path))
         self.platform_url = platform_url or ""
         self.platform(platform_url, values.get(env.platform.admin_token_path))
         self.app_tokens(platform_url, values)
         self.s3(s3_url, values.get(env.artifact_store.credentials_path))
+        check_pins(env, self.settings, lambda c, t, st, d, h: self.add(c, t, Status(st), d, h))
         return self.rows
 
     # --- endpoints -------------------------------------------------------------------------------
@@ -179,7 +187,7 @@ class Doctor:
     # --- Vault -----------------------------------------------------------------------------------
     def vault(self, url: str | None) -> dict[str, SecretStr]:
         roles = self.settings.host_roles
-        entries = secret_checklist(self.env, roles.secret_refs if roles else None)
+        entries = secret_checklist(self.env, host_secret_refs(self.env, roles))
         if not self.answered(url):
             self.skip("vault auth", url or "vault", "Vault not reachable")
             for e in entries:

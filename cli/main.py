@@ -28,6 +28,18 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "cli.doctor:doctor_main",
         "read-only pre-flight checks: endpoints, TLS, Vault entries, MAAS/platform/S3 credentials",
     ),
+    "pin": (
+        "cli.pin:pin_main",
+        "url + sha256 of a host artifact (a downloaded file or its URL), written into an environment's pins file",
+    ),
+    "stack": (
+        "cli.stack:stack_main",
+        "run `pulumi preview|up|refresh|destroy` with the program served inline (any CLI build), or `stack init`",
+    ),
+    "vault-login": (
+        "cli.vault_login:vault_login_main",
+        "AppRole login (VAULT_ROLE_ID, VAULT_SECRET_ID); prints `export VAULT_TOKEN=...` for the job's shell",
+    ),
     "ci-lint": (
         "ci_lint.lint:main",
         "validate .gitlab-ci.yml offline (schema + project rules)",

@@ -288,9 +288,12 @@ def stack_config(stack: str, overrides: list[str], stacks_dir: Path = STACKS_DIR
 
 
 def stack_secret_refs(stack: str, env: Environment) -> dict[str, str]:
-    """The stack's `hostRoles.secret_refs` (empty when the stack converges no hosts or has no file)."""
+    """The stack's host-convergence Vault references: `hostRoles.secret_refs` and each runner's token (empty when
+    the stack converges no hosts or has no file)."""
     settings = StackSettings.from_config(stack, {**stack_config(stack, []), "environment": env.name})
-    return dict(settings.host_roles.secret_refs) if settings.host_roles else {}
+    from components.host_roles import host_secret_refs  # the component compiles the runners' references
+
+    return host_secret_refs(env, settings.host_roles)
 
 
 def load(name: str) -> Environment | None:
@@ -325,4 +328,14 @@ def secrets_main(argv: list[str]) -> int:
         sys.stderr.write(f"{conflict}\n")
         return 2
     sys.stdout.write(render_template(env, entries) if args.template else render_table(env, entries))
+    if not args.template:
+        sys.stdout.write(PIPELINE_IDENTITIES.format(env=env.name))
     return 0
+
+
+# Not Vault entries but what reads them: the pipeline's two AppRoles per stack (docs/operations.md).
+PIPELINE_IDENTITIES = """
+Pipeline identities (AppRole role_id/secret_id as masked CI/CD variables, not Vault entries):
+  deploy   scope {env} (the deploy jobs)        transit encrypt+decrypt gpuaas-{env}, read on every path above
+  preview  scope preview/<stack> (MR previews)  transit decrypt gpuaas-{env} only; `doctor` checks it is read-only
+"""

@@ -249,6 +249,15 @@ class VaultReader:
         data = (resp or {}).get("data", {}).get("data") or {}
         return {k: SecretStr(v if isinstance(v, str) else json.dumps(v)) for k, v in data.items()}
 
+    def client(self) -> hvac.Client:
+        """The logged-in hvac client (raises VaultError when the login fails)."""
+        return self._login()
+
+    def token(self) -> SecretStr:
+        """The token this reader logs in with (AppRole: the one the login returned), for a caller that must
+        hand it on: the pipeline's `hashivault://` secrets provider reads VAULT_TOKEN only."""
+        return SecretStr(str(self._login().token))
+
     @staticmethod
     def _token_valid(client: hvac.Client) -> bool:
         try:

@@ -10,7 +10,7 @@ contract, the environment document is not.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol, cast
 
 import pulumi
@@ -59,6 +59,9 @@ class MachinesResult:
     """Stack outputs of the machines area."""
     node_ids: dict[str, pulumi.Output[Any]]
     """hostname -> Output of the platform node id it enrolled as (reading it depends on the machine)."""
+    identities: dict[str, pulumi.Output[Any]] = field(default_factory=dict)
+    """machine hostname -> Output of {system_id, deploy_fingerprint} once it is deployed, for the machines that
+    are declared hosts (host convergence keys on them and so runs after their deploy)."""
 
 
 def machine_spec(
@@ -221,21 +224,41 @@ def _owner(resource_name: str) -> str:
     return f"{pulumi.get_stack()}/{resource_name}"
 
 
-def declare_machines(env: Environment, settings: StackSettings, sites: SiteOutputs) -> dict[str, Any]:
+def _identity(system_id: Any, fingerprint: Any) -> dict[str, Any] | None:
+    return {"system_id": system_id, "deploy_fingerprint": fingerprint} if system_id and fingerprint else None
+
+
+def _pool_identity(hostname: str) -> Any:
+    def pick(records: dict[str, Any] | None) -> dict[str, Any] | None:
+        rec = (records or {}).get(hostname) or {}
+        return _identity(rec.get("system_id"), rec.get("deploy_fingerprint"))
+
+    return pick
+
+
+def declare_machines(env: Environment, settings: StackSettings, sites: SiteOutputs,
+                     identities: dict[str, pulumi.Output[Any]] | None = None) -> dict[str, Any]:
     """hostname -> {system_id, status, node_id} per standalone machine; `pool:<name>` -> hostname ->
-    {system_id, status, outcome, node_id} per pool machine."""
+    {system_id, status, outcome, node_id} per pool machine. `identities` is filled for machines that are
+    declared hosts (MachinesResult.identities)."""
     protect = env.tier.value == "prod"  # machines and pools in prod are protected (policy pack checks it)
+    hosts = {h.machine for h in env.hosts if h.machine}
+    identities = {} if identities is None else identities
     outputs: dict[str, Any] = {}
     parents: dict[str, SiteMachines] = {}
     for m in (m for m in env.standalone_machines() if settings.part.declares_site(m.site)):
         name = f"machine-{m.hostname}"
+        spec = _spec_output(env, sites, m)
         props: dict[str, Any] = {
-            "machine": _spec_output(env, sites, m).apply(_plain),
+            "machine": spec.apply(_plain),
             **_props(env, settings, sites, m.site, m.profile),
             "owner": _owner(name),
         }
         machine = MaasMachine(name, props, _options(parents, m.site, protect))
         outputs[m.hostname] = {"system_id": machine.system_id, "status": machine.status, "node_id": machine.node_id}
+        if m.hostname in hosts:  # the deployed machine's id (an output: after its deploy) and what it deployed
+            identities[m.hostname] = pulumi.Output.all(machine.system_id, spec.apply(
+                lambda s: s.deploy_fingerprint())).apply(lambda a: _identity(a[0], a[1]))
     for pool in env.machine_pools:
         members = env.machines_in_pool(pool.name)
         if not members or not settings.part.declares_site(pool.site):
@@ -247,6 +270,8 @@ def declare_machines(env: Environment, settings: StackSettings, sites: SiteOutpu
                  "owner": _owner(name)}
         resource = MachinePool(name, props, _options(parents, pool.site, protect))
         outputs[f"pool:{pool.name}"] = resource.machines_state.apply(_summary_records)
+        for m in (m for m in members if m.hostname in hosts):
+            identities[m.hostname] = resource.machines_state.apply(_pool_identity(m.hostname))
     return outputs
 
 
@@ -267,7 +292,8 @@ def build_machines(env: Environment, settings: StackSettings, sites: SiteOutputs
     members with them)."""
     if not env.machines:
         return MachinesResult(outputs={}, node_ids={})
-    machines = declare_machines(env, settings, sites)
+    identities: dict[str, pulumi.Output[Any]] = {}
+    machines = declare_machines(env, settings, sites, identities)
     node_ids: dict[str, pulumi.Output[Any]] = {}
     for m in env.machines:
         if m.pool is None and m.hostname in machines:
@@ -276,4 +302,4 @@ def build_machines(env: Environment, settings: StackSettings, sites: SiteOutputs
             node_ids[m.hostname] = machines[f"pool:{m.pool}"].apply(
                 lambda s, h=m.hostname: ((s or {}).get(h) or {}).get("node_id")
             )
-    return MachinesResult(outputs=machines, node_ids=node_ids)
+    return MachinesResult(outputs=machines, node_ids=node_ids, identities=identities)

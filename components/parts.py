@@ -18,7 +18,7 @@ id yet is unknown in a preview and stops an update here (`SiteStackNotDeployed`,
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import pulumi
@@ -28,6 +28,7 @@ from environments import Environment
 from .settings import StackSettings
 
 NODE_IDS = "node_ids"  # the site stack output the control stack reads
+MACHINE_IDENTITIES = "machine_identities"  # {system_id, deploy_fingerprint} of the site's machines that are hosts
 
 
 class SiteStackNotDeployed(pulumi.RunError):
@@ -43,7 +44,7 @@ def _unknown() -> pulumi.Output[Any]:
     return pulumi.Output(set(), _value(None), _value(False))
 
 
-def _node_id(stack: str, hostname: str) -> Any:
+def _node_id(stack: str, hostname: str, output: str = NODE_IDS) -> Any:
     def pick(ids: dict[str, Any] | None) -> Any:
         ids = ids or {}
         if hostname in ids:
@@ -51,22 +52,30 @@ def _node_id(stack: str, hostname: str) -> Any:
         if pulumi.runtime.is_dry_run():
             return _unknown()
         raise SiteStackNotDeployed(
-            f"site stack {stack} exports no node id for machine {hostname} (its output {NODE_IDS!r} "
+            f"site stack {stack} exports nothing for machine {hostname} (its output {output!r} "
             f"lacks it): run `pulumi up` of {stack} first; the control stack deploys after its site stacks")
 
     return pick
 
 
+def referenced(env: Environment, settings: StackSettings,
+               wanted: Mapping[str, Iterable[str]]) -> dict[str, dict[str, pulumi.Output[Any]]]:
+    """output name (NODE_IDS, MACHINE_IDENTITIES) -> machine hostname -> its value, read from the machine's
+    site stack's output: one `pulumi.StackReference` per site stack, shared by every output read."""
+    site_of = {m.hostname: m.site for m in env.machines}
+    refs: dict[str, pulumi.StackReference] = {}
+    out: dict[str, dict[str, pulumi.Output[Any]]] = {}
+    for output, machines in wanted.items():
+        out[output] = {}
+        for hostname in sorted(set(machines)):
+            stack = settings.site_stack(env, site_of[hostname])
+            if stack not in refs:
+                refs[stack] = pulumi.StackReference(stack)
+            out[output][hostname] = refs[stack].get_output(output).apply(_node_id(stack, hostname, output))
+    return out
+
+
 def referenced_node_ids(env: Environment, settings: StackSettings,
                         machines: Iterable[str]) -> dict[str, pulumi.Output[Any]]:
     """hostname -> its node id, read from its site stack's `node_ids` output (one reference per site)."""
-    site_of = {m.hostname: m.site for m in env.machines}
-    refs: dict[str, pulumi.StackReference] = {}
-    out: dict[str, pulumi.Output[Any]] = {}
-    for hostname in sorted(set(machines)):
-        site = site_of[hostname]
-        stack = settings.site_stack(env, site)
-        if site not in refs:
-            refs[site] = pulumi.StackReference(stack)
-        out[hostname] = refs[site].get_output(NODE_IDS).apply(_node_id(stack, hostname))
-    return out
+    return referenced(env, settings, {NODE_IDS: machines})[NODE_IDS]

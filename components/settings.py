@@ -86,6 +86,7 @@ class ArtifactPin(BaseModel):
 
     url: str = Field(min_length=1)
     sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
+    version: str = ""
 
 
 class HostRolesSettings(BaseModel):
@@ -93,8 +94,13 @@ class HostRolesSettings(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
+    pins: str | None = None
+    """The environment's pins file (environments/pins/<env>.yaml, relative to the repository): operator data."""
     artifacts: dict[str, ArtifactPin] = {}
+    """Pins given inline, each replacing the pins file's entry of that name (the lab: its own URLs)."""
     secret_refs: dict[str, str] = {}
+    runner_tokens: str | None = Field(default=None, pattern=r"^[A-Za-z0-9_./-]+$")
+    """Vault path of the runners' tokens: one per runner, key `<hostname>.<tag>` (a runner is a host's tag)."""
     preview_check: bool = False
     apt_source: str = ""
     address_overrides: dict[str, str] = {}

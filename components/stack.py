@@ -3,7 +3,7 @@
     sites      = build_sites(env, settings)                       # bundles, profiles, RoCE per site
     machines   = build_machines(env, settings, sites.site_outputs)  # MaasMachine / MachinePool
     apps       = build_apps(env, settings, machines.node_ids)     # AppInstance per app_instances entry
-    host_roles = build_host_roles(env, settings)                 # HostConvergence when hostRoles is set
+    host_roles = build_host_roles(env, settings, machines.identities)  # HostConvergence when hostRoles is set
 
 Each builder returns a frozen result; later builders take exactly what they need from earlier ones.
 
@@ -19,9 +19,9 @@ from typing import Any
 from environments import Environment
 
 from .apps import build_apps, member_machines
-from .host_roles import build_host_roles
+from .host_roles import build_host_roles, host_machines
 from .machines import build_machines
-from .parts import NODE_IDS, referenced_node_ids
+from .parts import MACHINE_IDENTITIES, NODE_IDS, referenced
 from .settings import PartKind, StackSettings
 from .site import build_sites
 
@@ -43,20 +43,25 @@ def declare_environment(env: Environment, settings: StackSettings) -> dict[str, 
     part = settings.part
     outputs: dict[str, Any] = {"environment": env.name, "tier": env.tier.value, "summary": _summary(env)}
     node_ids: dict[str, Any] = {}
+    identities: dict[str, Any] = {}
     if part.kind is not PartKind.CONTROL:
         sites = build_sites(env, settings)
         machines = build_machines(env, settings, sites.site_outputs)
         outputs["sites"] = sites.outputs
         if machines.outputs:
             outputs["machines"] = machines.outputs
-        node_ids = machines.node_ids
+        node_ids, identities = machines.node_ids, machines.identities
         if part.kind is PartKind.SITE:
             outputs[NODE_IDS] = node_ids
+            if identities:
+                outputs[MACHINE_IDENTITIES] = identities
     else:
-        node_ids = referenced_node_ids(env, settings, member_machines(env))
+        hosts = set(host_machines(env).values()) if settings.host_roles is not None else set()
+        read = referenced(env, settings, {NODE_IDS: member_machines(env), MACHINE_IDENTITIES: hosts})
+        node_ids, identities = read[NODE_IDS], read[MACHINE_IDENTITIES]
     if part.declares_control:
         apps = build_apps(env, settings, node_ids)
-        host_roles = build_host_roles(env, settings)
+        host_roles = build_host_roles(env, settings, identities)
         if apps.outputs:
             outputs["app_instances"] = apps.outputs
         if host_roles.reports is not None:

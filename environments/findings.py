@@ -59,6 +59,8 @@ class Code(StrEnum):
     RUNNER_TAGS_WITHOUT_RUNNER = "ROLE003"
     NO_PLATFORM_CONTROL = "ROLE004"
     GPU_TAG_OFF_WORKER = "ROLE005"
+    GITLAB_ON_SEVERAL_HOSTS = "ROLE006"
+    RUNNERS_WITHOUT_GITLAB = "ROLE007"
     # Policy combinations
     ROCE_NEEDS_ROCE_FABRIC = "POL001"
     RETRY_ATTEMPTS_UNUSED = "POL002"
@@ -86,6 +88,7 @@ class Code(StrEnum):
     SSH_MATERIAL_IN_APP_INPUT = "APP008"
     UNKNOWN_ENDPOINT = "APP009"
     SECRET_IN_APP_INPUT = "APP010"
+    MEMBER_ON_NON_NODE = "APP011"
     # Allocation shapes (seed 000 §6)
     ALLOCATION_SHAPE_INVALID = "ALLOC001"
     CPU_ONLY_NOT_OFFERED = "ALLOC002"
@@ -109,6 +112,11 @@ class Code(StrEnum):
     HOST_SECRET_MISSING = "STK004"
     PART_UNKNOWN_SITE = "STK005"
     SITE_STACKS_INVALID = "STK006"
+    # Host artifact pins (environments/pins/<env>.yaml: operator data)
+    PIN_NOT_FILLED = "PIN001"
+    LAB_STANDIN_OUTSIDE_LAB = "PIN002"
+    PINS_FILE_INVALID = "PIN003"
+    PULUMI_CLI_PIN_VERSION = "PIN004"
     # Storage personality
     STORAGE_DEVICE_MISSING = "STO001"
     # Vendor apt repositories (seed 001)
@@ -173,6 +181,25 @@ CATALOGUE: dict[Code, tuple[str, str]] = {
         "app control-plane member on a worker_compute host",
         "bind the member to an app_control host (seed 003)",
     ),
+    Code.MEMBER_ON_NON_NODE: (
+        "app member placed on a host that is no platform node",
+        "drop the host from nodes (the platform allocates a node of its pool for the member), or declare the "
+        "host's MAAS machine (hosts[].machine) so it enrolls as a platform node",
+    ),
+    Code.PIN_NOT_FILLED: (
+        "host artifact needed but not pinned yet",
+        "download the release, then `gpuaas-infra pin <file> --url <where the hosts fetch it> --name <artifact> "
+        "--pins <pins file>`",
+    ),
+    Code.LAB_STANDIN_OUTSIDE_LAB: (
+        "lab stand-in pinned outside the lab",
+        "pin the real release (`gpuaas-infra pin`); stand-ins are for local-tier environments (the lab) only",
+    ),
+    Code.PINS_FILE_INVALID: ("pins file missing or invalid", "fix the file (see environments/pins/README.md)"),
+    Code.PULUMI_CLI_PIN_VERSION: (
+        "runners' Pulumi CLI pin is not the version the tests build",
+        "pin the release tools/pulumi-cli/go.mod names (and its version), or bump go.mod",
+    ),
     Code.RUNNER_TAGS_WITHOUT_RUNNER: (
         "runner tags on a host without the runner role",
         "add the runner role to the host or remove its runner_tags",
@@ -181,6 +208,14 @@ CATALOGUE: dict[Code, tuple[str, str]] = {
     Code.GPU_TAG_OFF_WORKER: (
         "worker-compute runner tag on a host without a GPU",
         "serve worker-compute from the worker_compute host's runner (runner_tags: [worker-compute] only)",
+    ),
+    Code.GITLAB_ON_SEVERAL_HOSTS: (
+        "GitLab declared on more than one host",
+        "keep extra_roles: [gitlab] on one platform_control host: a second GitLab would be another instance",
+    ),
+    Code.RUNNERS_WITHOUT_GITLAB: (
+        "runners but no GitLab host",
+        "declare extra_roles: [gitlab] on one platform_control host (its runners register there)",
     ),
     Code.ROCE_NEEDS_ROCE_FABRIC: (
         "phase-2 RoCE enabled on a non-RoCE fabric",

@@ -56,9 +56,11 @@ def app_instance(  # noqa: PLR0913 - the values the rule checks, named (provider
     file: str,
     base: str,
     runtime_parts: Runtime | None = None,
+    non_nodes: frozenset[str] = frozenset(),
 ) -> Iterator[Finding]:
     """One app instance. `members`: key -> (count, nodes); `components`: the blueprint app's keys (None:
-    no such app); `node_roles`: declared node -> its host's logical role (None: a machine, not a host)."""
+    no such app); `node_roles`: declared node -> its host's logical role (None: a machine, not a host);
+    `non_nodes`: declared hosts that are no MAAS machine, so never a platform node (APP011)."""
     combos = [{k: str(c[k]) for k in RUNTIME_FIELDS} for c in runtime_combinations]
     if {k: str(runtime[k]) for k in RUNTIME_FIELDS} not in combos:
         yield finding(
@@ -79,7 +81,8 @@ def app_instance(  # noqa: PLR0913 - the values the rule checks, named (provider
         )
         return
     for key, (count, nodes) in members.items():
-        yield from _member_findings(slug, key, count, nodes, components, node_roles, file, f"{base}.members.{key}")
+        yield from _member_findings(slug, key, count, nodes, components, node_roles, file, f"{base}.members.{key}",
+                                    non_nodes)
     for key, ck in components.items():
         if key not in members and ck.min > 0:
             yield finding(
@@ -118,6 +121,7 @@ def _member_findings(
     node_roles: Mapping[str, str | None],
     file: str,
     mbase: str,
+    non_nodes: frozenset[str] = frozenset(),
 ) -> Iterator[Finding]:
     ck = components.get(key)
     if ck is None:
@@ -151,15 +155,30 @@ def _member_findings(
             f"{mbase}.nodes",
             f"{len(nodes)} nodes listed for {count} {key} member(s)",
         )
+    yield from _node_findings(slug, key, nodes, ck.control_plane, node_roles, file, mbase, non_nodes)
+
+
+def _node_findings(slug: str, key: str, nodes: Sequence[str], control_plane: bool,
+                   node_roles: Mapping[str, str | None], file: str, mbase: str,
+                   non_nodes: frozenset[str]) -> Iterator[Finding]:
+    """Where the members named on nodes can go: a declared node, a platform node (APP011), not a worker for
+    a control-plane member (ROLE002)."""
     for ni, node in enumerate(nodes):
         if node not in node_roles:
             yield finding(
                 Code.UNKNOWN_NODE, file, f"{mbase}.nodes[{ni}]", f"{node!r} is not a declared host or machine"
             )
             continue
+        if node in non_nodes:
+            # The contract places members by platform node id only, and only MAAS machines enroll as nodes:
+            # a member "on" such a host would land wherever the platform allocates it.
+            yield finding(Code.MEMBER_ON_NON_NODE, file, f"{mbase}.nodes[{ni}]",
+                          f"{slug} {key} is declared on host {node}, which is no MAAS machine: the platform places "
+                          "members by node id only, so nothing can put it there")
+            continue
         role = node_roles[node]
         on_worker = role is None or LogicalRole(role) is LogicalRole.WORKER_COMPUTE
-        if ck.control_plane and on_worker:
+        if control_plane and on_worker:
             yield finding(
                 Code.APP_CONTROL_PLANE_ON_WORKER,
                 file,
@@ -172,6 +191,7 @@ def app_instances(doc: EnvironmentDocument, bp: Blueprint, file: str) -> Iterato
     # A MAAS machine that is not also a declared host is a GPU node: worker_compute by definition.
     node_roles: dict[str, str | None] = {m.hostname: None for m in doc.machines}
     node_roles.update({h.hostname: h.logical_role.value for h in doc.hosts})
+    non_nodes = frozenset(h.hostname for h in doc.hosts if h.machine is None)
     for ai, a in enumerate(doc.app_instances):
         app = bp.apps.get(a.app.slug)
         yield from app_instance(
@@ -186,6 +206,7 @@ def app_instances(doc: EnvironmentDocument, bp: Blueprint, file: str) -> Iterato
             file=file,
             base=f"app_instances[{ai}]",
             runtime_parts=runtime_of(a.model_dump(mode="json"), doc.platform.cpu_only_allocations),
+            non_nodes=non_nodes,
         )
 
 

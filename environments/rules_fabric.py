@@ -34,12 +34,18 @@ def fabric_and_bindings(doc: EnvironmentDocument, bp: Blueprint, file: str) -> I
             if net.overlaps(other):
                 yield finding(Code.ROCE_POOL_OVERLAP, file, f"{base}.subnet", f"{net} overlaps {what} {other}",
                               hint="give the RoCE fabric its own subnets, apart from host and BMC networks")
-    bound: dict[str, str] = {}
+    # A node is bound by what it is: a host that is a MAAS machine and the machine are one platform node,
+    # whichever name a member uses.
+    machine_of = {h.hostname: h.machine for h in doc.hosts if h.machine}
+    bound: dict[str, tuple[str, str]] = {}
     for i, app in enumerate(doc.app_instances):
         for component, spec in app.members.items():
             for j, node in enumerate(spec.nodes):
                 where = f"app_instances[{i}].members.{component}.nodes[{j}]"
-                if node in bound:
-                    yield finding(Code.NODE_BOUND_TWICE, file, where, f"node {node} is already bound by {bound[node]}")
+                identity = machine_of.get(node, node)
+                if identity in bound:
+                    first, as_named = bound[identity]
+                    alias = "" if as_named == node else f" as {as_named}: both name machine {identity}"
+                    yield finding(Code.NODE_BOUND_TWICE, file, where, f"node {node} is already bound by {first}{alias}")
                 else:
-                    bound[node] = where
+                    bound[identity] = (where, node)

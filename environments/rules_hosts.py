@@ -69,3 +69,13 @@ def host_roles(doc: EnvironmentDocument, bp: Blueprint, file: str) -> Iterator[F
         yield from host_role_mix(h.hostname, h.logical_role, roles, h.extra_roles, h.runner_tags, file, f"hosts[{i}]")
     if doc.hosts and not any(h.logical_role is LogicalRole.PLATFORM_CONTROL for h in doc.hosts):
         yield finding(Code.NO_PLATFORM_CONTROL, file, "hosts", "no host has logical_role platform_control")
+    by_host = {i: effective_roles(h.logical_role, h.extra_roles, bp) for i, h in enumerate(doc.hosts)}
+    gitlab = [i for i, r in by_host.items() if HostRole.GITLAB in r]
+    for i in gitlab[1:]:  # one GitLab per environment: the runners register with it, the pipeline runs in it
+        yield finding(Code.GITLAB_ON_SEVERAL_HOSTS, file, f"hosts[{i}].extra_roles",
+                      f"host {doc.hosts[i].hostname} would run a second GitLab (hosts[{gitlab[0]}], "
+                      f"{doc.hosts[gitlab[0]].hostname}, runs it)")
+    runners = [doc.hosts[i].hostname for i, r in by_host.items() if HostRole.RUNNER in r]
+    if runners and not gitlab:
+        yield finding(Code.RUNNERS_WITHOUT_GITLAB, file, "hosts",
+                      f"{', '.join(runners)} run GitLab runners but no host runs GitLab")

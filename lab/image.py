@@ -54,6 +54,7 @@ REPO_PACKAGES = (
     "slurm-client",
     "slurmd",
     "systemd-journal-remote",  # journal_shipping: systemd-journal-upload and -remote
+    "stunnel4",  # journal_shipping: the collector's TLS front (client certificates of the site CA)
 )
 # Bump when the build steps change (part of the cache key).
 BUILD_REVISION = 3

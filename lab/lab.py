@@ -30,6 +30,7 @@ from pydantic import BaseModel, ConfigDict
 
 from . import net
 from .image import Image, ensure_image
+from .pulumi_cli import pack_cli
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 LAB_DIR = Path(os.environ.get("GPUAAS_LAB_DIR", REPO_ROOT / ".lab"))
@@ -44,6 +45,7 @@ class LabArtifact(BaseModel):
     model_config = ConfigDict(frozen=True)
     url: str
     sha256: str
+    version: str = ""
 
 
 class LabInfo(BaseModel):
@@ -174,23 +176,27 @@ class Lab:
                         "-f", str(key)], check=True)
         self._run.network = net.create(self.run_id, self.hostnames, LAB_DIR)
         self._save()
-        web_url = self._serve(image, self._run.network.gateway)
+        cli = pack_cli(LAB_DIR)  # the runners' Pulumi CLI: the build the tests use (lab/pulumi_cli.py)
+        web_url = self._serve(image, self._run.network.gateway, cli.path.parent)
         for h in self.hostnames:
             self._boot(h, image, key)
         self._wait_ready(key)
         artifacts = {k: LabArtifact(url=f"{web_url}/artifacts/{a.name}", sha256=a.sha256)
                      for k, a in image.artifacts.items()}
+        artifacts["pulumi_cli"] = LabArtifact(url=f"{web_url}/pulumi/{cli.path.name}", sha256=cli.sha256,
+                                              version=cli.version)
         return LabInfo(run_id=self.run_id, subnet=self._run.network.subnet, gateway=self._run.network.gateway,
                        hosts=dict(self._run.network.host_addresses), ssh_user=self.ssh_user, ssh_key_file=key,
                        web_url=web_url, apt_source=f"deb [trusted=yes] {web_url}/repo/ ./",
                        artifacts=artifacts, image_built_now=image.built_now,
                        boot_seconds=round(time.monotonic() - t0, 2))
 
-    def _serve(self, image: Image, gateway: ipaddress.IPv4Address) -> str:
+    def _serve(self, image: Image, gateway: ipaddress.IPv4Address, cli_dir: Path) -> str:
         www = self.run_dir / "www"
         www.mkdir()
         (www / "repo").symlink_to(image.repo)
         (www / "artifacts").symlink_to(image.artifacts_dir)
+        (www / "pulumi").symlink_to(cli_dir)
 
         class Quiet(http.server.SimpleHTTPRequestHandler):
             def log_message(self, format: str, *args: object) -> None:  # noqa: A002 (stdlib signature)

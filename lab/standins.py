@@ -40,22 +40,40 @@ def serve(addr, port, routes):
 '''
 
 _K3S = '''
-STATE = pathlib.Path("/var/lib/rancher/k3s/standin/namespaces")
+import hashlib, time
+STANDIN = pathlib.Path("/var/lib/rancher/k3s/standin")
+STATE = STANDIN / "namespaces"
+MEMBERS = STANDIN / "members"
 API = "http://127.0.0.1:6443"
+JOIN_DEADLINE_S = 180
 
-def routes(method, path, body):
-    if path == "/readyz":
-        return 200, b"ok"
-    if method == "GET" and path.startswith("/api/v1/namespaces/"):
-        name = path.rsplit("/", 1)[1]
-        return (200, {"metadata": {"name": name}}) if (STATE / name).exists() else (404, {"reason": "NotFound"})
-    if method == "POST" and path == "/api/v1/namespaces":
-        name = body["metadata"]["name"]
-        if (STATE / name).exists():
-            return 409, {"reason": "AlreadyExists"}
-        (STATE / name).touch()
-        return 201, {"metadata": {"name": name}}
-    return 404, {"reason": "NotFound"}
+def token_of(path):
+    return pathlib.Path(path).read_text().strip()
+
+def routes_for(token):
+    def routes(method, path, body):
+        if path == "/readyz":
+            return 200, b"ok"
+        if method == "POST" and path == "/v1-k3s/join":
+            # a real k3s server admits a joining server that presents the cluster token: so does this one
+            if not token or body.get("token") != token:
+                (STANDIN / "refused").mkdir(parents=True, exist_ok=True)
+                (STANDIN / "refused" / str(body.get("hostname"))).write_text(json.dumps(body.get("args")))
+                return 401, {"reason": "Unauthorized", "message": "join token refused"}
+            MEMBERS.mkdir(parents=True, exist_ok=True)
+            (MEMBERS / str(body["hostname"])).write_text(json.dumps(body.get("args")))
+            return 200, {"joined": body["hostname"]}
+        if method == "GET" and path.startswith("/api/v1/namespaces/"):
+            name = path.rsplit("/", 1)[1]
+            return (200, {"metadata": {"name": name}}) if (STATE / name).exists() else (404, {"reason": "NotFound"})
+        if method == "POST" and path == "/api/v1/namespaces":
+            name = body["metadata"]["name"]
+            if (STATE / name).exists():
+                return 409, {"reason": "AlreadyExists"}
+            (STATE / name).touch()
+            return 201, {"metadata": {"name": name}}
+        return 404, {"reason": "NotFound"}
+    return routes
 
 def call(method, path, body=None):
     data = json.dumps(body).encode() if body is not None else None
@@ -68,14 +86,52 @@ def call(method, path, body=None):
     except OSError:
         sys.exit("The connection to the server 127.0.0.1:6443 was refused - did you specify the right host or port?")
 
+def server(argv):
+    opts, i = {}, 1
+    while i < len(argv):
+        if argv[i] in ("--server", "--token-file"):
+            opts[argv[i]] = argv[i + 1]; i += 2
+        else:
+            opts[argv[i]] = True; i += 1
+    if "--token-file" not in opts:
+        sys.exit("k3s stand-in: server needs --token-file (the cluster token)")
+    token = token_of(opts["--token-file"])
+    STATE.mkdir(parents=True, exist_ok=True)
+    record = {"argv": argv, "cluster_init": "--cluster-init" in opts, "server": opts.get("--server"),
+              "token_sha256": hashlib.sha256(token.encode()).hexdigest()}
+    (STANDIN / "server-args.json").write_text(json.dumps(record))
+    if opts.get("--server"):
+        url = opts["--server"]
+        if not (url.startswith("https://") and url.endswith(":6443")):
+            sys.exit("k3s stand-in: --server must be https://<first server>:6443, got %r" % url)
+        # the stand-in speaks plain HTTP: what is checked is who joins whom with which token
+        body = json.dumps({"hostname": os.uname().nodename, "token": token, "args": argv}).encode()
+        deadline, answer = time.monotonic() + JOIN_DEADLINE_S, None
+        while time.monotonic() < deadline:
+            req = urllib.request.Request("http://" + url[len("https://"):] + "/v1-k3s/join", data=body, method="POST")
+            try:
+                with urllib.request.urlopen(req, timeout=5) as r:
+                    answer = r.status
+                    break
+            except urllib.error.HTTPError as e:
+                answer = e.code
+                if e.code == 401:
+                    sys.exit("k3s stand-in: the server at %s refused the join token" % url)
+            except OSError:
+                pass
+            time.sleep(2)
+        if answer != 200:
+            sys.exit("k3s stand-in: could not join %s (last answer %r)" % (url, answer))
+        (STANDIN / "joined.json").write_text(json.dumps({"server": url, "hostname": os.uname().nodename}))
+    for ns in ("default", "kube-system", "kube-public"):
+        (STATE / ns).touch()
+    serve("0.0.0.0", 6443, routes_for(token))
+
 def main(argv):
     if argv[:1] == ["--version"]:
         print("k3s version v0.0.0-lab-standin (NOT k3s)"); return 0
     if argv[:1] == ["server"]:
-        STATE.mkdir(parents=True, exist_ok=True)
-        for ns in ("default", "kube-system", "kube-public"):
-            (STATE / ns).touch()
-        serve("127.0.0.1", 6443, routes)
+        server(argv)
     if argv[:3] == ["kubectl", "get", "namespace"] and len(argv) == 4:
         if call("GET", "/api/v1/namespaces/" + argv[3]) == 200:
             print(argv[3] + "   Active"); return 0

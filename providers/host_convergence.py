@@ -39,13 +39,14 @@ from providers.kind import KindDescriptor, register
 DESCRIPTOR = register(KindDescriptor(
     name="HostConvergence",
     identity=("environment",),
-    in_place=("hosts", "ssh_key_ref", "artifacts", "apt_source", "secret_refs", "extra_vars", "vault", "timeout_s",
-              "content_hash"),
+    in_place=("hosts", "ssh_key_ref", "artifacts", "apt_source", "secret_refs", "runner_token_refs", "extra_vars",
+              "vault", "timeout_s", "machines", "content_hash"),
     ignored=("preview_check",),  # changes what a preview prints, not the hosts
     summary_outputs=("changed_total",),
     doc="ansible-runner converged the environment's hosts to their roles",
     notes={"content_hash": "roles, playbook, inventory and vars: a change of any reruns the playbook",
-           "hosts": "the compiled inventory: an address or role change shows here"},
+           "hosts": "the compiled inventory: an address or role change shows here",
+           "machines": "system_id and deploy fingerprint of each host that is a MAAS machine: a reimage reconverges"},
 ))
 
 
@@ -91,6 +92,8 @@ class HostConvergenceProvider(ResourceProvider):
             return CheckResult(news, spec_failures(e, f"{SOURCE}[{news.get('environment')}]"))
         except RoleRulesViolated as e:
             return CheckResult(news, [CheckFailure("hosts", str(e))])
+        except ValueError as e:  # a machine identity for a host the inventory lacks (plan())
+            return CheckResult(news, [CheckFailure("machines", str(e))])
         if spec.preview_check and not olds:
             # A first creation has no diff() call: its preview is the check-mode run, here.
             self._print_preview(self._check_run(spec))
@@ -141,7 +144,12 @@ class HostConvergence(pulumi.dynamic.Resource, module="gpuaas", name="HostConver
     """hostname -> ok/changed/failed/unreachable counts and outcome of the last run."""
     changed_total: pulumi.Output[int]
 
-    def __init__(self, name: str, spec: HostConvergenceSpec, opts: pulumi.ResourceOptions | None = None) -> None:
+    def __init__(self, name: str, spec: HostConvergenceSpec, opts: pulumi.ResourceOptions | None = None,
+                 machines: Mapping[str, Any] | None = None) -> None:
+        """`machines`: hostname -> Output of {system_id, deploy_fingerprint} of the MAAS machine a host is (the
+        machine's own outputs, so this resource depends on it); replaces `spec.machines`."""
         props = {**spec.model_dump(mode="json"), "content_hash": None, "host_reports": None, "changed_total": None,
                  "duration_s": None}
+        if machines:
+            props["machines"] = dict(machines)
         super().__init__(HostConvergenceProvider(), name, props, opts)

@@ -18,8 +18,16 @@ class RetryBudget(BaseModel):
     total_s: float = Field(default=120.0, ge=0)
     initial_s: float = Field(default=0.5, ge=0)
     max_wait_s: float = Field(default=15.0, ge=0)
-    # One attempt, connect to last byte: a region that accepts and never answers is an outage, retried.
+    # One attempt: a region that accepts and never answers is an outage, retried. A bulk read's timeout grows
+    # with the answer expected (`timeout_for`): MAAS renders the whole list before its first byte.
     request_timeout_s: float = Field(default=60.0, gt=0)
+    machine_render_s: float = Field(default=0.05, ge=0)
+    """What a busy region takes to render one machine of a bulk machine read (~20 a second); a small row
+    (an address, a machine's power parameters) is counted as 1/50 of that."""
+
+    def timeout_for(self, machines: int = 0, rows: int = 0) -> float:
+        """The timeout of one request whose answer holds `machines` machine objects and `rows` small rows."""
+        return self.request_timeout_s + (machines + rows / 50) * self.machine_render_s
 
     def scaled(self, factor: float) -> RetryBudget:
         """Waits scaled (tests shrink MAAS-scale waits); the attempt count is kept, and so is the

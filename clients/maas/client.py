@@ -29,7 +29,7 @@ from ..tls import trust, untrusted, untrusted_hint
 from .budget import DEFAULT_BUDGET, MaasUnavailable, RetryBudget
 from .parse import machine_detail, machine_view
 from .retry import call_with_retry, status_of
-from .verified import connect_verified
+from .verified import answer_timeout, connect_verified
 from .vocabulary import (
     EventView,
     MaasError,
@@ -40,6 +40,8 @@ from .vocabulary import (
 )
 
 _sessions: dict[tuple[str, str, bool, str | None], SessionAPI] = {}
+# How many machines a region-wide answer is sized for (its timeout): docs/scale.md plans 10,000 machines.
+REGION_MACHINES = 10_000
 _sessions_lock = threading.Lock()
 
 
@@ -120,17 +122,25 @@ class MaasClient:
                 _sessions[key] = session
         return session
 
-    def _call(self, handler: str, action: str, *, read: bool, idempotent: bool = False, **params: Any) -> Any:
+    def _call(self, handler: str, action: str, *, read: bool, idempotent: bool = False, answer_machines: int = 0,
+              answer_rows: int = 0, **params: Any) -> Any:
         """One request. Reads and `idempotent` updates are retried through outages (retry.py);
-        anything else is sent once and its failure raised for the lifecycle to decide."""
+        anything else is sent once and its failure raised for the lifecycle to decide. `answer_machines` /
+        `answer_rows`: the size of the answer expected (its timeout grows with it: RetryBudget.timeout_for)."""
         system_id = params.get("system_id")
         _ensure_loop()
         fn = getattr(getattr(self._session(), handler), action)
         endpoint = f"{self.url} ({handler}.{action})"
+        timeout = self.retry.timeout_for(answer_machines, answer_rows) if answer_machines or answer_rows else None
+
+        def send() -> Any:
+            with answer_timeout(timeout):
+                return fn(**params)
+
         try:
             if read or idempotent:
                 return call_with_retry(
-                    lambda: fn(**params),
+                    send,
                     budget=self.retry,
                     site=self.site,
                     endpoint=endpoint,
@@ -138,7 +148,7 @@ class MaasClient:
                     on_attempt=self._count,
                 )
             self._count()
-            return fn(**params)
+            return send()
         except MaasUnavailable:
             raise
         except CallError as e:
@@ -168,12 +178,14 @@ class MaasClient:
     def by_hostnames(self, hostnames: list[str]) -> list[MachineView]:
         if not hostnames:
             return []
-        return [machine_view(r) for r in self._call("Machines", "read", read=True, hostname=hostnames)]
+        return [machine_view(r) for r in self._call("Machines", "read", read=True, answer_machines=len(hostnames),
+                                                    hostname=hostnames)]
 
     def by_macs(self, macs: list[str]) -> list[MachineView]:
         if not macs:
             return []
-        return [machine_view(r) for r in self._call("Machines", "read", read=True, mac_address=macs)]
+        return [machine_view(r) for r in self._call("Machines", "read", read=True, answer_machines=len(macs),
+                                                    mac_address=macs)]
 
     def with_tag(self, tag: str) -> list[MachineView]:
         """Every machine carrying `tag` (one request)."""
@@ -182,23 +194,29 @@ class MaasClient:
     def read_many(self, system_ids: list[str]) -> list[MachineView]:
         if not system_ids:
             return []
-        return [machine_view(r) for r in self._call("Machines", "read", read=True, id=system_ids)]
+        return [machine_view(r) for r in self._call("Machines", "read", read=True, answer_machines=len(system_ids),
+                                                    id=system_ids)]
 
     def by_power_addresses(self, addresses: list[str]) -> dict[str, str]:
         """power address -> system_id (one of them, if several machines share an address)."""
         return {a: sids[0] for a, sids in self.power_address_matches(addresses).items()}
 
     def power_address_matches(self, addresses: list[str]) -> dict[str, list[str]]:
-        """power address -> every system_id with it. MAAS can't filter on it: one request for all
-        machines, made only for machines no other key found (i.e. machines that may be new)."""
+        """power address -> every system_id with it. MAAS can't filter on it: one request for every machine
+        of the region (so its timeout assumes `REGION_MACHINES`), made only for machines no other key found
+        (resolve.py: not by system_id, hostname or PXE MAC). The answer carries every machine's BMC
+        credentials: it is compared here and dropped before this returns; only matching system_ids leave."""
         if not addresses:
             return {}
         wanted = set(addresses)
-        params = self._call("Machines", "power_parameters", read=True)
+        params = self._call("Machines", "power_parameters", read=True, answer_rows=REGION_MACHINES)
         out: dict[str, list[str]] = {}
-        for sid, p in sorted((params or {}).items()):
-            if isinstance(p, dict) and p.get("power_address") in wanted:
-                out.setdefault(str(p["power_address"]), []).append(sid)
+        try:
+            for sid, p in sorted((params or {}).items()):
+                if isinstance(p, dict) and p.get("power_address") in wanted:
+                    out.setdefault(str(p["power_address"]), []).append(sid)
+        finally:
+            del params  # the region's BMC passwords: not one reference kept past the comparison
         return out
 
     def detail(self, system_id: str) -> MachineDetail:
@@ -212,7 +230,7 @@ class MaasClient:
         if not system_ids:
             return []
         out: list[tuple[MachineView, MachineDetail | None]] = []
-        for raw in self._call("Machines", "read", read=True, id=system_ids):
+        for raw in self._call("Machines", "read", read=True, answer_machines=len(system_ids), id=system_ids):
             view = machine_view(raw)
             out.append((view, machine_detail(raw) if detail_when(view) else None))
         return out
@@ -344,14 +362,8 @@ class MaasClient:
         self._call("Interface", "unlink_subnet", read=False, system_id=system_id, id=interface_id, _id=link_id)
 
     def set_owner_data(self, system_id: str, data: dict[str, str | None]) -> None:
-        self._call(
-            "Machine",
-            "set_owner_data",
-            read=False,
-            idempotent=True,
-            system_id=system_id,
-            **{k: ("" if v is None else v) for k, v in data.items()},
-        )
+        fields: dict[str, Any] = {k: ("" if v is None else v) for k, v in data.items()}
+        self._call("Machine", "set_owner_data", read=False, idempotent=True, system_id=system_id, **fields)
 
     def deploy(
         self, system_id: str, *, user_data: bytes, distro_series: str, hwe_kernel: str | None, enable_hw_sync: bool

@@ -6,7 +6,7 @@ A subclass of the machine client: same session, loop and errors.
   c.whoami() -> username                 (401 here means the key is rejected)
   c.scripts() -> {name: ScriptView}      c.put_script(...) / c.delete_script(name)
   c.subnets() -> [SubnetView]            c.machine_nics([hostnames]) -> {hostname: MachineNics}
-  c.static_holdings({cidr, ...}) -> [StaticHolding]   (one Machines.read for the whole region)
+  c.static_holdings({cidr, ...}) -> [StaticHolding]   (each subnet's own address list)
   c.link_static(...) (inherited)          c.unlink(system_id, interface_id, link_id)
 """
 
@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import ipaddress
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict
@@ -71,6 +72,12 @@ class StaticHolding(BaseModel):
 
 
 _SCRIPT_TYPES = {0: "commissioning", 2: "testing", 3: "release"}
+STICKY = 1  # MAAS IPADDRESS_TYPE of an address a static link holds (AUTO 0, USER_RESERVED 4, DHCP 5, DISCOVERED 6)
+
+
+def _subnet_size(cidr: str) -> int:
+    """How many addresses a subnet's list can hold at most (its request's timeout follows it)."""
+    return ipaddress.ip_network(cidr, strict=False).num_addresses
 
 
 def _nics(raw: dict[str, Any]) -> dict[str, NicView]:
@@ -152,7 +159,7 @@ class MaasSiteClient(MaasClient):
         if not hostnames:
             return {}
         out: dict[str, MachineNics] = {}
-        for raw in self._call("Machines", "read", read=True, hostname=hostnames) or ():
+        for raw in self._call("Machines", "read", read=True, answer_machines=len(hostnames), hostname=hostnames) or ():
             out[raw["hostname"]] = MachineNics(
                 system_id=raw["system_id"],
                 hostname=raw["hostname"],
@@ -162,21 +169,20 @@ class MaasSiteClient(MaasClient):
         return out
 
     def static_holdings(self, cidrs: set[str]) -> list[StaticHolding]:
-        """Every STATIC address MAAS holds on these subnets (one request for all machines)."""
+        """Every STATIC address MAAS holds on these subnets: each subnet's own address list
+        (`Subnet.ip_addresses`, one request per subnet) after one `Subnets.read` for their ids. The answer
+        follows the addresses on those subnets, never the region's machines (docs/scale.md)."""
+        ids = {s.cidr: s.id for s in self.subnets() if s.cidr in cidrs}
         out: list[StaticHolding] = []
-        for raw in self._call("Machines", "read", read=True) or ():
-            for nic in _nics(raw).values():
-                for _lid, mode, cidr, ip in nic.links:
-                    if ip and cidr in cidrs and mode.lower() == "static":
-                        out.append(
-                            StaticHolding(
-                                address=ip,
-                                subnet=cidr,
-                                hostname=raw.get("hostname", ""),
-                                system_id=raw["system_id"],
-                                interface=nic.name,
-                            )
-                        )
+        for cidr in sorted(ids):
+            rows = self._call("Subnet", "ip_addresses", read=True, id=str(ids[cidr]), with_username="0",
+                              answer_rows=_subnet_size(cidr))
+            for row in rows or ():
+                node = row.get("node_summary") or {}
+                if int(row.get("alloc_type", -1)) != STICKY or not node.get("system_id") or not row.get("ip"):
+                    continue
+                out.append(StaticHolding(address=str(row["ip"]), subnet=cidr, hostname=str(node.get("hostname") or ""),
+                                         system_id=str(node["system_id"]), interface=str(node.get("via") or "")))
         return out
 
 

@@ -16,10 +16,12 @@ not modified.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import socket
 import ssl
 import threading
+from collections.abc import Iterator
 from typing import Any, NamedTuple
 from urllib.parse import urlparse
 
@@ -31,7 +33,7 @@ from maas.client.utils import api_url
 from maas.client.utils.creds import Credentials
 from maas.client.utils.maas_async import asynchronous
 
-__all__ = ["VerifiedCall", "connect_verified"]
+__all__ = ["VerifiedCall", "answer_timeout", "connect_verified"]
 
 _ACCEPT = {"Accept": "application/json"}
 # One MAAS API request, connect to last byte (the client passes its RetryBudget.request_timeout_s).
@@ -70,14 +72,31 @@ class Answer(NamedTuple):
     reason: str
 
 
+_THIS_CALL = threading.local()  # the timeout of the request the calling thread is making (answer_timeout)
+
+
+@contextlib.contextmanager
+def answer_timeout(seconds: float | None) -> Iterator[None]:
+    """Requests this thread sends inside the block wait up to `seconds` (None: the session's timeout): a
+    bulk read whose answer grows with what it asks for gets a timeout that grows with it."""
+    before = getattr(_THIS_CALL, "seconds", None)
+    _THIS_CALL.seconds = seconds
+    try:
+        yield
+    finally:
+        _THIS_CALL.seconds = before
+
+
 def _send(http: httpx.Client, method: str, uri: str, body: Any = None, headers: dict[str, str] | None = None
           ) -> httpx.Response:
     """One request; a transport failure as the builtin error the retry policy knows (the httpx error
     kept as the cause: an untrusted certificate is found in the chain)."""
+    seconds = getattr(_THIS_CALL, "seconds", None)
     try:
-        return http.request(method, uri, content=body, headers={**_ACCEPT, **(headers or {})})
+        return http.request(method, uri, content=body, headers={**_ACCEPT, **(headers or {})},
+                            timeout=seconds if seconds else httpx.USE_CLIENT_DEFAULT)
     except httpx.TimeoutException as e:
-        raise TimeoutError(f"{method} {uri}: no answer within {http.timeout.read} s") from e
+        raise TimeoutError(f"{method} {uri}: no answer within {seconds or http.timeout.read} s") from e
     except httpx.TransportError as e:
         raise ConnectionError(f"{method} {uri}: {type(e).__name__}: {e}") from e
 

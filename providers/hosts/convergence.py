@@ -43,6 +43,8 @@ SOURCE = "hosts"
 class ArtifactSource(Wire):
     url: str = Field(min_length=1)
     sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
+    version: str = ""
+    """The release, where a role checks it (the runners' Pulumi CLI)."""
 
 
 class InventoryHost(Wire):
@@ -59,6 +61,14 @@ class InventoryHost(Wire):
     """WEKA mounts of the host's logical role (seed 000 §2), rendered into `gpuaas_mounts` for the `common` role."""
 
 
+class MachineIdentity(Wire):
+    """What a host that is a MAAS machine is, this time: a redeploy with another deploy spec (a reimage) or a
+    new MAAS machine (a replace) changes it, and with it what convergence keys on (`content_hash`)."""
+
+    system_id: str = Field(min_length=1)
+    deploy_fingerprint: str = Field(min_length=1)
+
+
 class HostConvergenceSpec(Wire):
     """The resource's inputs: the compiled inventory. Secrets are Vault references only, never values."""
 
@@ -70,11 +80,16 @@ class HostConvergenceSpec(Wire):
     apt_source: str = ""
     secret_refs: dict[str, str] = {}
     """extra var name -> Vault reference, e.g. gpuaas_munge_key_b64 -> dev/slurm/munge#key_b64."""
+    runner_token_refs: dict[str, dict[str, VaultRef]] = {}
+    """hostname -> runner tag -> the Vault reference of that runner's own token (`gpuaas_runner_tokens`)."""
     extra_vars: dict[str, Any] = {}
     vault: VaultInputs | None = None
     preview_check: bool = False
     """Run `--check --diff` during diff (preview) and print what would change."""
     timeout_s: int = 3600
+    machines: dict[str, MachineIdentity] = {}
+    """hostname -> the MAAS machine it is (hosts that are machines only), from the machine's own outputs: the
+    resource depends on the machine (converges after its deploy) and re-converges when it is reimaged."""
 
     @field_validator("secret_refs")
     @classmethod
@@ -181,10 +196,14 @@ def _tree_digest(root: Path) -> str:
     return h.hexdigest()
 
 
-def content_hash(inventory: Mapping[str, Any], extravars: Mapping[str, Any], secret_refs: Mapping[str, str]) -> str:
-    """Roles + playbook + ansible.cfg + inventory + vars. Secrets enter by reference (rotate = new ref)."""
-    doc = {"ansible": _tree_digest(ANSIBLE_DIR), "inventory": inventory, "vars": extravars,
-           "secret_refs": dict(sorted(secret_refs.items()))}
+def content_hash(inventory: Mapping[str, Any], extravars: Mapping[str, Any], secret_refs: Mapping[str, str],
+                 machines: Mapping[str, MachineIdentity] | None = None) -> str:
+    """Roles + playbook + ansible.cfg + inventory + vars + the identity of each host that is a machine (a
+    reimaged host is converged again). Secrets enter by reference (rotate = new ref)."""
+    doc: dict[str, Any] = {"ansible": _tree_digest(ANSIBLE_DIR), "inventory": inventory, "vars": extravars,
+                           "secret_refs": dict(sorted(secret_refs.items()))}
+    if machines:  # absent before issue 28: hashes of hosts without machines are unchanged
+        doc["machines"] = {h: m.model_dump() for h, m in sorted(machines.items())}
     return hashlib.sha256(json.dumps(doc, sort_keys=True, default=str).encode()).hexdigest()
 
 
@@ -195,8 +214,13 @@ def plan(spec: HostConvergenceSpec) -> Plan:
     extravars = {"gpuaas_environment": spec.environment, "gpuaas_apt_source": spec.apt_source,
                  "gpuaas_artifacts": {k: a.model_dump() for k, a in sorted(spec.artifacts.items())},
                  **spec.extra_vars}
+    unknown = sorted(set(spec.machines) - {h.hostname for h in spec.hosts})
+    if unknown:
+        raise ValueError(f"machines names hosts not in the inventory: {', '.join(unknown)}")
+    refs = {**spec.secret_refs, **{f"gpuaas_runner_tokens.{h}.{t}": r for h, tags in spec.runner_token_refs.items()
+                                   for t, r in tags.items()}}
     return Plan(inventory=inventory, extravars=extravars,
-                content_hash=content_hash(inventory, extravars, spec.secret_refs))
+                content_hash=content_hash(inventory, extravars, refs, spec.machines))
 
 
 # --- converging (effectful) ----------------------------------------------------------------------
@@ -225,7 +249,10 @@ def converge(spec: HostConvergenceSpec, read_secret: SecretReader, *, check: boo
              on_event: Callable[[TaskEvent], None] | None = print_progress) -> ConvergenceResult:
     """Validate, fetch secrets, run the site playbook. Raises ConvergenceFailed naming the hosts."""
     p = plan(spec)  # raises RoleRulesViolated before anything touches a host
-    secrets = {name: read_secret(ref).get_secret_value() for name, ref in sorted(spec.secret_refs.items())}
+    secrets: dict[str, Any] = {name: read_secret(ref).get_secret_value()
+                               for name, ref in sorted(spec.secret_refs.items())}
+    secrets["gpuaas_runner_tokens"] = {h: {t: read_secret(r).get_secret_value() for t, r in tags.items()}
+                                       for h, tags in sorted(spec.runner_token_refs.items())}
     run = PlaybookRun(playbook=SITE_PLAYBOOK, inventory=p.inventory, extravars={**p.extravars, **secrets},
                       ssh_private_key=read_secret(spec.ssh_key_ref), check=check, diff=check,
                       timeout_s=spec.timeout_s)

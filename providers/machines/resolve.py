@@ -6,8 +6,8 @@ re-resolving: a 5xx or dropped connection may still have created it.
 Precedence: the system_id recorded in state, then hostname, then IPMI (power) address or PXE MAC:
 the machines either matches are the candidates; exactly one is adopted, several stop the machine
 (MCH020, listing their system_ids). Each key kind is one bulk request for all machines of the run;
-the power-address lookup (MAAS has no filter for it) runs only for machines still unresolved, i.e.
-machines that may be new.
+the power-address lookup (MAAS has no filter for it: it reads the whole region) runs only for machines
+that neither system_id, hostname nor PXE MAC found, i.e. machines that may be new.
 
 A machine found by hostname whose PXE MAC is another than the spec's is other hardware (the plan's
 `reidentify`: the spec now names new hardware). It is never adopted: when it is not in use (New, Ready,
@@ -89,9 +89,12 @@ def resolve_machines(
 
 
 def _candidates(ops: MachineOps, pending: list[MachineSpec]) -> dict[str, list[MachineView]]:
-    """hostname -> every machine its IPMI address or PXE MAC matches (two bulk requests + one read)."""
-    by_power = ops.power_address_matches([s.ipmi_address for s in pending])
+    """hostname -> every machine its PXE MAC or, for a machine the MAC finds nothing for, its IPMI address
+    matches. The power-address lookup reads every machine of the region (MAAS cannot filter on it) with
+    their BMC credentials, so it runs only for machines no filtered key found (docs/scale.md)."""
     by_mac = {(v.pxe_mac or "").lower(): v for v in ops.by_macs([s.pxe_mac for s in pending])}
+    unfound = [s.ipmi_address for s in pending if s.pxe_mac not in by_mac]
+    by_power = ops.power_address_matches(unfound) if unfound else {}
     ids = sorted({sid for sids in by_power.values() for sid in sids} - {v.system_id for v in by_mac.values()})
     views = {v.system_id: v for v in ops.read_many(ids)} if ids else {}
     views |= {v.system_id: v for v in by_mac.values()}

@@ -50,3 +50,16 @@ class Addresses:
             if text not in reserved and self.ip_owner(text) is None:
                 return text
         return None
+
+    def on_subnet(self, subnet: Subnet) -> list[tuple[str, Machine, str, Link]]:
+        """(ip, machine, interface name, link) of every address a machine's link holds on `subnet`, by
+        address: what MAAS's `Subnet.ip_addresses` lists (its StaticIPAddress rows of the subnet)."""
+        out: list[tuple[str, Machine, str, Link]] = []
+        for ip in sorted(self._ip_links, key=socket.inet_aton):
+            for m, lk in self._ip_links[ip]:
+                if lk.ip_address != ip or lk.subnet_id != subnet.id or self._machines.get(m.system_id) is not m:
+                    continue
+                iface = next((i for i in m.interfaces if any(x is lk for x in i.links)), None)
+                if iface is not None:
+                    out.append((ip, m, iface.name, lk))
+        return out

@@ -17,6 +17,8 @@ SIM_VERSION = "3.4.0"
 CAPABILITIES = ["networks-management", "static-ipaddresses", "ipv6-deployment-ubuntu", "devices-management",
                 "storage-deployment-ubuntu", "network-deployment-ubuntu", "bridging-interface-ubuntu",
                 "bridging-automatic-ubuntu", "authenticate-api"]
+# link mode -> MAAS IPADDRESS_TYPE (value, name) of the address it holds
+ALLOC_TYPES = {"auto": (0, "Automatic"), "static": (1, "Sticky"), "dhcp": (5, "DHCP")}
 SCRIPT_TYPES = {"commissioning": 0, "0": 0, "testing": 2, "test": 2, "2": 2, "release": 3, "3": 3}
 
 
@@ -116,6 +118,29 @@ def register(routes: RouteTable, core: SimCore) -> None:
             if s is None:
                 raise errors.not_found("Subnet")
             return subnet_json(store, s)
+
+    @subnet.action("ip_addresses", "GET", "ip_addresses")
+    def subnet_ip_addresses(req: Request) -> Any:
+        """Summary of IP addresses assigned to this subnet (MAAS: `render_json_for_related_ips`): each with
+        `alloc_type` (0 AUTO, 1 STICKY: a static link, 5 DHCP) and, with `with_summary` (default), the
+        node it is on (`node_summary`: system_id, hostname, fqdn, `via` the interface)."""
+        from .handlers_nodes import resolve_subnet
+
+        summary = str(req.get("with_summary") or req.get("with_node_summary") or "1").lower() not in ("0", "false")
+        with store.lock:
+            s = resolve_subnet(store, req.params["id"])
+            if s is None:
+                raise errors.not_found("Subnet")
+            out = []
+            for ip, m, via, lk in store.addresses.on_subnet(s):
+                alloc = ALLOC_TYPES.get(lk.mode.value, (0, "Automatic"))
+                row: dict[str, Any] = {"ip": ip, "alloc_type": alloc[0], "alloc_type_name": alloc[1],
+                                       "created": "2026-01-01T00:00:00.000", "updated": "2026-01-01T00:00:00.000"}
+                if summary:
+                    row["node_summary"] = {"system_id": m.system_id, "node_type": 0, "hostname": m.hostname,
+                                           "fqdn": f"{m.hostname}.maas", "is_container": False, "via": via}
+                out.append(row)
+            return out
 
     # --- tags -----------------------------------------------------------------------------
     def get_tag(req: Request) -> Tag:

@@ -229,3 +229,23 @@ def test_the_inventory_carries_each_hosts_weka_mount_units() -> None:
     spec = dev_spec()
     hosts_no_mount = tuple(h.model_copy(update={"mounts": ()}) for h in spec.hosts)
     assert plan(spec).content_hash != plan(spec.model_copy(update={"hosts": hosts_no_mount})).content_hash
+
+
+def test_a_host_that_is_a_machine_is_converged_again_when_it_is_reimaged_or_replaced() -> None:
+    """Issue 28: the identity of the MAAS machine a host is (system_id, deploy fingerprint) is part of what
+    convergence keys on: a reimage (another deploy fingerprint) or a new MAAS machine (another system_id)
+    changes the content hash, so `up` converges the fresh host; the same machine again changes nothing."""
+    p = HostConvergenceProvider()
+    machine = {"dev-gpu-1": {"system_id": "abc123", "deploy_fingerprint": "f" * 16}}
+    first = json.loads(dev_spec().model_dump_json()) | {"machines": machine}
+    news = p.check({}, first).inputs
+    olds = {**news, "host_reports": {}}
+    assert news["content_hash"] != p.check({}, json.loads(dev_spec().model_dump_json())).inputs["content_hash"]
+    assert p.diff("x", olds, p.check(olds, first).inputs).changes is False
+    for changed in ({"system_id": "abc123", "deploy_fingerprint": "e" * 16},   # reimaged with another deploy spec
+                    {"system_id": "zz9999", "deploy_fingerprint": "f" * 16}):  # replaced by another MAAS machine
+        again = p.check(olds, first | {"machines": {"dev-gpu-1": changed}}).inputs
+        d = p.diff("x", olds, again)
+        assert d.changes is True and d.replaces == [] and again["content_hash"] != news["content_hash"]
+    bad = p.check({}, first | {"machines": {"dev-gpu-9": machine["dev-gpu-1"]}})
+    assert [f.property for f in bad.failures] == ["machines"] and "dev-gpu-9" in bad.failures[0].reason

@@ -30,7 +30,7 @@ RUNTIME = {"operating_mode": "tenant_dedicated", "control_plane_scope": "project
 TOKEN = "local/platform/sa-proj-lab#token"
 RKE2 = {"name": "rke2-local", "project_id": PID, "app": {"slug": "rke2", "version": "v1.30.4+rke2r1"},
         "runtime": {**RUNTIME, "runtime_backend": "kubernetes"}, "service_account_token_path": TOKEN,
-        "members": {"server": {"count": 1, "nodes": ["local-lab-1"]}, "agent": {"count": 1}}}
+        "members": {"server": {"count": 1}, "agent": {"count": 1}}}
 VLLM = {"name": "vllm-chat", "project_id": PID, "app": {"slug": "vllm", "version": "0.6.3"},
         "runtime": {**RUNTIME, "runtime_backend": "allocation"}, "service_account_token_path": TOKEN,
         "members": {"serve": {"count": 1, "allocation": {"capacity_shape": "gpu_slice", "gpu_count": 4}}}}

@@ -14,8 +14,8 @@ from .conftest import REPO, edit
 
 
 def test_dev_previews_its_rke2_instance_bound_to_its_machine(engine_factory: Any, tmp_path: Path) -> None:
-    """Seed 000 §1: dev's RKE2 server on the app_control host, its agent on the GPU worker (Slurm's members
-    are placed by the platform: a node serves one member of one instance)."""
+    """Seed 000 §1: dev's RKE2 agent on the GPU worker; its server is allocated by the platform (the app_control
+    host is no platform node: APP011), and so are Slurm's members (a node serves one member of one instance)."""
     engine = engine_factory(REPO, "dev", config={"gpuaas-infra:environment": "dev"}, backend=tmp_path / "backend")
     preview = engine.preview(timeout=300)
     assert preview.ok, preview.errors()
@@ -23,10 +23,10 @@ def test_dev_previews_its_rke2_instance_bound_to_its_machine(engine_factory: Any
     assert step["op"] == "create"
     state = step["newState"]
     inputs = state["inputs"]
-    assert inputs["topology"] == {"dev-gpu-1": "worker_compute", "dev-lab-1": "app_control"}
-    assert inputs["instance"]["members"]["server"]["nodes"] == ["dev-lab-1"]
-    # the app_control host is not a MAAS machine: the platform places it; the agent waits for the machine
-    assert inputs["placements"]["server"] == [None] and inputs["placements"]["agent"] == UNKNOWN
+    assert inputs["topology"] == {"dev-gpu-1": "worker_compute"}
+    assert not inputs["instance"]["members"]["server"].get("nodes")
+    # the server is placed by the platform (no node named); the agent waits for the machine's node id
+    assert inputs["placements"]["server"] == [] and inputs["placements"]["agent"] == UNKNOWN
     assert any(d.endswith("gpuaas:MaasMachine::machine-dev-gpu-1") for d in state["dependencies"])
     slurm = planned(preview, "gpuaas:AppInstance::app-slurm-lab")
     assert slurm["op"] == "create" and slurm["newState"]["inputs"]["placements"] == {

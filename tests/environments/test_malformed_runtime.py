@@ -44,8 +44,20 @@ def _set_members(**members: Any) -> Callable[[Doc], None]:
 
 # (id, base, mutation, code, path)
 CASES: list[tuple[str, str, Callable[[Doc], None], Code, str]] = [
-    ("rke2-two-servers", "dev", _set_members(server={"count": 2, "nodes": ["dev-lab-1"]}, agent={"count": 1}),
+    ("rke2-two-servers", "dev", _set_members(server={"count": 2}, agent={"count": 1}),
      Code.MEMBER_COUNT_NOT_ALLOWED, "app_instances[1].members.server.count"),
+    # issue 28: a member on a host that is no MAAS machine cannot be placed there (the contract places by node id)
+    ("rke2-server-on-app-control-host", "dev", _set_members(server={"count": 1, "nodes": ["dev-lab-1"]},
+                                                            agent={"count": 1}),
+     Code.MEMBER_ON_NON_NODE, "app_instances[1].members.server.nodes[0]"),
+    # one machine named by its host's name in one instance and by its own in another is one node, bound twice
+    ("machine-bound-twice-through-its-host-name", "dev",
+     lambda doc: (doc["hosts"][2].update(hostname="gpu-host"),
+                  doc["app_instances"][0]["members"].update(worker={"count": 1, "nodes": ["dev-gpu-1"]}),
+                  doc["app_instances"][1]["members"].update(agent={"count": 1, "nodes": ["gpu-host"]})),
+     Code.NODE_BOUND_TWICE, "app_instances[1].members.agent.nodes[0]"),
+    ("runner-tags-on-a-host-without-a-runner", "dev", lambda doc: doc["hosts"][1].update(extra_roles=[]),
+     Code.RUNNER_TAGS_WITHOUT_RUNNER, "hosts[1].runner_tags"),
     ("rke2-four-servers", "dev", _set_members(server={"count": 4}, agent={"count": 1}),
      Code.MEMBER_COUNT_OUT_OF_BOUNDS, "app_instances[1].members.server.count"),
     ("rke2-agent-without-server", "dev", _set_members(agent={"count": 2, "nodes": ["dev-gpu-1"]}),

@@ -25,6 +25,7 @@ from clients.vault import VaultAuthMethod, VaultCredentials, VaultReader, VaultS
 from components.host_roles import spec_for
 from components.settings import ArtifactPin, StackSettings
 from environments import load_environment
+from environments.pins import LAB_PINS, load_pins
 from lab import Lab, LabInfo
 from providers.common import VaultInputs
 from providers.hosts.convergence import HostConvergenceSpec, SecretReader
@@ -35,11 +36,20 @@ from tests.fixtures.stack_config import committed_config
 REPO = Path(__file__).resolve().parents[2]
 
 DEV_HOSTS = ["dev-control-1", "dev-lab-1", "dev-gpu-1"]
+# A second platform_control host, as prod has (seed 003's dev-control-1 + dev-control-2 expansion): it joins the
+# first's k3s; GitLab stays on dev-control-1 (the one host declaring it). Added to dev's compiled inventory here.
+SECOND_CONTROL = "dev-control-2"
+LAB_HOSTS = [*DEV_HOSTS, SECOND_CONTROL]
+RUNNER_TOKENS = "dev/ci/runners"  # the committed hostRoles.runner_tokens: one token per runner, key <host>.<tag>
+RUNNERS = {"dev-control-1": ["platform-control", "sim"], "dev-lab-1": ["app-control"],
+           "dev-gpu-1": ["worker-compute"], SECOND_CONTROL: ["platform-control", "sim"]}
 SSH_KEY_REF = "dev/ssh/lab-admin#private_key"  # the dev environment's ssh_key_path
 SECRET_REFS = {  # the committed stacks/Pulumi.dev.yaml's hostRoles.secret_refs (lab_spec checks they agree)
     "gpuaas_munge_key": "dev/slurm/munge#key",
-    "gpuaas_runner_token": "dev/ci/runner#token",
     "gpuaas_gitlab_root_password": "dev/gitlab/root#password",
+    "gpuaas_k3s_token": "dev/k3s/cluster#token",
+    "gpuaas_journal_ca_cert": "dev/pki/journal#ca_cert",
+    "gpuaas_journal_ca_key": "dev/pki/journal#ca_key",
 }
 _REPORT: dict[str, object] = {}
 
@@ -56,7 +66,7 @@ def lab() -> Iterator[LabInfo]:
     require_lab("lab tier")
     _REPORT["started"] = time.monotonic()
     _REPORT["phases"] = {}
-    with Lab(DEV_HOSTS) as info:
+    with Lab(LAB_HOSTS) as info:
         _REPORT["phases"]["image+boot"] = round(time.monotonic() - float(_REPORT["started"]), 1)  # type: ignore[index]
         yield info
     _REPORT["finished"] = time.monotonic()
@@ -79,9 +89,38 @@ def lab_secrets(lab: LabInfo) -> dict[str, str]:
     return _Secrets({
         SSH_KEY_REF: lab.ssh_key_file.read_text(),
         SECRET_REFS["gpuaas_munge_key"]: base64.b64encode(os.urandom(1024)).decode(),
-        SECRET_REFS["gpuaas_runner_token"]: "glrt-" + secrets.token_urlsafe(20),
+        **{f"{RUNNER_TOKENS}#{host}.{tag}": "glrt-" + secrets.token_urlsafe(20) for host, tags in RUNNERS.items()
+           for tag in tags},
         SECRET_REFS["gpuaas_gitlab_root_password"]: secrets.token_urlsafe(24),
+        SECRET_REFS["gpuaas_k3s_token"]: "K10" + secrets.token_hex(24),
+        **dict(zip((SECRET_REFS["gpuaas_journal_ca_cert"], SECRET_REFS["gpuaas_journal_ca_key"]),
+                   site_ca("gpuaas lab site CA"), strict=True)),
     })
+
+
+def site_ca(name: str) -> tuple[str, str]:
+    """(certificate PEM, key PEM) of a CA made here: the site CA that signs the hosts' journal certificates."""
+    import datetime
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)])
+    now = datetime.datetime.now(datetime.UTC)
+    cert = (x509.CertificateBuilder().subject_name(subject).issuer_name(subject).public_key(key.public_key())
+            .serial_number(x509.random_serial_number()).not_valid_before(now - datetime.timedelta(minutes=5))
+            .not_valid_after(now + datetime.timedelta(days=30))
+            .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+            .add_extension(x509.KeyUsage(digital_signature=True, key_cert_sign=True, crl_sign=True,
+                                         content_commitment=False, key_encipherment=False, data_encipherment=False,
+                                         key_agreement=False, encipher_only=False, decipher_only=False), critical=True)
+            .sign(key, hashes.SHA256()))
+    return (cert.public_bytes(serialization.Encoding.PEM).decode(),
+            key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                              serialization.NoEncryption()).decode())
 
 
 @pytest.fixture(scope="session")
@@ -113,20 +152,28 @@ def committed_stack_config(stack: str) -> dict[str, str]:
 
 @pytest.fixture(scope="session")
 def lab_spec(lab: LabInfo, lab_vault: OpenBaoDevServer) -> HostConvergenceSpec:
-    """The spec the dev program compiles from its committed stack config (pins, secret refs), on the lab:
-    only what the lab must change is changed (host addresses, the apt mirror, the artifacts' host — the
-    committed sha256 pins are kept, so every download is verified against them — and Vault)."""
+    """The spec the dev program compiles from its committed stack config (secret refs), on the lab: the lab
+    changes host addresses, the apt mirror and Vault, and pins the lab's own artifacts inline: the stand-ins of
+    environments/pins/lab.yaml (served by the lab, verified against those committed digests) and the runners'
+    Pulumi CLI, the build the tests use (lab/pulumi_cli.py). dev's own pins file holds the real releases."""
     committed = StackSettings.from_config("dev", committed_stack_config("dev"))
     assert committed.host_roles is not None, "stacks/Pulumi.dev.yaml turns host convergence on"
-    pins = committed.host_roles.artifacts
     assert committed.host_roles.secret_refs == SECRET_REFS, "the lab's Vault holds the committed secret refs"
-    built = {k: a.sha256 for k, a in lab.artifacts.items()}
-    assert {k: p.sha256 for k, p in pins.items()} == built, "committed pins differ: see `python -m lab pins`"
+    pins, _ = load_pins(LAB_PINS)
+    assert pins is not None
+    standins = {k: p.sha256 for k, p in pins.artifacts.items() if p.pinned}
+    assert {k: lab.artifacts[k].sha256 for k in standins} == standins, "lab pins differ: see `python -m lab pins`"
+    artifacts = {k: ArtifactPin(url=a.url, sha256=a.sha256, version=a.version) for k, a in lab.artifacts.items()}
     on_lab = committed.host_roles.model_copy(update={
-        "address_overrides": {h: str(a) for h, a in lab.hosts.items()},
-        "artifacts": {k: ArtifactPin(url=lab.artifacts[k].url, sha256=p.sha256) for k, p in pins.items()},
-        "apt_source": lab.apt_source,
+        "pins": None, "artifacts": artifacts, "apt_source": lab.apt_source,
+        "address_overrides": {h: str(a) for h, a in lab.hosts.items() if h != SECOND_CONTROL},
     })
     spec = spec_for(load_environment("dev"), committed, on_lab)
+    first = next(h for h in spec.hosts if h.hostname == "dev-control-1")
+    second = first.model_copy(update={"hostname": SECOND_CONTROL, "address": lab.hosts[SECOND_CONTROL],
+                                      "roles": tuple(r for r in first.roles if r != "gitlab")})
     vault = VaultInputs(address=lab_vault.address, kv_mount="gpuaas", auth_method=VaultAuthMethod.TOKEN)
-    return spec.model_copy(update={"vault": vault})
+    assert committed.host_roles.runner_tokens == RUNNER_TOKENS
+    tokens = {**spec.runner_token_refs, SECOND_CONTROL: {t: f"{RUNNER_TOKENS}#{SECOND_CONTROL}.{t}"
+                                                         for t in RUNNERS[SECOND_CONTROL]}}
+    return spec.model_copy(update={"vault": vault, "hosts": (*spec.hosts, second), "runner_token_refs": tokens})

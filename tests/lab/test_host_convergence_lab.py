@@ -5,6 +5,7 @@ roles' services -> an unreachable host fails the run, named. Real SSH, real apt,
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import time
@@ -15,6 +16,7 @@ from typing import Any
 import pytest
 
 from lab import LabInfo
+from lab.pulumi_cli import cli_version
 from providers.hosts.convergence import (
     ConvergenceFailed,
     ConvergenceResult,
@@ -25,7 +27,8 @@ from providers.hosts.convergence import (
 )
 from tests.fixtures.backend import state_text
 
-from .conftest import DEV_HOSTS, record_phase
+from .conftest import LAB_HOSTS as DEV_HOSTS
+from .conftest import RUNNER_TOKENS, RUNNERS, SECOND_CONTROL, record_phase, site_ca
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow]
 
@@ -34,6 +37,8 @@ EXPECTED_ACTIVE = {
     "dev-control-1": {"docker", "prometheus-node-exporter", "prometheus", "k3s", "gitlab-runsvdir",
                       "docker-registry", "gitlab-runner"},
     "dev-lab-1": {"docker", "prometheus-node-exporter", "munge", "slurmctld", "gitlab-runner"},
+    # the second control host: k3s (joined to the first), its runners, no GitLab of its own
+    "dev-control-2": {"docker", "prometheus-node-exporter", "prometheus", "k3s", "gitlab-runner"},
     # the GPU lane's runner (worker-compute only) sits on the GPU host: seed 003's one exception
     "dev-gpu-1": {"docker", "prometheus-node-exporter", "munge", "slurmd", "gpuaas-node-agent", "gitlab-runner"},
 }
@@ -183,7 +188,7 @@ def test_second_up_through_the_cli_changes_nothing_and_a_preview_lists_a_change(
     for h in DEV_HOSTS:
         assert f"[host-convergence preview] {h}: would change: Set journald retention" in said
     assert "+MaxRetentionSec=14day" in said
-    assert "hosts that would change: dev-control-1, dev-gpu-1, dev-lab-1" in said
+    assert "hosts that would change: dev-control-1, dev-control-2, dev-gpu-1, dev-lab-1" in said
     assert "MaxRetentionSec=30day" in lab.ssh("dev-gpu-1", "cat /etc/systemd/journald.conf.d/gpuaas.conf").stdout
     _assert_no_secret(state_text(engine) + up.log + preview.log + said, lab_secrets)
 
@@ -193,22 +198,33 @@ def _active(lab: LabInfo, host: str) -> set[str]:
     return {svc for svc, state in zip(sorted(ALL_MANAGED), out, strict=True) if state == "active"}
 
 
-def test_each_host_runs_exactly_its_roles_services(lab: LabInfo) -> None:
+def test_each_host_runs_exactly_its_roles_services(lab: LabInfo, lab_secrets: dict[str, str]) -> None:
     if "first" not in _state:
         pytest.fail("the converge test did not leave its result: it failed or did not run first")
     assert {h: _active(lab, h) for h in DEV_HOSTS} == EXPECTED_ACTIVE
     for h in DEV_HOSTS:
         marker = lab.ssh(h, "cat /etc/gpuaas/host-role /etc/ansible/facts.d/gpuaas.fact").stdout
-        logical = {"dev-control-1": "platform_control", "dev-lab-1": "app_control", "dev-gpu-1": "worker_compute"}
+        logical = {"dev-control-1": "platform_control", "dev-lab-1": "app_control", "dev-gpu-1": "worker_compute",
+                   SECOND_CONTROL: "platform_control"}
         assert marker.splitlines()[0] == logical[h]
         assert lab.ssh(h, "test -d /opt/gpuaas -a -d /var/lib/gpuaas -a -d /var/log/gpuaas -a -d /etc/gpuaas"
                           " -a -f /etc/systemd/journald.conf.d/gpuaas.conf").returncode == 0
     ns = lab.ssh("dev-control-1", "for n in gpuaas-core gpuaas-infra gpuaas-observability;"
                                   " do k3s kubectl get namespace $n; done")
     assert ns.returncode == 0 and ns.stdout.count("Active") == 3
+    # issue 28: every runner host has the pinned Pulumi CLI on PATH, the build the tests use
+    versions = {h: lab.ssh(h, "sudo -u gpuaas /usr/local/bin/pulumi version").stdout.strip() for h in DEV_HOSTS}
+    assert versions == dict.fromkeys(DEV_HOSTS, f"v{cli_version()}"), versions
+    # one token per runner: each runner of config.toml carries the Vault value of its own <host>.<tag>
+    for host, host_tags in RUNNERS.items():
+        config = lab.ssh(host, "cat /etc/gitlab-runner/config.toml").stdout
+        for tag in host_tags:
+            block = config.split(f'name = "{host}-{tag}"', 1)[1].split("[[runners]]")[0]
+            own = f'token = "{lab_secrets[f"{RUNNER_TOKENS}#{host}.{tag}"]}"' in block  # never shown on failure
+            assert own, f"{host}/{tag}: the runner does not carry its own token"
     tags = {h: lab.ssh(h, "cat /etc/gpuaas/runner-tags").stdout.split() for h in DEV_HOSTS}
     assert tags == {"dev-control-1": ["platform-control", "sim"], "dev-lab-1": ["app-control"],
-                    "dev-gpu-1": ["worker-compute"]}, tags
+                    "dev-gpu-1": ["worker-compute"], SECOND_CONTROL: ["platform-control", "sim"]}, tags
 
 
 def test_the_weka_mount_unit_is_installed_and_active_on_the_worker(lab: LabInfo) -> None:
@@ -265,6 +281,110 @@ def test_observability_agent_answers_on_every_host(lab: LabInfo) -> None:
         ups = {x["metric"]["host"]: x["value"][1] for x in res if "host" in x["metric"]}
         return ups if ups == dict.fromkeys(DEV_HOSTS, "1") else {}
     assert _poll(all_up), "central Prometheus does not see every host's agent up"
+
+
+def test_the_second_control_host_joins_the_first_k3s_with_the_cluster_token(
+    lab: LabInfo, lab_secrets: dict[str, str],
+) -> None:
+    """Two control hosts, one control plane: dev-control-1 initialised the cluster; dev-control-2's k3s server
+    was started with --server https://<dev-control-1>:6443 and the token from Vault, and the first server
+    admitted it. The stand-in records its arguments and the token's digest; given another token, the join is
+    refused (the first server records the refusal) and the joiner's k3s does not come up."""
+    if "first" not in _state:
+        pytest.fail("the converge test did not leave its result: it failed or did not run first")
+    token = lab_secrets["dev/k3s/cluster#token"]
+    first = json.loads(lab.ssh("dev-control-1", "cat /var/lib/rancher/k3s/standin/server-args.json").stdout)
+    second = json.loads(lab.ssh(SECOND_CONTROL, "cat /var/lib/rancher/k3s/standin/server-args.json").stdout)
+    digest = hashlib.sha256(token.encode()).hexdigest()
+    assert first["cluster_init"] and first["server"] is None and first["token_sha256"] == digest
+    assert second["server"] == f"https://{lab.hosts['dev-control-1']}:6443" and not second["cluster_init"]
+    assert second["token_sha256"] == digest
+    assert "--token-file" in second["argv"] and token not in json.dumps(second)
+    members = lab.ssh("dev-control-1", "ls /var/lib/rancher/k3s/standin/members").stdout.split()
+    assert members == [SECOND_CONTROL]
+    assert lab.ssh("dev-control-1", "stat -c %a /etc/rancher/k3s/cluster-token").stdout.strip() == "600"
+    # another token: refused, recorded by the first server; the joiner's k3s fails
+    swap = "cp /etc/rancher/k3s/cluster-token /root/token.keep && echo K10-not-the-cluster-token >" \
+           " /etc/rancher/k3s/cluster-token && systemctl restart k3s; true"
+    lab.ssh(SECOND_CONTROL, swap)
+    refused = _poll(lambda: lab.ssh("dev-control-1", f"test -e /var/lib/rancher/k3s/standin/refused/{SECOND_CONTROL}"
+                                    " && echo refused").stdout.strip())
+    lab.ssh(SECOND_CONTROL, "cp /root/token.keep /etc/rancher/k3s/cluster-token && systemctl restart k3s")
+    assert refused == "refused", "the first server did not refuse another token"
+    assert _poll(lambda: lab.ssh(SECOND_CONTROL, "k3s kubectl get namespace default").returncode == 0)
+
+
+def _client_cert(ca: tuple[str, str], tmp: Path, name: str) -> tuple[Path, Path]:
+    """A client key and a certificate for `name` signed by `ca` (certificate PEM, key PEM)."""
+    import datetime
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    ca_cert, ca_key = x509.load_pem_x509_certificate(ca[0].encode()), serialization.load_pem_private_key(
+        ca[1].encode(), password=None)
+    key = ec.generate_private_key(ec.SECP256R1())
+    now = datetime.datetime.now(datetime.UTC)
+    cert = (x509.CertificateBuilder().subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)]))
+            .issuer_name(ca_cert.subject).public_key(key.public_key()).serial_number(x509.random_serial_number())
+            .not_valid_before(now - datetime.timedelta(minutes=5)).not_valid_after(now + datetime.timedelta(days=1))
+            .sign(ca_key, hashes.SHA256()))  # type: ignore[arg-type]
+    cert_file, key_file = tmp / f"{name}.crt", tmp / f"{name}.key"
+    cert_file.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    key_file.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                           serialization.NoEncryption()))
+    return cert_file, key_file
+
+
+def _upload_status(address: str, ca_file: Path, client: tuple[Path, Path] | None) -> int | str:
+    """POST an empty upload to the collector's gpu listener over TLS: the HTTP status, or the TLS failure."""
+    import http.client
+    import ssl
+
+    ctx = ssl.create_default_context(cafile=str(ca_file))
+    ctx.check_hostname = False  # the collector's certificate is checked against the site CA
+    if client:
+        ctx.load_cert_chain(str(client[0]), str(client[1]))
+    conn = http.client.HTTPSConnection(address, 19534, context=ctx, timeout=10)
+    try:
+        conn.request("POST", "/upload", body=b"", headers={"Content-Type": "application/vnd.fdo.journal"})
+        return conn.getresponse().status
+    except (ssl.SSLError, OSError) as e:
+        return type(e).__name__
+    finally:
+        conn.close()
+
+
+def test_journals_ship_over_tls_only_with_a_client_certificate_of_the_site_ca(
+    lab: LabInfo, lab_secrets: dict[str, str], tmp_path: Path,
+) -> None:
+    """Each host's key stays on it, its certificate is the site CA's (signed on the controller with the CA key
+    from Vault); a host's journal reaches the collector over TLS; an upload without a client certificate, or
+    with one of another CA, is refused."""
+    if "first" not in _state:
+        pytest.fail("the converge test did not leave its result: it failed or did not run first")
+    ca = (lab_secrets["dev/pki/journal#ca_cert"], lab_secrets["dev/pki/journal#ca_key"])
+    key_mode = lab.ssh("dev-gpu-1", "stat -c '%U:%G %a' /etc/gpuaas/journal/host.key").stdout.strip()
+    assert key_mode == "root:systemd-journal 640", key_mode
+    assert lab.ssh("dev-gpu-1", "openssl verify -CAfile /etc/gpuaas/journal/ca.pem /etc/gpuaas/journal/host.crt"
+                   ).returncode == 0
+    marker = f"gpuaas-journal-{os.urandom(6).hex()}"
+    lab.ssh("dev-gpu-1", f"logger -t gpuaas-lab {marker}")
+    arrived = _poll(lambda: marker in lab.ssh("dev-control-1", "journalctl -D /var/log/journal/remote/gpu "
+                                              "--no-pager -t gpuaas-lab -o cat").stdout, deadline_s=90)
+    assert arrived, lab.ssh("dev-gpu-1", "systemctl status systemd-journal-upload --no-pager").stdout[-1500:]
+    ca_file = tmp_path / "ca.pem"
+    ca_file.write_text(ca[0])
+    collector = str(lab.hosts["dev-control-1"])
+    other = site_ca("another CA")
+    refused = _upload_status(collector, ca_file, None)
+    assert not isinstance(refused, int), f"an upload without a client certificate got HTTP {refused}"
+    intruder = _upload_status(collector, ca_file, _client_cert(other, tmp_path, "intruder"))
+    assert not isinstance(intruder, int), f"a client certificate of another CA got HTTP {intruder}"
+    admitted = _upload_status(collector, ca_file, _client_cert(ca, tmp_path, "dev-gpu-1"))
+    assert isinstance(admitted, int), f"a client certificate of the site CA was refused: {admitted}"
 
 
 def test_unreachable_host_fails_the_run_naming_it(

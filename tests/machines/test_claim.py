@@ -70,9 +70,10 @@ def test_flag_off_stops_with_the_system_id(world_factory: Callable[..., World]) 
 
 
 def test_two_candidates_stop_with_both_system_ids(world_factory: Callable[..., World]) -> None:
+    """Two machines on the spec's BMC address (its MAC finds none: the power lookup runs) stop the machine."""
     w = world_factory()
     spec = w.specs["local-gpu-1"]
-    by_mac = _enlist(w, "pxe-enlisted-7", spec.pxe_mac, OTHER_IPMI)
+    by_mac = _enlist(w, "pxe-enlisted-7", "02:00:00:00:00:02", spec.ipmi_address)
     by_bmc = _enlist(w, "enlisted-by-bmc", "02:00:00:00:00:01", spec.ipmi_address)
     r = Scheduler(w.context(auto_claim_single_new_machine=True)).onboard([spec])[0]
     assert r.outcome is MachineOutcome.FAILED and r.reason.startswith("MCH020"), r.reason

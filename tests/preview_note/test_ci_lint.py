@@ -109,10 +109,15 @@ def test_the_projects_pipeline_is_clean() -> None:
             ],
             "CI061",
         ),
-        ([(".venv/bin/gpuaas-infra post-note", "echo skipped")], "CI062"),
-        ([('--stack "$STACK" --policy-pack policy \\\n', '--stack "$STACK" \\\n')], "CI063"),
-        ([('pulumi up --yes --refresh --stack "$STACK" --policy-pack policy',
-           'pulumi up --yes --refresh --stack "$STACK"')], "CI076"),
+        ([(".venv/bin/python -m cli.main post-note", "echo skipped")], "CI062"),
+        ([('        --policy-pack "$CI_PROJECT_DIR/policy/run-policy-pack" \\\n', "")], "CI063"),
+        ([('--stack "$STACK"\n        --policy-pack "$CI_PROJECT_DIR/policy/run-policy-pack"', '--stack "$STACK"')],
+         "CI076"),
+        # issue 28: the runners are shell executors: an image would be ignored
+        ([("default:\n  interruptible: true\n", "default:\n  image: python:3.11@sha256:" + "0" * 64
+           + "\n  interruptible: true\n")], "CI081"),
+        # previews run in preview/<stack> (action prepare): that is no deploy, so no promotion rule applies
+        ([("    name: preview/$STACK\n    action: prepare\n", "    name: preview/$STACK\n")], "CI075"),
         ([("needs: [deploy-staging]", "needs: [deploy-dev]")], "CI073"),  # prod straight from dev
         (
             [
