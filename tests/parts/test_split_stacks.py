@@ -156,7 +156,8 @@ def test_an_all_stack_moves_into_its_site_and_control_stacks_with_pulumi_state_m
 ) -> None:
     """README, "Splitting an environment": an existing `all` stack is split with `pulumi state move
     --include-parents` (the site's URNs, then the rest); nothing is recreated: the site stack's next `up`
-    takes its machines over in MAAS owner data (in place) and then changes nothing, the control stack's updates its app instance in place once (its `stack` input names
+    takes its machines over in MAAS owner data (in place) and then changes nothing, the control stack's
+    updates its app instance in place once (its `stack` input names
     the stack) without a platform operation, and then nothing is left to do."""
     config = {**world.stack_config(), "gpuaas-infra:environment": str(env_file)}
     backend = tmp_path / "backend"

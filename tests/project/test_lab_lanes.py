@@ -1,5 +1,5 @@
-"""Seed 003's lab lanes: the pipeline's jobs run on shell runners, naming no image (ci-lint CI081), and its GPU smoke job
-checks the real enrollment result on the GPU host, manual and serialized; the CI image can be built
+"""Seed 003's lab lanes: the pipeline's jobs run on shell runners, naming no image (ci-lint CI081), and its
+GPU smoke job checks the real enrollment result on the GPU host, manual and serialized; the CI image can be built
 and published by digest; every host ships its journal to the platform_control host by role label."""
 
 from __future__ import annotations
