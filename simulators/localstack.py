@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import secrets
+import subprocess
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -24,6 +25,7 @@ from cryptography.hazmat.primitives.asymmetric import ed25519
 
 from clients.platform.models import Role
 from environments import Environment, load_environment
+from environments.model_node import LoginUser
 from simulators.maas import MaasSimulator, MachineBackend, SimInventory
 from simulators.openbao import OpenBaoDevServer
 from simulators.platform import PlatformSimulator
@@ -200,6 +202,11 @@ class LocalStack:
         key_pem = _ssh_private_key()
         for host in env.hosts:
             values[host.ssh_key_path] = key_pem
+        for user in _login_users(env):  # a profile's login user: public keys and a password hash, read at deploy
+            for ref in user.ssh_authorized_keys:
+                values[ref] = _ssh_public_key(f"{user.name}@{env.name}")
+            if user.password.hash_ref:
+                values[user.password.hash_ref] = _password_hash()
         by_path: dict[str, dict[str, str]] = {}
         for ref, value in values.items():
             path, key = ref.split("#", 1)
@@ -283,7 +290,25 @@ def _refs(env: Environment) -> list[str]:
         env.artifact_store.credentials_path,
     ]
     refs += [a.service_account_token_path for a in env.app_instances] + [h.ssh_key_path for h in env.hosts]
+    for user in _login_users(env):
+        refs += [*user.ssh_authorized_keys, *([user.password.hash_ref] if user.password.hash_ref else [])]
     return sorted(set(refs))
+
+
+def _login_users(env: Environment) -> list[LoginUser]:
+    return [p.login_user for s in env.sites for p in s.profiles if p.login_user is not None]
+
+
+def _ssh_public_key(comment: str) -> str:
+    key = ed25519.Ed25519PrivateKey.generate().public_key()
+    return key.public_bytes(serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH).decode() + " " + comment
+
+
+def _password_hash() -> str:
+    """A SHA-512 crypt hash (what `openssl passwd -6` prints) of a random password nobody knows."""
+    proc = subprocess.run(["openssl", "passwd", "-6", "-stdin"], input=secrets.token_hex(16), capture_output=True,
+                          text=True, check=True)
+    return proc.stdout.strip()
 
 
 def _ssh_private_key() -> str:
