@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import base64
 from typing import TYPE_CHECKING, Any
 
 from . import errors
@@ -291,17 +290,3 @@ def register(routes: RouteTable, core: SimCore) -> None:
             del store.scripts[s.name]
         return deleted()
 
-
-def builtin_scripts() -> list[Script]:
-    """A few of MAAS's default scripts so commission/test script selection has something to match."""
-    out = []
-    for n, (name, stype, tags) in enumerate([
-        ("20-maas-01-install-lldpd", 0, ["node"]), ("50-maas-01-commissioning", 0, ["node"]),
-        ("update_firmware", 0, ["update_firmware"]), ("configure_hba", 0, ["configure_hba"]),
-        ("smartctl-validate", 2, ["commissioning", "storage"]), ("memtester", 2, ["memory"]),
-        ("stress-ng-cpu-short", 2, ["cpu"]), ("fio", 2, ["storage"]),
-        ("wipe-disks", 3, ["wipe"]),
-    ]):
-        out.append(Script(id=n + 1, name=name, script_type=stype, script=base64.b64encode(name.encode()),
-                          tags=tags, default=True))
-    return out

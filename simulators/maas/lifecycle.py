@@ -40,6 +40,7 @@ from .render import HW_SYNC_INTERVAL
 from .state import Machine, Store
 
 if TYPE_CHECKING:
+    from .commissioning import NodeCommissioning
     from .metadata import StatusMessage
     from .nspawn import NspawnNodes
 
@@ -112,6 +113,11 @@ class Lifecycle:
         self.platform_url = platform_url
         self.scheduler = Scheduler()
         self._enroller = ThreadPoolExecutor(max_workers=2, thread_name_prefix="maas-sim-enroll")
+        self.commissioning: NodeCommissioning | None = None  # NSPAWN: commissioning and testing run on a node
+        if nodes is not None:
+            from .commissioning import NodeCommissioning  # the lab's node machinery, for the NSPAWN backend only
+
+            self.commissioning = NodeCommissioning(self)
         self.PHASE_END: dict[NodeStatus, Callable[[Machine], None]] = {
             S.COMMISSIONING: self._end_commissioning,
             S.TESTING: self._end_testing,
@@ -191,6 +197,9 @@ class Lifecycle:
         if self._power_fails(m, S.COMMISSIONING, "on"):
             return
         m.power_state = PowerState.ON
+        if self.commissioning is not None:
+            self.commissioning.start(m)  # a real node runs the scripts; its signals end the phase
+            return
         self._arm(m, self.durations.commissioning)
 
     def deploy(self, m: Machine, user_data: bytes | None, distro_series: str, hwe_kernel: str | None,
@@ -254,6 +263,8 @@ class Lifecycle:
         m.power_state = PowerState.OFF
         if m.status == S.DEPLOYING:
             self._halt_node(m)
+        elif m.status in (S.COMMISSIONING, S.TESTING) and self.commissioning is not None:
+            self.commissioning.abort(m)
         self.transition(m, back, "aborted by user")
 
     def accept(self, m: Machine) -> bool:
@@ -390,7 +401,11 @@ class Lifecycle:
     def node_status(self, m: Machine, msg: StatusMessage) -> None:
         """A cloud-init reporting event from the machine's node (metadata.py); caller holds store.lock.
         As MAAS: a start or a failure goes to the event log (sub-stage starts at DEBUG); a top-level
-        stage finishing FAIL fails the deployment; `modules-final` finishing otherwise ends it Deployed."""
+        stage finishing FAIL fails the deployment; `modules-final` finishing otherwise ends it Deployed.
+        While commissioning or testing, the commissioning path reads them (commissioning.py)."""
+        if self.commissioning is not None and m.status in (S.COMMISSIONING, S.TESTING):
+            self.commissioning.cloud_init_event(m, msg)
+            return
         what = f"'{msg.origin}' {msg.description}".strip()
         if msg.failed:
             m.event(INSTALL_FAILURE_TYPE, f"{what} [{msg.name}: {msg.result}]", "ERROR")
