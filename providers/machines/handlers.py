@@ -22,6 +22,7 @@ from .records import (
     LifecycleRecord,
     Step,
 )
+from .script_failures import failed_scripts
 from .spec import EraseMode, MachineSpec, TeardownMode
 from .status import MachineOutcome, Stage
 from .user_data import deploy_user_data
@@ -37,15 +38,12 @@ def _event(ctx: Context, m: LifecycleRecord) -> str:
 
 
 def _failed_scripts(ctx: Context, m: LifecycleRecord) -> str:
-    """The failing scripts of the machine's current testing (or commissioning) run as MAAS recorded them,
-    e.g. `MAAS testing results: smartctl-validate: failed, exit 1`; "" when MAAS names none."""
+    """The failing scripts of the machine's current testing (or commissioning) run as MAAS recorded them, with
+    their output's tail, redacted (script_failures.py), e.g. `MAAS testing results: smartctl-validate: failed,
+    exit 1, output: ...`; "" when MAAS names none."""
     assert m.view is not None and m.system_id
     kind = "testing" if m.view.status is MaasStatus.FAILED_TESTING else "commissioning"
-    try:
-        failed = [r.text() for r in ctx.ops.script_results(m.system_id, kind) if r.failed]
-    except MaasError:
-        return ""
-    return f"MAAS {kind} results: {'; '.join(failed)}" if failed else ""
+    return failed_scripts(ctx.ops, m.system_id, kind)
 
 
 def handle_commission(ctx: Context, m: LifecycleRecord) -> Step:
