@@ -190,3 +190,16 @@ def test_the_runner_endpoints_take_only_the_current_node_key(sim: Any) -> None:
               f'oauth_signature_method="PLAINTEXT", oauth_signature="&{admin[2]}"')
     answer = httpx.post(url, headers={"Authorization": header}, data={"op": "signal", "status": "OK"})
     assert answer.status_code == 401, "the API key is not a node key"
+
+
+def test_a_scripts_embedded_timeout_applies_when_the_upload_names_none(maas_sim: MaasSimulator) -> None:  # noqa: F811 - fixture
+    site = MaasSiteClient(maas_sim.url, maas_sim.api_key)
+    header = "#!/bin/sh\n# --- Start MAAS 1.0 script metadata ---\n# name: x\n# timeout: 00:05:00\n" \
+             "# --- End MAAS 1.0 script metadata ---\ntrue\n"
+    site.put_script("with-embedded", "testing", header.encode())
+    site._call("NodeScripts", "create", read=False, name="form-wins", type="testing", timeout="7",
+               script=header.encode())
+    site.put_script("without", "testing", b"#!/bin/sh\ntrue\n")
+    timeouts = {s["name"]: s["timeout"] for s in site._call("NodeScripts", "read", read=True)}
+    assert (timeouts["with-embedded"], timeouts["form-wins"], timeouts["without"]) == ("0:05:00", "0:00:07",
+                                                                                       "0:00:00")
