@@ -27,7 +27,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from clients.maas.vocabulary import ScriptStatus
+from clients.maas.vocabulary import SCRIPT_FAILED, ScriptStatus
 
 from . import script_results as sr
 from .enums import NodeStatus, PowerState
@@ -224,7 +224,7 @@ class NodeCommissioning:
             self._end(m, S.READY, "tests passed on the node" if m.status is S.TESTING
                       else "commissioning finished on the node, no tests requested")
         else:
-            self._end(m, target, error or f"{target.label}: the node's script runner signalled FAILED")
+            self._end(m, target, error or _failed_note(m, target))
 
     def cloud_init_event(self, m: Machine, msg: StatusMessage) -> None:
         """A cloud-init reporting event while the node commissions or tests: logged as MAAS logs them; the
@@ -241,6 +241,14 @@ class NodeCommissioning:
 
 
 FAILED = {S.COMMISSIONING: S.FAILED_COMMISSIONING, S.TESTING: S.FAILED_TESTING}
+
+
+def _failed_note(m: Machine, target: NodeStatus) -> str:
+    """The error when the runner gave none: the failed scripts of the phase's run, by name and exit status."""
+    kind = sr.ResultType.TESTING if target is S.FAILED_TESTING else sr.ResultType.COMMISSIONING
+    run = sr.current(m, kind)
+    failed = [f"{r.name} (exit {r.exit_status})" for r in (run.results if run else []) if r.status in SCRIPT_FAILED]
+    return f"{target.label}: " + (", ".join(failed) + " failed" if failed else "the node's script runner said so")
 
 
 def _add(tar: tarfile.TarFile, name: str, data: bytes, mode: int) -> None:

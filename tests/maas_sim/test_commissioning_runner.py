@@ -7,9 +7,13 @@ MAAS records what each really did (exit status, output) in `nodes/{system_id}/re
 from __future__ import annotations
 
 import base64
+import io
+import json
 import secrets
 import subprocess
 import sys
+import tarfile
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -49,6 +53,8 @@ class HostLab:
         self.tmp = tmp
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
         self.user_data: list[bytes] = []
+        self.run_runner = True  # False: the node boots, its runner does not start (the test signals itself)
+        self.roots: list[Path] = []
 
     def boot(self, hostname: str, user_data: bytes, knobs: dict[str, str] | None = None, data_disks: Any = (),
              disk_mb: int = 0, cloud_cfg: dict[str, str] | None = None) -> BootedNode:
@@ -64,6 +70,9 @@ class HostLab:
         cmd = doc["runcmd"][0]
         config = root / "cfg" / Path(cmd[cmd.index("--config") + 1]).name
         console = root / "console.log"
+        self.roots.append(root)
+        if not self.run_runner:
+            return BootedNode(hostname=hostname, root=root, instance_id=root.name, console=console)
         self.procs[hostname] = subprocess.Popen([sys.executable, str(runner), "--config", str(config)],
                                                 stdout=console.open("wb"), stderr=subprocess.STDOUT,
                                                 start_new_session=True)
@@ -203,3 +212,58 @@ def test_a_scripts_embedded_timeout_applies_when_the_upload_names_none(maas_sim:
     timeouts = {s["name"]: s["timeout"] for s in site._call("NodeScripts", "read", read=True)}
     assert (timeouts["with-embedded"], timeouts["form-wins"], timeouts["without"]) == ("0:05:00", "0:00:07",
                                                                                        "0:00:00")
+
+
+def _node_key_header(root: Path) -> str:
+    """The node key the simulator gave the node (its datasource drop-in), as an OAuth PLAINTEXT header."""
+    ds = yaml.safe_load((root / "cfg" / "90_maas_datasource.cfg").read_text())["datasource"]["MAAS"]
+    return (f'OAuth oauth_consumer_key="{ds["consumer_key"]}", oauth_token="{ds["token_key"]}", '
+            f'oauth_signature_method="PLAINTEXT", oauth_signature="&{ds["token_secret"]}"')
+
+
+def test_signals_move_results_and_the_machine_as_maas_does(sim: Any) -> None:
+    """The node's side played by the test: the tar lists what is left, WORKING marks a result Running, a result
+    with files is stored with its exit status, an unknown status is refused, FAILED fails the machine and ends
+    the node key's life."""
+    maas, lab = sim
+    lab.run_runner = False
+    _register(maas, FABRIC_OK)
+    client = MaasClient(maas.url, maas.api_key)
+    sid = next(m["system_id"] for m in maas.admin.machines() if m["hostname"] == HOST)
+    client.commission(sid, ["gpuaas-lab-inventory"], ["gpuaas-lab-fabric-check"])
+    deadline = time.monotonic() + 30
+    while not lab.roots:
+        assert time.monotonic() < deadline, "no node booted"
+        time.sleep(0.05)  # poll interval for the backend's boot worker
+    auth = {"Authorization": _node_key_header(lab.roots[-1])}
+    url = f"{maas.root_url}/MAAS/metadata/latest/"
+    tar = httpx.get(url + "maas-scripts", headers=auth)
+    assert tar.status_code == 200 and tar.headers["content-type"] == "application/x-tar"
+    with tarfile.open(fileobj=io.BytesIO(tar.content)) as t:
+        index = json.loads(t.extractfile("index.json").read())["1.0"]  # type: ignore[union-attr]
+        assert t.extractfile("commissioning/gpuaas-lab-inventory").read() == INVENTORY.encode()  # type: ignore[union-attr]
+    ids = {s["name"]: s["script_result_id"] for s in index["commissioning_scripts"] + index["testing_scripts"]}
+    assert [s["name"] for s in index["testing_scripts"]] == ["gpuaas-lab-fabric-check"]
+    assert "20-maas-03-machine-resources" in ids
+    assert httpx.post(url, headers=auth, data={"op": "signal", "status": "BOGUS"}).status_code == 400
+    rid = ids["gpuaas-lab-inventory"]
+    assert httpx.post(url, headers=auth, data={"op": "signal", "status": "WORKING",
+                                               "script_result_id": str(rid)}).status_code == 200
+    assert _results(maas, sid, "commissioning")["gpuaas-lab-inventory"]["status_name"] == "Running"
+    files = {"gpuaas-lab-inventory": ("gpuaas-lab-inventory", b"gpus: 0\n"),
+             "gpuaas-lab-inventory.err": ("gpuaas-lab-inventory.err", b"gpus: 0\n")}
+    answer = httpx.post(url, headers=auth, files=files, data={
+        "op": "signal", "status": "WORKING", "script_result_id": str(rid), "exit_status": "7", "runtime": "1.5"})
+    assert answer.status_code == 200
+    inventory = _results(maas, sid, "commissioning")["gpuaas-lab-inventory"]
+    assert (inventory["status_name"], inventory["exit_status"], inventory["runtime"]) == ("Failed", 7, "0:00:01")
+    assert (_text(inventory["output"]), _text(inventory["stderr"]), _text(inventory["stdout"])) == (
+        "gpus: 0\n", "gpus: 0\n", "")
+    answer = httpx.post(url, headers=auth, data={"op": "signal", "status": "OK"})  # OK, but a script failed
+    assert answer.status_code == 200
+    assert maas.admin.status(sid) is NodeStatus.FAILED_COMMISSIONING
+    error = next(m["error_description"] for m in maas.admin.machines() if m["system_id"] == sid)
+    assert error == "Failed commissioning: gpuaas-lab-inventory (exit 7) failed", error
+    left = _results(maas, sid, "commissioning")
+    assert left["20-maas-03-machine-resources"]["status_name"] == "Aborted", "never ran: aborted"
+    assert httpx.get(url + "maas-scripts", headers=auth).status_code == 401, "the node was powered off"
