@@ -164,10 +164,10 @@ def test_a_failing_site_script_is_recorded_as_it_ran_and_its_output_reaches_the_
         ctx = _context(world, maas, (FABRIC, "gpuaas-lab-burn-in"))
         bad = Scheduler(ctx).onboard(specs_for_world(world)[1:])[0]
         testing = _results(maas, bad.system_id or "", "testing")
+        node = nodes.commissionings[-1].node  # the last commissioning node's disk, read from the host
+        did = {k: (node.root / f"var/tmp/burn-in.{k}").read_text() for k in ("stdout", "stderr", "exit")}
     assert not nodes.errors, nodes.errors
-    node = nodes.commissionings[-1].node  # the last commissioning node's disk, read from the host
     burn = testing["gpuaas-lab-burn-in"]
-    did = {k: (node.root / f"var/tmp/burn-in.{k}").read_text() for k in ("stdout", "stderr", "exit")}
     assert (burn["status_name"], burn["exit_status"]) == ("Failed", int(did["exit"]))
     assert (burn["stdout"], burn["stderr"]) == (did["stdout"], did["stderr"]), "MAAS recorded what the script printed"
     assert sorted(burn["output"].splitlines()) == sorted((did["stdout"] + did["stderr"]).splitlines())
