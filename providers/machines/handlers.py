@@ -49,10 +49,11 @@ def _failed_scripts(ctx: Context, m: LifecycleRecord) -> str:
 def handle_commission(ctx: Context, m: LifecycleRecord) -> Step:
     assert m.view is not None and m.system_id
     if m.view.status in (MaasStatus.FAILED_COMMISSIONING, MaasStatus.FAILED_TESTING):
-        # One failure (seen in this run, or found on resume) earns one automatic re-commission. What
-        # failed: MAAS's per-script results (the failing script, its status and exit), then its last event.
-        scripts, event = _failed_scripts(ctx, m), _event(ctx, m)
-        event = f"{scripts} (MAAS event: {event})" if scripts else event
+        # One failure (seen in this run, or found on resume) earns one automatic re-commission. What failed:
+        # MAAS's per-script results (the failing script, its exit status, its output's tail), else its last
+        # event (which, beside the results, only says "1 test scripts failed to run": it would push the output
+        # out of the bounded summary Pulumi shows).
+        event = _failed_scripts(ctx, m) or _event(ctx, m)
         if m.recommissions >= MAX_RECOMMISSIONS:
             return Step.fail(
                 FailCode.COMMISSIONING,
