@@ -6,7 +6,7 @@ Stack config (`gpuaas-infra:hostRoles`, an object; everything but the environmen
       pins: environments/pins/dev.yaml # the releases the hosts install (operator data: environments/pins/):
                                        # k3s, gitlab, gitlab_runner, node_agent, pulumi_cli, each url + sha256
       artifacts: {}                    # inline pins replacing the file's by name (the lab's own URLs only)
-      runner_tokens: dev/ci/runners    # Vault path: one token per runner, key <hostname>.<tag>
+      runner_tokens_path: dev/ci/runners    # Vault path: one token per runner, key <hostname>.<tag>
       secret_refs:                     # extra var -> Vault reference (values never in config/state)
         gpuaas_munge_key: dev/slurm/munge#key
         gpuaas_gitlab_root_password: dev/gitlab/root#password
@@ -48,7 +48,7 @@ from .settings import HOST_ROLES, NAMESPACE, HostRolesSettings, StackSettings, s
 ROLE_NEEDS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "control_plane_k3s": (("k3s",), ("gpuaas_k3s_token",)),
     "gitlab": (("gitlab",), ("gpuaas_gitlab_root_password",)),
-    "runner": (("gitlab_runner", "pulumi_cli"), ()),  # each runner's own token: hostRoles.runner_tokens
+    "runner": (("gitlab_runner", "pulumi_cli"), ()),  # each runner's own token: hostRoles.runner_tokens_path
     "worker_compute": (("node_agent",), ("gpuaas_munge_key",)),
     "app_control": ((), ("gpuaas_munge_key",)),
     # every host (the playbook applies it to all): the site CA that signs each host's journal TLS certificate
@@ -98,10 +98,10 @@ def artifacts_of(host_roles: HostRolesSettings) -> dict[str, ArtifactSource]:
 
 
 def runner_token_refs(env: Environment, host_roles: HostRolesSettings) -> dict[str, dict[str, str]]:
-    """hostname -> tag -> `<runner_tokens path>#<hostname>.<tag>`: one token per runner (a host's tag)."""
-    if not host_roles.runner_tokens:
+    """hostname -> tag -> `<runner_tokens_path>#<hostname>.<tag>`: one token per runner (a host's tag)."""
+    if not host_roles.runner_tokens_path:
         return {}
-    return {h.hostname: {t.value: f"{host_roles.runner_tokens}#{h.hostname}.{t.value}" for t in h.runner_tags}
+    return {h.hostname: {t.value: f"{host_roles.runner_tokens_path}#{h.hostname}.{t.value}" for t in h.runner_tags}
             for h in env.hosts if HostRole.RUNNER in h.roles and h.runner_tags}
 
 
@@ -171,11 +171,11 @@ def host_roles_findings(env: Environment, settings: StackSettings, preview: bool
                             lab_allowed=env.tier.value == "local", preview=preview)
     out += _inline_standins(env, settings)
     runners = [h.hostname for h in env.hosts if HostRole.RUNNER in h.roles]
-    if runners and not roles.runner_tokens:
+    if runners and not roles.runner_tokens_path:
         out.append(finding(Code.HOST_SECRET_MISSING, stack_file(settings.stack),
-                           f"{NAMESPACE}:{HOST_ROLES}.runner_tokens",
+                           f"{NAMESPACE}:{HOST_ROLES}.runner_tokens_path",
                            f"the runners of {', '.join(runners)} need their tokens (one per runner)",
-                           hint=f"set {NAMESPACE}:{HOST_ROLES}.runner_tokens: <Vault path>; under it, one key "
+                           hint=f"set {NAMESPACE}:{HOST_ROLES}.runner_tokens_path: <Vault path>; under it, one key "
                                 "<hostname>.<tag> per runner (gpuaas-infra secrets lists them)"))
     for (code, name), by_role in sorted(needs.items()):
         have = declared if code is Code.PIN_MISSING else set(roles.secret_refs)

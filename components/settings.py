@@ -99,7 +99,7 @@ class HostRolesSettings(BaseModel):
     artifacts: dict[str, ArtifactPin] = {}
     """Pins given inline, each replacing the pins file's entry of that name (the lab: its own URLs)."""
     secret_refs: dict[str, str] = {}
-    runner_tokens: str | None = Field(default=None, pattern=r"^[A-Za-z0-9_./-]+$")
+    runner_tokens_path: str | None = Field(default=None, pattern=r"^[A-Za-z0-9_./-]+$")
     """Vault path of the runners' tokens: one per runner, key `<hostname>.<tag>` (a runner is a host's tag)."""
     preview_check: bool = False
     apt_source: str = ""

@@ -1,3 +1,4 @@
+# size: the code catalogue, one entry (what, fix hint) per finding code; splitting it would split the one list
 """Validation findings: one stable code per rule, the document and path, and a fix hint.
 
 Every rule of the environment model reports through `Finding`; codes live in `CATALOGUE` only,

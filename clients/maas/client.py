@@ -1,3 +1,4 @@
+# size: every MAAS call the providers make, each one request over the one retrying request path
 """MAAS: the one module that talks to a MAAS region, over python-libmaas (unmodified) and HTTP.
 
 Shared by every provider that needs MAAS (machines, RoCE links, node scripts): extend it, don't

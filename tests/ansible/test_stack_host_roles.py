@@ -20,7 +20,7 @@ from environments import load_environment
 from environments.findings import Code, Level
 from environments.pins import LAB_PINS, load_pins, standin_digests
 from lab.standins import build_standins
-from providers.common import UNKNOWN
+from providers.kind import UNKNOWN
 from tests.fixtures.preview import planned
 from tests.fixtures.stack_config import committed_config
 

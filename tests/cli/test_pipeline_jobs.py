@@ -42,7 +42,8 @@ DEPLOY_JOBS = ["deploy-dev", "deploy-staging", "deploy-prod-sites", "deploy-prod
 
 
 @pytest.fixture(scope="module")
-def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PipelineWorld]:
+def world(policy_venv: None, tmp_path_factory: pytest.TempPathFactory) -> Iterator[PipelineWorld]:
+    # policy_venv: the copy links the checkout's .policy-venv, which a fresh clone makes on first use
     with PipelineWorld(tmp_path_factory.mktemp("pipeline")) as w:
         yield w
 

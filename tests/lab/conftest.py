@@ -40,7 +40,7 @@ DEV_HOSTS = ["dev-control-1", "dev-lab-1", "dev-gpu-1"]
 # first's k3s; GitLab stays on dev-control-1 (the one host declaring it). Added to dev's compiled inventory here.
 SECOND_CONTROL = "dev-control-2"
 LAB_HOSTS = [*DEV_HOSTS, SECOND_CONTROL]
-RUNNER_TOKENS = "dev/ci/runners"  # the committed hostRoles.runner_tokens: one token per runner, key <host>.<tag>
+RUNNER_TOKENS = "dev/ci/runners"  # the committed hostRoles.runner_tokens_path: one token per runner, key <host>.<tag>
 RUNNERS = {"dev-control-1": ["platform-control", "sim"], "dev-lab-1": ["app-control"],
            "dev-gpu-1": ["worker-compute"], SECOND_CONTROL: ["platform-control", "sim"]}
 SSH_KEY_REF = "dev/ssh/lab-admin#private_key"  # the dev environment's ssh_key_path
@@ -173,7 +173,7 @@ def lab_spec(lab: LabInfo, lab_vault: OpenBaoDevServer) -> HostConvergenceSpec:
     second = first.model_copy(update={"hostname": SECOND_CONTROL, "address": lab.hosts[SECOND_CONTROL],
                                       "roles": tuple(r for r in first.roles if r != "gitlab")})
     vault = VaultInputs(address=lab_vault.address, kv_mount="gpuaas", auth_method=VaultAuthMethod.TOKEN)
-    assert committed.host_roles.runner_tokens == RUNNER_TOKENS
+    assert committed.host_roles.runner_tokens_path == RUNNER_TOKENS
     tokens = {**spec.runner_token_refs, SECOND_CONTROL: {t: f"{RUNNER_TOKENS}#{SECOND_CONTROL}.{t}"
                                                          for t in RUNNERS[SECOND_CONTROL]}}
     return spec.model_copy(update={"vault": vault, "hosts": (*spec.hosts, second), "runner_token_refs": tokens})

@@ -22,6 +22,7 @@ import pytest
 import yaml
 
 from providers.kind import UNKNOWN
+from providers.machines.records import OWNER_RESOURCE
 from simulators.localstack import LocalStack
 from tests.fixtures.preview import planned
 from tools.pulumi_cli.results import EngineResult, StepOp
@@ -155,7 +156,8 @@ def test_an_all_stack_moves_into_its_site_and_control_stacks_with_pulumi_state_m
 ) -> None:
     """README, "Splitting an environment": an existing `all` stack is split with `pulumi state move
     --include-parents` (the site's URNs, then the rest); nothing is recreated: the site stack's next `up`
-    changes nothing, the control stack's updates its app instance in place once (its `stack` input names
+    takes its machines over in MAAS owner data (in place) and then changes nothing, the control stack's
+    updates its app instance in place once (its `stack` input names
     the stack) without a platform operation, and then nothing is left to do."""
     config = {**world.stack_config(), "gpuaas-infra:environment": str(env_file)}
     backend = tmp_path / "backend"
@@ -185,6 +187,22 @@ def test_an_all_stack_moves_into_its_site_and_control_stacks_with_pulumi_state_m
     move("local-control", rest)
     assert [u.split("::")[2] for u in whole.resources() if "::pulumi:providers:" not in u] == [STACK_TYPE]
 
+    # The machines record their managing resource in MAAS owner data (`<stack>/<name>`): the site stack's
+    # first up takes them over in place (owner data only: no MAAS lifecycle operation), then nothing is left.
+    assert world.maas is not None
+    lifecycle_before = _maas_lifecycle_calls(world)
+    taken = _ok(site.up(timeout=600))
+    assert {urn.rsplit("::", 1)[-1] for urn, op in taken.changed().items() if op is StepOp.UPDATE} == {
+        "machine-local-gpu-1", "pool-local-h200"}, taken.changed()
+    assert set(taken.changed().values()) == {StepOp.UPDATE}, taken.changed()
+    for step in (s for s in taken.steps if s.op is StepOp.UPDATE and "::pulumi:providers:" not in s.urn):
+        assert step.old is not None and step.new is not None
+        olds, news = step.old.inputs, step.new.inputs
+        assert {k for k in {*olds, *news} if olds.get(k) != news.get(k)} == {"owner"}, step.urn
+    owners = {m["hostname"]: m["owner_data"].get(OWNER_RESOURCE) for m in world.maas.admin.dump_state()["machines"]}
+    assert owners["local-gpu-1"] == "local-local/machine-local-gpu-1", owners
+    assert {o for h, o in owners.items() if h != "local-gpu-1"} == {"local-local/pool-local-h200"}, owners
+    assert _maas_lifecycle_calls(world) == lifecycle_before, "taking the machines over costs no MAAS lifecycle call"
     _no_changes(site.up(timeout=600))
     assert world.platform is not None
     before = len(world.platform.operations())
@@ -197,6 +215,13 @@ def test_an_all_stack_moves_into_its_site_and_control_stacks_with_pulumi_state_m
     assert (olds["stack"], news["stack"]) == ("local", "local-control")
     assert len(world.platform.operations()) == before, "the move costs no platform operation"
     _no_changes(control.up(timeout=600))
+
+
+def _maas_lifecycle_calls(world: LocalStack) -> dict[str, int]:
+    assert world.maas is not None
+    counts = world.maas.admin.request_counts()
+    return {f"{h}.{a}": n for h, acts in counts.items() for a, n in acts.items()
+            if a in ("create", "commission", "deploy", "release", "delete")}
 
 
 def _ok(result: EngineResult) -> EngineResult:

@@ -121,23 +121,10 @@ def _add_host(inputs: dict[str, Any], args: dict[str, Any]) -> None:
                                           "ssh_user": "gpuaas", **args["as"]}]
 
 
-def _redeclare_host(inputs: dict[str, Any], args: dict[str, Any]) -> None:
-    inputs["hosts"] = [{**h, **args["as"]} if h["hostname"] == args["host"] else h for h in inputs["hosts"]]
-
-
 def _gpu_worker_of_controllers_app(resources: list[Resource]) -> str:
     """A GPU node the app with the Slurm controller already places workers on (its topology knows it)."""
     app = next(r for r in resources if r.kind == "AppInstance" and "controller" in members(r.inputs))
     return str(members(app.inputs)["worker"]["nodes"][0])
-
-
-def _controller_host(resources: list[Resource]) -> dict[str, Any]:
-    """The host the Slurm controller is placed on, declared a worker by the host roles (the app's own topology
-    still says app_control, so its provider accepts it: only the stack-wide policy sees both resources)."""
-    app = next(r for r in resources if r.kind == "AppInstance" and "controller" in members(r.inputs))
-    host = members(app.inputs)["controller"]["nodes"][0]
-    return {"host": host, "as": {"logical_role": "worker_compute", "roles": ["common", "worker_compute"],
-                                 "runner_tags": []}}
 
 
 MUTATIONS: dict[str, Mutation] = {
@@ -179,10 +166,10 @@ MUTATIONS: dict[str, Mutation] = {
         ("instance",), lambda i, a: members(i)["controller"].update(nodes=[a["host"]]),
         lambda rs: {"host": _gpu_worker_of_controllers_app(rs)}, refused="ROLE002",
     ),
-    "Slurm controller's host declared a worker": Mutation(
-        "HostConvergence", frozenset({"app-control-plane-not-on-workers"}), first("HostConvergence"),
-        ("hosts",), _redeclare_host, _controller_host,
-    ),
+    # "app-control-plane-not-on-workers" has no prod mutation: prod places no control-plane member on a named
+    # node any more (the platform allocates them; a declared host is no node, APP011), and placing one on a
+    # GPU worker is refused by the app's own check (ROLE002, the case above), so the stack policy never runs.
+    # tests/policy/test_rules.py judges the rule on its own.
     "node SSH key handed to an app": Mutation(
         "AppInstance", frozenset({"no-node-ssh-credentials-in-apps"}), first("AppInstance"),
         ("instance",), lambda i, a: i["instance"].setdefault("inputs", {}).update(

@@ -1,5 +1,5 @@
-"""Seed 003's lab lanes: the pipeline runs images by digest (ci-lint CI080) and its GPU smoke job
-checks the real enrollment result on the GPU host, manual and serialized; the CI image can be built
+"""Seed 003's lab lanes: the pipeline's jobs run on shell runners, naming no image (ci-lint CI081), and its
+GPU smoke job checks the real enrollment result on the GPU host, manual and serialized; the CI image can be built
 and published by digest; every host ships its journal to the platform_control host by role label."""
 
 from __future__ import annotations
@@ -24,14 +24,18 @@ def _lint_with(tmp_path: Path, old: str, new: str) -> list[str]:
     return lint(path)
 
 
-def test_images_are_used_by_digest_and_a_tag_is_refused(tmp_path: Path) -> None:
+def test_jobs_name_no_image_on_shell_runners_and_an_image_is_refused(tmp_path: Path) -> None:
+    """The runners are shell executors (ansible/roles/runner): a job's image would be ignored, so the committed
+    pipeline names none; one named anyway is refused (CI081 beside the runner role, CI080 for a tag elsewhere)."""
     assert lint(CI_FILE) == []
     doc = yaml.safe_load(CI_FILE.read_text())
-    assert "@sha256:" in doc["variables"]["GPUAAS_CI_IMAGE"] and doc["default"]["image"] == "$GPUAAS_CI_IMAGE"
-    tagged = _lint_with(tmp_path, "ci-image@sha256:" + "0" * 64, "ci-image:py3.11")
-    assert tagged and all(" CI080 " in p for p in tagged) and "unit-tests.image" in "\n".join(tagged)
-    job_tag = _lint_with(tmp_path, "unit-tests:\n  stage: test\n", "unit-tests:\n  image: python:3.11\n  stage: test\n")
-    assert [p for p in job_tag if "CI080" in p] and "python:3.11" in "\n".join(job_tag)
+    assert "image" not in (doc.get("default") or {}) and "image" not in doc
+    assert not [name for name, job in doc.items() if isinstance(job, dict) and "image" in job]
+    job_image = _lint_with(tmp_path, "unit-tests:\n  stage: test\n",
+                           "unit-tests:\n  image: python:3.11\n  stage: test\n")
+    # linted outside the checkout (no runner role beside it): the image is judged as a container's, a tag
+    # (CI080); tests/preview_note/test_ci_lint.py lints beside the role (CI081)
+    assert [p for p in job_image if " CI080 " in p and "unit-tests.image" in p], job_image
 
 
 def test_the_gpu_smoke_job_checks_a_healthy_node_manually_and_serialized() -> None:

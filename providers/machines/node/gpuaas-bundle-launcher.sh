@@ -228,7 +228,9 @@ run_step() {  # run_step <step> <command...>
 }
 
 trust_cas() {  # the user_data's private CAs into the node's trust store (apt and every other client use it)
-  [ -f "$CA_FILE" ] || { echo "no private CA in the user_data: the system trust store only"; return 0; }
+  # a note for the launcher's log only: a failing fetch's report is its error (a TLS one names the CAs it used)
+  [ -f "$CA_FILE" ] || { echo "$(date -u +%Y-%m-%dT%H:%M:%SZ) gpuaas-launcher: no private CA in the user_data:" \
+    "the system trust store only" >>"$LOG"; return 0; }
   local dir="$R/usr/local/share/ca-certificates/gpuaas"
   # the system's umask (022) for what other users read: the launcher's own 077 would leave the CA store 0600
   ( umask 022; python3 - "$CA_FILE" "$dir" <<'PY'
