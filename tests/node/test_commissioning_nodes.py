@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import re
+import stat
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -166,6 +167,10 @@ def test_a_failing_site_script_is_recorded_as_it_ran_and_its_output_reaches_the_
         testing = _results(maas, bad.system_id or "", "testing")
         node = nodes.commissionings[-1].node  # the last commissioning node's disk, read from the host
         did = {k: (node.root / f"var/tmp/burn-in.{k}").read_text() for k in ("stdout", "stderr", "exit")}
+        drop_in = node.root / "etc/cloud/cloud.cfg.d/90_maas_datasource.cfg"
+        assert stat.S_IMODE(drop_in.stat().st_mode) == 0o600 and "token_secret" in drop_in.read_text()
+        seed = (node.root / "var/lib/cloud/seed/nocloud/user-data").read_text()
+        assert "maas-run-scripts" in seed and "token_secret" not in seed, "the node key is not in the user_data"
     assert not nodes.errors, nodes.errors
     burn = testing["gpuaas-lab-burn-in"]
     assert (burn["status_name"], burn["exit_status"]) == ("Failed", int(did["exit"]))
