@@ -167,7 +167,7 @@ def test_second_up_through_the_cli_changes_nothing_and_a_preview_lists_a_change(
     up = handle.wait(timeout=60)
     record_phase("second run (CLI up)", time.monotonic() - t0)
     assert up.ok, up.errors() or up.log[-3000:]
-    assert up.outputs["changed_total"] == 0
+    assert up.outputs["changed_total"] == 0, [m for m in up.messages() if ": ok: " not in m][-40:]
     assert {h: r["changed"] for h, r in up.outputs["hosts"].items()} == dict.fromkeys(DEV_HOSTS, 0)
     assert {h: r["outcome"] for h, r in up.outputs["hosts"].items()} == dict.fromkeys(DEV_HOSTS, "ok")
     assert up.outputs["content_hash"] == _state["first"].content_hash
@@ -366,15 +366,16 @@ def test_journals_ship_over_tls_only_with_a_client_certificate_of_the_site_ca(
     if "first" not in _state:
         pytest.fail("the converge test did not leave its result: it failed or did not run first")
     ca = (lab_secrets["dev/pki/journal#ca_cert"], lab_secrets["dev/pki/journal#ca_key"])
-    key_mode = lab.ssh("dev-gpu-1", "stat -c '%U:%G %a' /etc/gpuaas/journal/host.key").stdout.strip()
+    key_mode = lab.ssh("dev-gpu-1", "stat -c '%U:%G %a' /etc/gpuaas-journal/host.key").stdout.strip()
     assert key_mode == "root:systemd-journal 640", key_mode
-    assert lab.ssh("dev-gpu-1", "openssl verify -CAfile /etc/gpuaas/journal/ca.pem /etc/gpuaas/journal/host.crt"
+    assert lab.ssh("dev-gpu-1", "openssl verify -CAfile /etc/gpuaas-journal/ca.pem /etc/gpuaas-journal/host.crt"
                    ).returncode == 0
     marker = f"gpuaas-journal-{os.urandom(6).hex()}"
     lab.ssh("dev-gpu-1", f"logger -t gpuaas-lab {marker}")
     arrived = _poll(lambda: marker in lab.ssh("dev-control-1", "journalctl -D /var/log/journal/remote/gpu "
                                               "--no-pager -t gpuaas-lab -o cat").stdout, deadline_s=90)
-    assert arrived, lab.ssh("dev-gpu-1", "systemctl status systemd-journal-upload --no-pager").stdout[-1500:]
+    assert arrived, lab.ssh("dev-gpu-1", "systemctl status systemd-journal-upload --no-pager; journalctl -u "
+                            "systemd-journal-upload --no-pager -n 25 -o cat").stdout[-3000:]
     ca_file = tmp_path / "ca.pem"
     ca_file.write_text(ca[0])
     collector = str(lab.hosts["dev-control-1"])
