@@ -9,6 +9,10 @@ its files and runs the launcher. Each node lives in its own network namespace of
         nodes.wait_cloud_init("lab-node-1")          # until cloud-init's boot-finished (or its failure)
         node.root / "var/lib/gpuaas/steps"           # the node's disk, read from the host
 
+The MAAS simulator's NSPAWN backend (simulators/maas/nspawn.py) boots one node per deploy and one
+ephemeral node per commission (its user_data: MAAS's script runner, which runs the registered
+commissioning and testing scripts; simulators/maas/commissioning.py), each with the same `boot`.
+
 The node image (`.lab/node-image-<key>/tree`) is the lab image with `cloud-init` and `locales` installed
 from the Debian mirror once, cached; cloud-init is configured for NoCloud only, with networking left to
 the lab (the namespace already has its address). The lab stand-ins of lab/node_standins (GPU and fabric

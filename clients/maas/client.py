@@ -258,20 +258,22 @@ class MaasClient:
 
     # -- mutations (never retried here) ---------------------------------------------------------
     def script_results(self, system_id: str, kind: str = "testing") -> list[ScriptResultView]:
-        """Each script's result in the machine's current `kind` run (commissioning or testing):
-        `GET nodes/{system_id}/results/current-<kind>/` (MAAS >= 2.2). [] when this MAAS has no
-        script results API, or the machine has no such run yet."""
+        """Each script's result in the machine's current `kind` run (commissioning or testing), with its
+        combined output: `GET nodes/{system_id}/results/current-<kind>/?include_output=true` (MAAS >= 2.2).
+        [] when this MAAS has no script results API, or the machine has no such run yet."""
         if not self.has_action("NodeScriptResult", "read"):
             return []
         try:
-            raw = self._call("NodeScriptResult", "read", read=True, system_id=system_id, id=f"current-{kind}")
+            raw = self._call("NodeScriptResult", "read", read=True, system_id=system_id, id=f"current-{kind}",
+                             include_output="true")
         except MaasError as e:
-            if e.status == 404:
+            if e.status in (400, 404):  # 400: MAAS >= 3 says "No current testing script set exists"
                 return []
             raise
         return [
             ScriptResultView(name=str(r.get("name") or "?"), status=int(r.get("status") or 0),
-                             status_name=str(r.get("status_name") or ""), exit_status=r.get("exit_status"))
+                             status_name=str(r.get("status_name") or ""), exit_status=r.get("exit_status"),
+                             output=_b64_text(r.get("output")))
             for r in (raw or {}).get("results") or []
         ]
 
@@ -427,3 +429,13 @@ class MaasClient:
         if remove:
             params["remove"] = list(remove)
         self._call("Tag", "update_nodes", read=False, idempotent=True, name=tag, **params)
+
+
+def _b64_text(value: object) -> str:
+    """A base64 field of MAAS's script results as text ("" when absent or not base64)."""
+    if not isinstance(value, str) or not value:
+        return ""
+    try:
+        return base64.b64decode(value).decode("utf-8", errors="replace")
+    except ValueError:  # binascii.Error included
+        return ""

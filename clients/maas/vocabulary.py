@@ -161,6 +161,9 @@ class ScriptResultView(_View):
     status: int
     status_name: str
     exit_status: int | None = None
+    output: str = ""
+    """The script's combined output (stdout and stderr as they came), as MAAS stored it; may hold anything
+    the script printed: redact before showing it (providers/machines/script_failures.py)."""
 
     @property
     def failed(self) -> bool:

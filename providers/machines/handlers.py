@@ -22,6 +22,7 @@ from .records import (
     LifecycleRecord,
     Step,
 )
+from .script_failures import failed_scripts
 from .spec import EraseMode, MachineSpec, TeardownMode
 from .status import MachineOutcome, Stage
 from .user_data import deploy_user_data
@@ -37,24 +38,22 @@ def _event(ctx: Context, m: LifecycleRecord) -> str:
 
 
 def _failed_scripts(ctx: Context, m: LifecycleRecord) -> str:
-    """The failing scripts of the machine's current testing (or commissioning) run as MAAS recorded them,
-    e.g. `MAAS testing results: smartctl-validate: failed, exit 1`; "" when MAAS names none."""
+    """The failing scripts of the machine's current testing (or commissioning) run as MAAS recorded them, with
+    their output's tail, redacted (script_failures.py), e.g. `MAAS testing results: smartctl-validate: failed,
+    exit 1, output: ...`; "" when MAAS names none."""
     assert m.view is not None and m.system_id
     kind = "testing" if m.view.status is MaasStatus.FAILED_TESTING else "commissioning"
-    try:
-        failed = [r.text() for r in ctx.ops.script_results(m.system_id, kind) if r.failed]
-    except MaasError:
-        return ""
-    return f"MAAS {kind} results: {'; '.join(failed)}" if failed else ""
+    return failed_scripts(ctx.ops, m.system_id, kind)
 
 
 def handle_commission(ctx: Context, m: LifecycleRecord) -> Step:
     assert m.view is not None and m.system_id
     if m.view.status in (MaasStatus.FAILED_COMMISSIONING, MaasStatus.FAILED_TESTING):
-        # One failure (seen in this run, or found on resume) earns one automatic re-commission. What
-        # failed: MAAS's per-script results (the failing script, its status and exit), then its last event.
-        scripts, event = _failed_scripts(ctx, m), _event(ctx, m)
-        event = f"{scripts} (MAAS event: {event})" if scripts else event
+        # One failure (seen in this run, or found on resume) earns one automatic re-commission. What failed:
+        # MAAS's per-script results (the failing script, its exit status, its output's tail), else its last
+        # event (which, beside the results, only says "1 test scripts failed to run": it would push the output
+        # out of the bounded summary Pulumi shows).
+        event = _failed_scripts(ctx, m) or _event(ctx, m)
         if m.recommissions >= MAX_RECOMMISSIONS:
             return Step.fail(
                 FailCode.COMMISSIONING,

@@ -7,10 +7,10 @@ from typing import TYPE_CHECKING, Any
 
 from . import handlers_events, handlers_machines, handlers_misc, handlers_nodes, script_results
 from .auth import ApiKey, KeyRing
+from .builtin_scripts import builtin_scripts
 from .enroll import EnrollBackend
 from .enums import NodeStatus
 from .faults import FaultBook, SimFaults
-from .handlers_misc import builtin_scripts
 from .inventory import SimInventory
 from .lifecycle import Lifecycle, PhaseDurations
 from .observe import Stats

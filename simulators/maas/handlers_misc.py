@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-import base64
+import re
 from typing import TYPE_CHECKING, Any
+
+import yaml
 
 from . import errors
 from .render import fabric_json, machine_json, script_json, subnet_json, tag_json, vlan_json, zone_json
@@ -242,11 +244,11 @@ def register(routes: RouteTable, core: SimCore) -> None:
             if name in store.scripts:
                 raise errors.field_error("name", "Script with this Name already exists.")
             tags_text = req.get("tags") or ""
-            timeout = req.get("timeout") or "0"
+            timeout = req.get("timeout")
             s = Script(id=store.next_id("script", 100), name=name, script_type=SCRIPT_TYPES[stype_text],
                        script=body, title=req.get("title") or "", description=req.get("description") or "",
                        tags=[t.strip() for t in tags_text.split(",") if t.strip()],
-                       timeout=int(timeout) if timeout.isdigit() else 0,
+                       timeout=_seconds(timeout) if timeout is not None else embedded_timeout(body),
                        destructive=req.get_bool("destructive"))
             store.scripts[name] = s
             return script_json(s)
@@ -292,16 +294,32 @@ def register(routes: RouteTable, core: SimCore) -> None:
         return deleted()
 
 
-def builtin_scripts() -> list[Script]:
-    """A few of MAAS's default scripts so commission/test script selection has something to match."""
-    out = []
-    for n, (name, stype, tags) in enumerate([
-        ("20-maas-01-install-lldpd", 0, ["node"]), ("50-maas-01-commissioning", 0, ["node"]),
-        ("update_firmware", 0, ["update_firmware"]), ("configure_hba", 0, ["configure_hba"]),
-        ("smartctl-validate", 2, ["commissioning", "storage"]), ("memtester", 2, ["memory"]),
-        ("stress-ng-cpu-short", 2, ["cpu"]), ("fio", 2, ["storage"]),
-        ("wipe-disks", 3, ["wipe"]),
-    ]):
-        out.append(Script(id=n + 1, name=name, script_type=stype, script=base64.b64encode(name.encode()),
-                          tags=tags, default=True))
-    return out
+_EMBEDDED = re.compile(r"^# --- Start MAAS 1\.0 script metadata ---$(.*?)^# --- End MAAS 1\.0 script metadata ---$",
+                       re.M | re.S)
+
+
+def _seconds(value: object) -> int:
+    """A script timeout: seconds, or MAAS's duration text ("00:05:00"); 0 (none) when unreadable."""
+    if isinstance(value, int):
+        return max(value, 0)
+    text = str(value).strip()
+    if text.isdigit():
+        return int(text)
+    parts = text.split(":")
+    if len(parts) == 3 and all(p.isdigit() for p in parts):
+        return int(parts[0]) * 3600 + int(parts[1]) * 60 + int(parts[2])
+    return 0
+
+
+def embedded_timeout(body: bytes) -> int:
+    """The `timeout` of a script's embedded metadata block (`# --- Start MAAS 1.0 script metadata ---`),
+    which MAAS applies when the upload names none (maasserver/forms/script.py); 0 when absent."""
+    found = _EMBEDDED.search(body.decode(errors="replace"))
+    if found is None:
+        return 0
+    lines = [ln[1:] for ln in found.group(1).strip("\n").splitlines() if ln.startswith("#")]
+    try:
+        meta = yaml.safe_load("\n".join(lines)) or {}
+    except yaml.YAMLError:
+        return 0
+    return _seconds(meta.get("timeout", 0)) if isinstance(meta, dict) else 0

@@ -19,8 +19,6 @@ from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from clients.maas.vocabulary import INSTALL_FAILURE_TYPE, INSTALLATION_FAILED
-
 from . import errors, script_results
 from .enroll import find_enrollment, post_enrollment
 from .enums import (
@@ -35,12 +33,13 @@ from .enums import (
     PowerState,
 )
 from .faults import DATASOURCE_ERROR, DATASOURCE_EVENT, DATASOURCE_EVENT_TYPE, FaultBook
+from .node_deploys import NodeDeploys
 from .observe import Stats
 from .render import HW_SYNC_INTERVAL
 from .state import Machine, Store
 
 if TYPE_CHECKING:
-    from .metadata import StatusMessage
+    from .commissioning import NodeCommissioning
     from .nspawn import NspawnNodes
 
 S = NodeStatus
@@ -98,7 +97,7 @@ class Scheduler:
                 log.exception("MAAS simulator: phase callback failed")
 
 
-class Lifecycle:
+class Lifecycle(NodeDeploys):
     def __init__(self, store: Store, faults: FaultBook, stats: Stats, durations: PhaseDurations,
                  time_scale: float, platform_url: str | None = None, nodes: NspawnNodes | None = None) -> None:
         self.store = store
@@ -112,6 +111,11 @@ class Lifecycle:
         self.platform_url = platform_url
         self.scheduler = Scheduler()
         self._enroller = ThreadPoolExecutor(max_workers=2, thread_name_prefix="maas-sim-enroll")
+        self.commissioning: NodeCommissioning | None = None  # NSPAWN: commissioning and testing run on a node
+        if nodes is not None:
+            from .commissioning import NodeCommissioning  # the lab's node machinery, for the NSPAWN backend only
+
+            self.commissioning = NodeCommissioning(self)
         self.PHASE_END: dict[NodeStatus, Callable[[Machine], None]] = {
             S.COMMISSIONING: self._end_commissioning,
             S.TESTING: self._end_testing,
@@ -191,6 +195,9 @@ class Lifecycle:
         if self._power_fails(m, S.COMMISSIONING, "on"):
             return
         m.power_state = PowerState.ON
+        if self.commissioning is not None:
+            self.commissioning.start(m)  # a real node runs the scripts; its signals end the phase
+            return
         self._arm(m, self.durations.commissioning)
 
     def deploy(self, m: Machine, user_data: bytes | None, distro_series: str, hwe_kernel: str | None,
@@ -254,6 +261,8 @@ class Lifecycle:
         m.power_state = PowerState.OFF
         if m.status == S.DEPLOYING:
             self._halt_node(m)
+        elif m.status in (S.COMMISSIONING, S.TESTING) and self.commissioning is not None:
+            self.commissioning.abort(m)
         self.transition(m, back, "aborted by user")
 
     def accept(self, m: Machine) -> bool:
@@ -354,59 +363,6 @@ class Lifecycle:
         m.power_state = PowerState.OFF
         self.store.release_auto_ips(m)
         self.transition(m, S.READY, note)
-
-    # --- real nodes (NSPAWN backend) -------------------------------------------------------
-    def _boot_node(self, m: Machine) -> None:
-        """Boot the machine's node from the user_data MAAS holds; only its cloud-init says Deployed."""
-        assert self.nodes is not None and self.metadata_url, "the NSPAWN backend needs the running HTTP server"
-        self._node_failures.pop(m.system_id, None)
-        data = [d.name for d in m.block_devices if d.id != m.boot_disk_id]  # the machine's disks besides the boot one
-        self.nodes.boot(m.system_id, m.hostname, m.user_data or b"", f"{self.metadata_url}status/{m.system_id}",
-                        data_disks=data)
-        m.event("NODE", f"booting a fresh nspawn node from the deploy's user_data ({len(m.user_data or b'')} bytes)")
-        timeout_s = self.nodes.deploy_timeout_s  # wall clock, not time_scale: a real boot takes what it takes
-        token, sid = m.phase_token, m.system_id
-        self.scheduler.call_at(time.monotonic() + timeout_s,
-                               lambda: self._fire(sid, token, lambda mm: self._deploy_timed_out(mm, timeout_s)))
-
-    def _deploy_timed_out(self, m: Machine, timeout_s: float) -> None:
-        m.error_description = f"Node operation 'Deploying' timed out after {timeout_s:.0f} seconds."
-        self.transition(m, S.FAILED_DEPLOYMENT, m.error_description)
-
-    def _halt_node(self, m: Machine) -> None:
-        if self.nodes is not None:
-            self.nodes.halt(m.system_id, m.hostname)
-
-    def power_node(self, m: Machine, on: bool) -> None:
-        """A power action on a deployed machine reaches its node: off halts it (the disk stays), on boots
-        the same disk again (cloud-init does not rerun the instance's once-only modules)."""
-        if self.nodes is None or m.status != S.DEPLOYED:
-            return
-        if on:
-            self.nodes.power_on(m.hostname)
-        else:
-            self.nodes.halt(m.system_id, m.hostname, keep_key=True)
-
-    def node_status(self, m: Machine, msg: StatusMessage) -> None:
-        """A cloud-init reporting event from the machine's node (metadata.py); caller holds store.lock.
-        As MAAS: a start or a failure goes to the event log (sub-stage starts at DEBUG); a top-level
-        stage finishing FAIL fails the deployment; `modules-final` finishing otherwise ends it Deployed."""
-        what = f"'{msg.origin}' {msg.description}".strip()
-        if msg.failed:
-            m.event(INSTALL_FAILURE_TYPE, f"{what} [{msg.name}: {msg.result}]", "ERROR")
-            self._node_failures.setdefault(m.system_id, f"{msg.name}: {msg.description}")
-        elif msg.event_type == "start":
-            m.event("Node installation", f"{what} [{msg.name}]", "INFO" if msg.top_level else "DEBUG")
-        if m.status != S.DEPLOYING or not msg.top_level or msg.event_type != "finish":
-            return
-        if msg.failed:
-            first = self._node_failures.get(m.system_id, f"{msg.name}: {msg.description}")
-            m.error_description = f"{INSTALLATION_FAILED} cloud-init reported {first}"
-            self.transition(m, S.FAILED_DEPLOYMENT, m.error_description)
-        elif msg.name == "modules-final":
-            self.transition(m, S.DEPLOYED, "deployed (cloud-init modules-final finished on the node)")
-            if m.enable_hw_sync:
-                self._hw_sync(m)
 
     # --- enrollment -----------------------------------------------------------------------
     def _enroll(self, user_data: bytes | None, hostname: str, system_id: str) -> None:

@@ -36,6 +36,8 @@ from .auth import ApiKey, KeyRing
 log = logging.getLogger("simulators.maas")
 REPORTING_DROP_IN = "90_maas_reporting.cfg"  # the name is ours; MAAS's curtin writes its own 90_dpkg_* files
 DEPLOY_TIMEOUT_S = 300.0  # wall-clock seconds a node may take from deploy to its final event
+COMMISSION_TIMEOUT_S = 300.0  # wall-clock seconds a node may take for commissioning, then again for testing
+DATASOURCE_DROP_IN = "90_maas_datasource.cfg"  # the commissioning runner's MAAS credentials (its --config)
 
 
 class NodeBoot(BaseModel):
@@ -53,16 +55,20 @@ class NspawnNodes:
     `lab` is a started NodeLab whose hostnames include every machine that may be deployed; the
     simulator's caller owns it (its gateway must exist before the servers bind to it). `knobs`:
     lab stand-in settings per hostname (lab/node.py), e.g. {"local-gpu-2": {"gpus": "7"}}. `disk_mb`:
-    the size of each data disk's image.
+    the size of each data disk's image. `boots`: the deploys' nodes; `commissionings`: the commissioning
+    environments' (ephemeral) nodes.
     """
 
     def __init__(self, lab: NodeLab, knobs: dict[str, dict[str, str]] | None = None,
-                 deploy_timeout_s: float = DEPLOY_TIMEOUT_S, disk_mb: int = DATA_DISK_MB) -> None:
+                 deploy_timeout_s: float = DEPLOY_TIMEOUT_S, disk_mb: int = DATA_DISK_MB,
+                 commission_timeout_s: float = COMMISSION_TIMEOUT_S) -> None:
         self.lab = lab
         self.disk_mb = disk_mb  # each data disk's size (sparse): the lab's, not the hardware's 3.84 TB
         self.knobs = dict(knobs or {})
         self.deploy_timeout_s = deploy_timeout_s
+        self.commission_timeout_s = commission_timeout_s
         self.boots: list[NodeBoot] = []
+        self.commissionings: list[NodeBoot] = []
         self.errors: list[str] = []
         self._keys: dict[str, ApiKey] = {}  # system_id -> the current deploy's node key
         self._lock = threading.Lock()
@@ -97,13 +103,24 @@ class NspawnNodes:
         return "# written by the MAAS simulator: cloud-init reports to MAAS's metadata status endpoint\n" + \
             yaml.safe_dump({"reporting": {"maas": webhook}}, sort_keys=True)
 
+    def datasource_config(self, metadata_url: str, key: ApiKey) -> str:
+        """MAAS's datasource config with the node key, which the commissioning runner signs with."""
+        maas = {"metadata_url": metadata_url, "consumer_key": key.consumer_key, "token_key": key.token_key,
+                "token_secret": key.token_secret}
+        return "# written by the MAAS simulator: the commissioning environment's MAAS credentials\n" + \
+            yaml.safe_dump({"datasource": {"MAAS": maas}}, sort_keys=True)
+
     def boot(self, system_id: str, hostname: str, user_data: bytes, status_url: str,
-             data_disks: Sequence[str] = ()) -> Future[None]:
+             data_disks: Sequence[str] = (), metadata_url: str | None = None) -> Future[None]:
         """Boot a fresh node for this deploy (halting the machine's previous node first), in the background.
-        `data_disks`: the machine's non-boot block devices (names), attached as its data disks."""
+        `data_disks`: the machine's non-boot block devices (names), attached as its data disks.
+        `metadata_url`: a commissioning environment's boot: the node also gets the datasource drop-in."""
         key = self.new_key(system_id)
         drop_in = {REPORTING_DROP_IN: self.reporting_config(status_url, key)}
+        if metadata_url is not None:
+            drop_in[DATASOURCE_DROP_IN] = self.datasource_config(metadata_url, key)
         disks = tuple(data_disks)
+        booted = self.boots if metadata_url is None else self.commissionings
 
         def run() -> None:
             try:
@@ -113,8 +130,9 @@ class NspawnNodes:
                 log.exception("MAAS simulator: booting the node of %s (%s) failed", hostname, system_id)
                 self.errors.append(f"{hostname}: {type(exc).__name__}: {exc}")
                 return
-            self.boots.append(NodeBoot(system_id=system_id, hostname=hostname, node=node))
-            log.info("%s (%s): nspawn node booted (instance %s)", hostname, system_id, node.instance_id)
+            booted.append(NodeBoot(system_id=system_id, hostname=hostname, node=node))
+            log.info("%s (%s): nspawn node booted for %s (instance %s)", hostname, system_id,
+                     "commissioning" if metadata_url else "deploy", node.instance_id)
 
         return self._ops.submit(run)
 
@@ -148,5 +166,5 @@ class NspawnNodes:
     def stop(self) -> None:
         """Halt every node (the lab itself stays up: its owner stops it)."""
         self._ops.shutdown(wait=True, cancel_futures=True)
-        for hostname in {b.hostname for b in self.boots}:
+        for hostname in {b.hostname for b in [*self.boots, *self.commissionings]}:
             self.lab.halt(hostname)

@@ -13,6 +13,7 @@ from maas.client.enum import NodeStatus as LibStatus
 from maas.client.enum import PowerState
 
 from simulators.maas import NodeStatus
+from tests.fixtures.maas_sim import TEST_TIME_SCALE
 
 from .conftest import connect, session
 
@@ -108,9 +109,11 @@ def test_lifecycles_from_thread_pool_workers(maas_sim_factory) -> None:
 def test_abort_mark_broken_fixed_and_power(maas_sim, client) -> None:
     machine = client.machines.list(hostnames=["gpu-a-002"])[0]
     sid = machine.system_id
+    maas_sim.admin.set_time_scale(1.0)  # a 600 s commissioning: the abort lands in it, however loaded the machine
     machine.commission()
     machine.abort()
     assert machine.status == LibStatus.NEW
+    maas_sim.admin.set_time_scale(TEST_TIME_SCALE)
     machine.commission(**WAIT)
     machine.mark_broken(comment="bad DIMM")
     assert machine.status_name == "Broken"

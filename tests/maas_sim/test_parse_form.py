@@ -8,7 +8,7 @@ import io
 import pytest
 from maas.client.utils import prepare_payload
 
-from simulators.maas.server import _multipart_email, _multipart_fast, parse_form
+from simulators.maas.forms import _multipart_email, _multipart_fast, parse_form
 
 BINARY = bytes(range(256)) * 40  # line breaks, NULs and high bytes, longer than one base64 line
 

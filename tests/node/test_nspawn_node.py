@@ -28,6 +28,7 @@ from providers.machines.scheduler import Scheduler
 from providers.machines.status import MachineOutcome
 from simulators.localstack import maas_inventory
 from simulators.maas import EnrollBackend, MaasSimulator
+from simulators.maas import NodeStatus as MaasNodeStatus
 from simulators.maas.nspawn import NspawnNodes
 from tests.fixtures.lab_gate import require_lab
 from tests.fixtures.maas_sim import TEST_TIME_SCALE as MAAS_SCALE
@@ -281,11 +282,15 @@ def test_a_real_node_runs_the_separate_validation_bundles_scripts(lab_world: Cal
 def test_a_node_that_never_reports_fails_its_deployment_on_the_wall_clock(lab_world: Callable[..., Any]) -> None:
     """No timer says Deployed on the NSPAWN backend: a machine whose node never reports (here: the lab has no
     slot for it, so it cannot boot) fails its deployment after the backend's wall-clock timeout, in MAAS's
-    words, and the lifecycle says so; the other machine deploys from its node's report."""
+    words, and the lifecycle says so; the other machine deploys from its node's report. local-gpu-2 is in MAAS,
+    commissioned, before the run (Ready): a commission would need a node too (test_commissioning_nodes.py)."""
+    inventory = maas_inventory(load_environment("local"), enlisted=False)
+    inventory = inventory.model_copy(update={"machines": [
+        m.model_copy(update={"enlisted": True, "status": MaasNodeStatus.READY}) if m.hostname == "local-gpu-2" else m
+        for m in inventory.machines]})
     with lab_world(["local-gpu-1"]) as (nodes, world):
         backend = NspawnNodes(nodes, deploy_timeout_s=20)  # a real node deploys in ~5-8 s here
-        maas = MaasSimulator(maas_inventory(load_environment("local"), enlisted=False), time_scale=MAAS_SCALE,
-                             enroll_backend=EnrollBackend.NSPAWN, nodes=backend)
+        maas = MaasSimulator(inventory, time_scale=MAAS_SCALE, enroll_backend=EnrollBackend.NSPAWN, nodes=backend)
         maas.start()
         try:
             results = {r.hostname: r for r in Scheduler(context_for(world, maas)).onboard(specs_for_world(world))}
