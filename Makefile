@@ -6,6 +6,8 @@ ENV   ?= local
 STACK ?= local
 NODES ?= auto
 PYTEST_ARGS ?=
+# make test: pytest-xdist workers (most of the suite waits on CLI runs and simulated time, not the CPU).
+TEST_WORKERS ?= 2
 
 .PHONY: setup demo test validate bench lint help
 help:
@@ -22,7 +24,7 @@ demo: setup
 	@$(PY) -m tools.demo --stack $(STACK) --nodes $(NODES)
 
 test: setup
-	@$(PY) -m pytest $(PYTEST_ARGS)
+	@$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
 
 validate: setup
 	@$(PY) -m environments validate $(ENV)

@@ -4,13 +4,26 @@ import pytest
 
 from clients.threadsafe_ast import install
 from tests.fixtures.engine import engine_factory  # noqa: F401  (the CLI-free engine)
-from tests.fixtures.lab_gate import SKIPPED
+from tests.fixtures.lab_gate import LAB_TIER_WALL, SKIP_PATTERN
 from tests.fixtures.policy import policy_venv  # noqa: F401  (make policy-venv: the policy pack's own venv)
 
 install()  # simulators and moto serve on threads in this process (clients/threadsafe_ast.py)
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
-    """A tier that could not run on this machine is said loudly at the end, never only as an `s`."""
-    for tier, reason in sorted(SKIPPED.items()):
+    """A tier that could not run on this machine is said loudly at the end, never only as an `s`; the lab
+    tier's wall time too. Both come from the run's reports, so they work in a pytest-xdist controller."""
+    skipped: dict[str, str] = {}
+    for report in terminalreporter.stats.get("skipped", []):
+        longrepr = getattr(report, "longrepr", None)
+        message = longrepr[2] if isinstance(longrepr, tuple) and len(longrepr) == 3 else str(longrepr or "")
+        found = SKIP_PATTERN.search(message.removeprefix("Skipped: "))
+        if found:
+            skipped[found["tier"]] = found["reason"]
+    for tier, reason in sorted(skipped.items()):
         terminalreporter.write_sep("!", f"{tier.upper()} SKIPPED: {reason}", red=True, bold=True)
+    for reports in terminalreporter.stats.values():
+        for report in reports:
+            for key, value in getattr(report, "user_properties", None) or []:
+                if key == LAB_TIER_WALL:
+                    terminalreporter.write_sep("=", f"{LAB_TIER_WALL}: {value}", bold=True)

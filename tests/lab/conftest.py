@@ -30,7 +30,7 @@ from lab import Lab, LabInfo
 from providers.common import VaultInputs
 from providers.hosts.convergence import HostConvergenceSpec, SecretReader
 from simulators.openbao import OpenBaoDevServer
-from tests.fixtures.lab_gate import require_lab
+from tests.fixtures.lab_gate import LAB_TIER_WALL, require_lab
 from tests.fixtures.stack_config import committed_config
 
 REPO = Path(__file__).resolve().parents[2]
@@ -54,11 +54,16 @@ SECRET_REFS = {  # the committed stacks/Pulumi.dev.yaml's hostRoles.secret_refs 
 _REPORT: dict[str, object] = {}
 
 
-def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
-    if "started" in _REPORT:
-        wall = float(_REPORT.get("finished", time.monotonic())) - float(_REPORT["started"])  # type: ignore[arg-type]
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[pytest.TestReport]:
+    """The teardown report after the lab went carries its wall time (tests/conftest.py prints it)."""
+    report = yield
+    if call.when == "teardown" and "finished" in _REPORT and not _REPORT.get("reported"):
+        _REPORT["reported"] = True
+        wall = float(_REPORT["finished"]) - float(_REPORT["started"])  # type: ignore[arg-type]
         parts = ", ".join(f"{k} {v}s" for k, v in _REPORT.get("phases", {}).items())  # type: ignore[union-attr]
-        terminalreporter.write_sep("=", f"lab tier wall time: {wall:.1f}s ({parts})", bold=True)
+        report.user_properties.append((LAB_TIER_WALL, f"{wall:.1f}s ({parts})"))
+    return report
 
 
 @pytest.fixture(scope="session")
