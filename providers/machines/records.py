@@ -66,6 +66,7 @@ class FailCode(StrEnum):
     NO_REPORT = "MCH024"  # the node enrolled without a bootstrap report (its launcher did not run the bundle)
     VALIDATION_DIGEST = "MCH025"  # the node ran validation scripts of a bundle other than the pinned one
     HOSTNAME_HELD = "MCH026"  # the hostname is held by other hardware (another PXE MAC) that is in use
+    ROCE_ADDRESS_HELD = "MCH027"  # a planned RoCE address is held in MAAS by another machine's interface
 
     def __call__(self, reason: str) -> str:
         return f"{self.value} {reason}"
