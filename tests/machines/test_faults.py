@@ -343,3 +343,27 @@ def test_enrollments_lost_past_the_budget_end_with_a_coded_failure_saying_what_t
     assert r.reason.startswith("MCH014 ") and "deployed 2 time(s) and never enrolled" in r.reason, r.reason
     assert "raise the machine's retry_generation to 1" in r.reason and "gpuaas-launcher.log" in r.reason
     assert _deploys(w, r.system_id) == 2
+
+
+def test_a_redeploy_with_erase_under_503_bursts_never_needs_an_operator(world_factory: Callable[..., World]) -> None:
+    """A changed deploy input redeploys (release with the profile's quick erase, then deploy) while MAAS answers
+    503s on reads, on the release (its answer lost after MAAS took it) and on the event log when read: Disk erasing and
+    Releasing are stages to wait through, never MCH012."""
+    w = world_factory()
+    spec = _one(w)
+    (first,) = Scheduler(w.context()).onboard([spec])
+    assert first.outcome is MachineOutcome.READY, first.reason
+    changed = spec.model_copy(update={"deploy": spec.deploy.model_copy(update={"hwe_kernel": "ga-22.04"})})
+    w.maas.admin.set_api_faults(ApiFaults(errors=[
+        ApiErrorBurst(status=503, count=3, handler="MachinesHandler", op="read"),
+        ApiErrorBurst(status=503, count=1, handler="MachineHandler", op="release", after_action=True),
+        ApiErrorBurst(status=503, count=5, handler="EventsHandler", op="query"),
+        ApiErrorBurst(status=503, count=3, handler="MachinesHandler", op="read"),
+    ]))
+    (again,) = Scheduler(w.context(release_erase_mode="quick")).onboard([changed], {spec.hostname: first.system_id})
+    assert again.outcome is MachineOutcome.READY, again.reason
+    assert again.system_id == first.system_id and _deploys(w, first.system_id) == 2
+    erased = [e for e in w.maas.admin.events(first.system_id) if "Disk erasing" in e["description"]]
+    assert erased, "the redeploy erased the disks (quick erase)"
+    fired = {(b.handler, b.op): b.count for b in w.maas.admin.faults().api.errors}
+    assert fired.get(("MachineHandler", "release"), 0) == 0 and fired.get(("MachinesHandler", "read"), 0) == 0, fired
