@@ -309,7 +309,7 @@ def test_customer_handoff_teardown_never_erases_and_never_powers_off(world_facto
 ENROLL_ROUTE = "/api/v1/node-bootstrap/enroll"
 
 
-def _deploys(w: World, system_id: str) -> int:
+def _deploys_of(w: World, system_id: str) -> int:
     return sum("-> Deploying" in e["description"] for e in w.maas.admin.events(system_id))
 
 
@@ -325,7 +325,7 @@ def test_a_lost_enrollment_redeploys_the_machine_within_the_retry_budget(world_f
     (r,) = Scheduler(w.context(max_deploy_retry_attempts=3)).onboard([_one(w)])
     assert r.outcome is MachineOutcome.READY, r.reason
     assert any("never enrolled" in n and "releasing to redeploy (attempt 2 of 3)" in n for n in r.notes), r.notes
-    assert _deploys(w, r.system_id) == 2
+    assert _deploys_of(w, r.system_id) == 2
     admin = PlatformClient(w.platform.url, w.platform.creds.platform_admin)
     assert admin.get_node(r.node_id).status.value == "active"
     assert [m["hostname"] for m in w.maas.admin.machines()] == ["local-gpu-1"]  # the same machine, once
@@ -342,7 +342,7 @@ def test_enrollments_lost_past_the_budget_end_with_a_coded_failure_saying_what_t
     assert r.outcome is MachineOutcome.TIMED_OUT, r.reason
     assert r.reason.startswith("MCH014 ") and "deployed 2 time(s) and never enrolled" in r.reason, r.reason
     assert "raise the machine's retry_generation to 1" in r.reason and "gpuaas-launcher.log" in r.reason
-    assert _deploys(w, r.system_id) == 2
+    assert _deploys_of(w, r.system_id) == 2
 
 
 def test_a_redeploy_with_erase_under_503_bursts_never_needs_an_operator(world_factory: Callable[..., World]) -> None:
@@ -362,7 +362,7 @@ def test_a_redeploy_with_erase_under_503_bursts_never_needs_an_operator(world_fa
     ]))
     (again,) = Scheduler(w.context(release_erase_mode="quick")).onboard([changed], {spec.hostname: first.system_id})
     assert again.outcome is MachineOutcome.READY, again.reason
-    assert again.system_id == first.system_id and _deploys(w, first.system_id) == 2
+    assert again.system_id == first.system_id and _deploys_of(w, first.system_id) == 2
     erased = [e for e in w.maas.admin.events(first.system_id) if "Disk erasing" in e["description"]]
     assert erased, "the redeploy erased the disks (quick erase)"
     fired = {(b.handler, b.op): b.count for b in w.maas.admin.faults().api.errors}
