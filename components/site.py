@@ -27,7 +27,7 @@ from providers.site_profile import SiteProfile
 from providers.sites.bundle import BundleProfile, BundleSite, BundleSpec, Packages
 from providers.sites.bundle_node import AptSourceSpec, LoginUserCheck
 from providers.sites.profile import PlatformInputs, ProfileInputs, SiteInputs, SiteProfileArgs
-from providers.sites.roce import MaasInputs, MachineNics, Pool, RoceSpec
+from providers.sites.roce import MaasInputs, MachineNics, Pool, RoceSpec, nic_groups
 from providers.wire import FabricMode, Tier
 
 from .mounts import bundle_mount_sets
@@ -98,10 +98,10 @@ def roce_spec(env: Environment, settings: StackSettings, site: Site) -> RoceSpec
         site=site.name,
         pools=[Pool(site=p.site, rail=p.rail, subnet=p.subnet, start=p.range.start, end=p.range.end, mtu=p.mtu,
                     vlan=p.vlan) for p in env.roce_pools_of(site.name)],
-        machines=[MachineNics(hostname=m.hostname, profile=m.profile,
+        groups=nic_groups([MachineNics(hostname=m.hostname, profile=m.profile,
                               fabric_mode=FabricMode(env.profile(site.name, m.profile).fabric_mode.value),
                               enable_phase2_roce=env.profile(site.name, m.profile).enable_phase2_roce,
-                              interfaces=list(env.sku(m.sku).fabric_interfaces)) for m in machines],
+                              interfaces=list(env.sku(m.sku).fabric_interfaces)) for m in machines]),
         maas=MaasInputs(url=settings.endpoint(site.maas_url, "maas"), api_key_path=site.maas_api_key_path,
                         tls_verify=site.tls_verify, ca_bundle=env.ca_bundles.maas),
         vault=vault_inputs(env, settings),

@@ -25,25 +25,34 @@ from pydantic import ValidationError
 from clients.vault import credentials_from_config
 from providers.common import has_unknown, plain, spec_failures
 from providers.kind import KindDescriptor, register
-from providers.sites.roce import MISSING, SOURCE, AllocationError, RoceReconciler, RoceSpec, canonical_table
+from providers.sites.roce import (
+    MISSING,
+    SOURCE,
+    AllocationError,
+    RoceReconciler,
+    RoceSpec,
+    canonical_table,
+    grouped,
+)
 
 DESCRIPTOR = register(KindDescriptor(
     name="RoceAssignment",
     identity=("site",),
-    in_place=("pools", "machines", "table", "maas", "vault"),
+    in_place=("pools", "groups", "table", "maas", "vault"),
     delete_before_replace=True,  # one assignment per site
     summary_outputs=("link_status",),
     doc="the static RoCE addresses of one site's phase-2 machines, linked in MAAS",
     notes={"table": "planned at check from the recorded table and MAAS's holdings of the pools' subnets "
                     "(the preview shows it); applied addresses are never renumbered",
-           "machines": "adding a machine adds its addresses; the other machines' stay equal"},
+           "groups": "the machines by profile and fabric interfaces; adding a machine adds its addresses, the "
+                     "other machines' stay equal"},
 ))
-INPUTS = ("site", "pools", "machines", "table", "maas", "vault")
+INPUTS = ("site", "pools", "groups", "table", "maas", "vault")
 
 
 def _comparable(props: Mapping[str, Any]) -> dict[str, Any]:
-    # State written before recorded rows (with MACs): the same table as its addresses.
-    out = plain(props)
+    # State written before listed every machine and recorded rows (with MACs): the same groups and addresses.
+    out = grouped(plain(props))
     if isinstance(out.get("table"), Mapping) and not has_unknown(out["table"]):
         out["table"] = canonical_table(out["table"])
     return out

@@ -23,9 +23,10 @@ from __future__ import annotations
 import ipaddress
 import threading
 from collections.abc import Mapping
+from functools import cached_property
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from clients.maas import MaasError, MaasSiteClient, MaasStatus
 from clients.maas import MachineNics as MaasMachineNics
@@ -155,6 +156,35 @@ class MachineNics(_M):
     """fabric_interfaces of the machine's SKU: interfaces[r] is on rail r."""
 
 
+class NicGroup(_M):
+    """Machines that share a profile and a SKU's fabric interfaces: the spec carries each such fact once and
+    the hostnames (issue 29: state per machine)."""
+
+    profile: str
+    fabric_mode: FabricMode
+    enable_phase2_roce: bool
+    interfaces: list[str]
+    hostnames: list[str]
+
+
+def nic_groups(machines: list[MachineNics]) -> list[NicGroup]:
+    groups: dict[tuple[str, FabricMode, bool, tuple[str, ...]], list[str]] = {}
+    for m in machines:
+        groups.setdefault((m.profile, m.fabric_mode, m.enable_phase2_roce, tuple(m.interfaces)), []).append(m.hostname)
+    return [NicGroup(profile=p, fabric_mode=f, enable_phase2_roce=e, interfaces=list(i), hostnames=sorted(h))
+            for (p, f, e, i), h in sorted(groups.items(), key=lambda kv: (kv[0][0], kv[0][3]))]
+
+
+def grouped(props: Mapping[str, Any]) -> dict[str, Any]:
+    """Inputs as this version writes them: state written before listed every machine (`machines`)."""
+    if "machines" not in props or "groups" in props:
+        return dict(props)
+    machines = [MachineNics.model_validate(m) for m in props["machines"] or ()]
+    out = {k: v for k, v in props.items() if k != "machines"}
+    out["groups"] = [g.model_dump(mode="json") for g in nic_groups(machines)]
+    return out
+
+
 class MaasInputs(_M):
     url: str
     api_key_path: str
@@ -168,9 +198,20 @@ class RoceSpec(BaseModel):
 
     site: str
     pools: list[Pool]
-    machines: list[MachineNics]
+    groups: list[NicGroup]
     maas: MaasInputs
     vault: VaultInputs
+
+    @model_validator(mode="before")
+    @classmethod
+    def _machines_listed(cls, data: Any) -> Any:
+        return grouped(data) if isinstance(data, Mapping) else data
+
+    @cached_property
+    def machines(self) -> list[MachineNics]:
+        return [MachineNics(hostname=h, profile=g.profile, fabric_mode=g.fabric_mode,
+                            enable_phase2_roce=g.enable_phase2_roce, interfaces=g.interfaces)
+                for g in self.groups for h in g.hostnames]
 
     def refusals(self) -> list[str]:
         return [f"{Code.ROCE_NEEDS_ROCE_FABRIC.value} site {self.site}: host {m.hostname} (profile {m.profile}, "
@@ -309,9 +350,9 @@ class RoceReconciler:
                     entries: dict[Key, Entry]) -> tuple[str, list[tuple[str, int, Entry]]]:
         """(link status, the links to make). Raises before anything is changed."""
         if m is None:
-            return "pending: not in MAAS yet (the machine lifecycle links it)", []
+            return "pending: not in MAAS", []  # the machine lifecycle links it (its RoCE stage)
         if m.status not in NETWORK_EDITABLE:
-            return f"pending: MAAS status {m.status.name} does not allow link changes", []
+            return f"pending: MAAS status {m.status.name}", []  # MAAS refuses link changes there
         actions: list[tuple[str, int, Entry]] = []
         for (h, iface), e in entries.items():
             if h != host:
