@@ -6,7 +6,9 @@ ENV   ?= local
 STACK ?= local
 NODES ?= auto
 PYTEST_ARGS ?=
-# make test: pytest-xdist workers (most of the suite waits on CLI runs and simulated time, not the CPU).
+# make test: pytest-xdist workers (most of the suite waits on CLI runs and simulated time, not the CPU), one test
+# file per worker at a time (--dist loadfile): a file's tests share module state and session fixtures (the lab).
+# Not loadgroup: pytest-xdist 3.8's xdist_group suffix is lost on pytest 9 (it sets Item._nodeid; pytest 9 reads _id).
 TEST_WORKERS ?= 2
 
 .PHONY: setup demo test validate bench lint help
@@ -24,7 +26,7 @@ demo: setup
 	@$(PY) -m tools.demo --stack $(STACK) --nodes $(NODES)
 
 test: setup
-	@$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
+	@$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
 validate: setup
 	@$(PY) -m environments validate $(ENV)

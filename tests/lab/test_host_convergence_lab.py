@@ -30,8 +30,8 @@ from tests.fixtures.backend import state_text
 from .conftest import LAB_HOSTS as DEV_HOSTS
 from .conftest import RUNNER_TOKENS, RUNNERS, SECOND_CONTROL, record_phase, site_ca
 
-# One worker runs every test of the session's lab (make test's pytest-xdist workers would each boot one).
-pytestmark = [pytest.mark.lab, pytest.mark.slow, pytest.mark.xdist_group("lab")]
+# One pytest-xdist worker runs this whole file (make test: --dist loadfile): the tests share `_state` and the lab.
+pytestmark = [pytest.mark.lab, pytest.mark.slow]
 
 # Services each host must (and must not) run, by the roles the dev environment gives it.
 EXPECTED_ACTIVE = {

@@ -1,4 +1,6 @@
-"""A SIGKILL at every stage of an `up` of the `local` stack, then the documented recovery (docs/recovery.md,
+"""What the SIGKILL-at-every-stage tests share (test_kill_first_up.py, test_kill_redeploy.py, one per file so the
+two run on two pytest-xdist workers): a SIGKILL at every stage of an `up` of the `local` stack, then the documented
+recovery (docs/recovery.md,
 "A run was killed": `pulumi cancel`, `pulumi refresh --clear-pending-creates`, `pulumi up`), ends converged:
 the next `preview --expect-no-changes` is clean, a refresh right after finds no drift, MAAS holds no
 duplicate machine (hostname, system_id, MAC), every declared machine is Deployed and enrolled once on the
@@ -21,18 +23,15 @@ from __future__ import annotations
 import json
 import time
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from clients.platform import models as pm
-from tests.convergence.world import STANDALONE, World
+from tests.convergence.world import World
 from tools.pulumi_cli.api import EngineHandle
 from tools.pulumi_cli.results import StepOp
-
-pytestmark = pytest.mark.slow
 
 RUN_TIMEOUT_S = 300
 ATTEMPTS = 3  # runs to catch a step under way (a quick one may be done before the checkpoint is read)
@@ -58,7 +57,7 @@ def _pre_events(path: Path, planning: bool = False) -> list[dict[str, Any]]:
     return out
 
 
-def _step(meta: dict[str, Any]) -> str:
+def step_name(meta: dict[str, Any]) -> str:
     return f"{meta['op']} {meta['urn'].rsplit('::', 1)[-1]}"
 
 
@@ -90,19 +89,19 @@ def _checkpoint_pending(world: World) -> set[tuple[str, str]]:
     return {(op["type"], op["resource"]["urn"]) for op in latest.get("pending_operations") or []}
 
 
-def kill_after_step(handle: EngineHandle, n: int) -> str:
+def kill_afterstep_name(handle: EngineHandle, n: int) -> str:
     """SIGKILL the run right after its Nth step started; the step's `op name`."""
     events = handle.run_dir / "events.jsonl"
     deadline = time.monotonic() + RUN_TIMEOUT_S
     while len(started := _pre_events(events)) < n:
         if handle.popen.poll() is not None:
             handle.wait(timeout=30)
-            pytest.fail(f"the run ended after {len(started)} steps, before step {n}: {[_step(m) for m in started]}")
+            pytest.fail(f"the run ended after {len(started)} steps, before step {n}: {[step_name(m) for m in started]}")
         assert time.monotonic() < deadline, f"step {n} never started"
         time.sleep(0.005)
     handle.kill()
     handle.wait(timeout=30)
-    return _step(started[n - 1])
+    return step_name(started[n - 1])
 
 
 def kill_under_way(world: World, handle: EngineHandle, step: dict[str, Any]) -> str | None:
@@ -121,11 +120,11 @@ def kill_under_way(world: World, handle: EngineHandle, step: dict[str, Any]) -> 
             assert result.ok, f"the run failed: {result.errors()}\n{result.log[-3000:]}"
             world.outputs = dict(result.outputs or {})
             return None
-        assert time.monotonic() < deadline, f"{_step(step)} never got under way"
+        assert time.monotonic() < deadline, f"{step_name(step)} never got under way"
         time.sleep(0.005)
     handle.kill()
     handle.wait(timeout=30)
-    return _step(step)
+    return step_name(step)
 
 
 def kill_in_preview(handle: EngineHandle) -> str:
@@ -143,7 +142,7 @@ def kill_in_preview(handle: EngineHandle) -> str:
     log = handle.log()
     handle.wait(timeout=30)
     assert not started and "Updating (" not in log, f"killed too late for a preview stage: {started}"
-    return f"the preview, planning {_step(planned[0])}"
+    return f"the preview, planning {step_name(planned[0])}"
 
 
 def pending(world: World) -> list[str]:
@@ -213,7 +212,7 @@ def stage(world: World, at: Stage, steps: int, what: str) -> tuple[str, list[str
     n, step = at
     handle = world.engine.start_up()
     if n is not None:
-        where = f"after step {n}/{steps} started ({kill_after_step(handle, n)})"
+        where = f"after step {n}/{steps} started ({kill_afterstep_name(handle, n)})"
     elif step is not None:
         killed = kill_under_way(world, handle, step)
         if killed is None:
@@ -237,62 +236,3 @@ def stages(steps: list[dict[str, Any]]) -> list[Stage]:
         if in_flight(meta):
             out.append((None, meta))
     return out
-
-
-@pytest.fixture
-def report() -> Iterator[list[tuple[str, float]]]:
-    stages: list[tuple[str, float]] = []
-    start = time.monotonic()
-    yield stages
-    print(f"\n{len(stages)} stages in {time.monotonic() - start:.0f} s:")
-    for label, seconds in stages:
-        print(f"  {seconds:6.1f} s  {label}")
-
-
-def test_kill_at_every_step_of_a_first_up(engine_factory: Any, tmp_path_factory: Any,
-                                          report: list[tuple[str, float]]) -> None:
-    with World.start(engine_factory, tmp_path_factory.mktemp("first-clean"), 0) as world:
-        steps = converge(world, "a clean first up")
-    assert len(steps) >= 10, [_step(m) for m in steps]
-    left: list[str] = []
-    for i, at in enumerate(stages(steps)):
-        began = time.monotonic()
-        for _attempt in range(ATTEMPTS):
-            with World.start(engine_factory, tmp_path_factory.mktemp(f"first-{i}"), 0) as world:
-                done = stage(world, at, len(steps), "first up")
-            if done is not None:
-                break
-        else:
-            pytest.fail(f"{_step(at[1]) if at[1] else at} was never seen under way in {ATTEMPTS} runs")
-        label, ops = done
-        left += ops
-        report.append((label, time.monotonic() - began))
-    # The stages caught creates in flight: the recovery had pending creates to clear.
-    assert {"creating machine-local-gpu-1", "creating pool-local-h200", "creating app-slurm-local"} <= set(left), left
-
-
-def test_kill_at_every_step_of_a_redeploy(engine_factory: Any, tmp_path_factory: Any,
-                                          report: list[tuple[str, float]]) -> None:
-    with World.start(engine_factory, tmp_path_factory.mktemp("redeploy"), 0) as world:
-        converge(world, "the first up")
-        toggle_deploy_input(world, STANDALONE)
-        steps = converge(world, f"a clean redeploy of {STANDALONE}")
-        ops = Counter(m["op"] for m in steps)
-        # A redeploy is the machine's update (same system_id): nothing is replaced, and the app instance
-        # pinned to it reads outputs that do not change.
-        assert ops[StepOp.UPDATE] == 1 and not ops[StepOp.DELETE_REPLACED] and not ops[StepOp.CREATE_REPLACEMENT], ops
-        left: list[str] = []
-        for at in stages(steps):
-            began = time.monotonic()
-            for _attempt in range(ATTEMPTS):
-                toggle_deploy_input(world, STANDALONE)
-                done = stage(world, at, len(steps), f"redeploy of {STANDALONE}")
-                if done is not None:
-                    break
-            else:
-                pytest.fail(f"{_step(at[1]) if at[1] else at} was never seen under way in {ATTEMPTS} runs")
-            label, more = done
-            left += more
-            report.append((label, time.monotonic() - began))
-        # The stages caught the machine's update (release, deploy again) in flight.
-        assert f"updating machine-{STANDALONE}" in left, left
