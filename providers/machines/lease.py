@@ -80,6 +80,7 @@ class LeaseStats(BaseModel):
     writes: int = 0
     conflicts: int = 0
     takes: int = 0
+    granted: int = 0
     gives: int = 0
     renewals: int = 0
 
@@ -125,7 +126,9 @@ class SlotLease:
             doc.holders[system_id] = Holder(holder=self.holder, expires_at=now + timedelta(seconds=self.times.ttl_s))
             return doc
 
-        return self._update(change, reclaim=True) and granted
+        ok = self._update(change, reclaim=True) and granted
+        self.stats.granted += ok
+        return ok
 
     def give_back(self, system_ids: Iterable[str]) -> None:
         ids = set(system_ids)

@@ -35,6 +35,7 @@ from .status import MachineOutcome, Stage
 
 MAX_STEPS_PER_TICK = 12  # a machine never loops forever inside one tick
 MAX_WORKERS = 32  # threads per run for concurrent MAAS/platform calls
+FULL_RETRY_S = 0.5  # at least this long between two reads of a full slot lease (tests scale polls to ms)
 
 
 class MachineResult(BaseModel):
@@ -87,7 +88,9 @@ class Scheduler:
     _created: Future[None] | None = None  # the background creates of new machines beyond the first batch
     _creating: set[int] = field(default_factory=set)  # id() of their records: no step until _created is done
     _lock: threading.Lock = field(default_factory=threading.Lock)
-    _full: set[str] = field(default_factory=set)  # keys whose lease was full this tick: not asked again
+    _full: dict[str, float] = field(default_factory=dict)
+    """key -> when to ask again: a lease found full is re-read at most every FULL_RETRY_S (another process's
+    slot frees), at once when this process frees one."""
     _freed: int = 0  # slots given back so far (a delayed machine retries in the same tick only after one was)
 
     # ---------------------------------------------------------------------------------------
@@ -153,6 +156,7 @@ class Scheduler:
                 self._pool = None
                 for m in machines:  # whatever happened, this run's slots go back
                     self._drop_slot(m)
+                self._log_lease_cost(machines)
 
     def _loop(self, machines: list[_Machine]) -> list[MachineResult]:  # size: the one scheduling loop
         ctx = self.ctx
@@ -167,7 +171,6 @@ class Scheduler:
         while active:
             meter.tick(states())
             self._take_created(machines)
-            self._full.clear()  # slots other processes hold: the lease is read again this tick if asked
             now = ctx.clock()
             due = [m for m in active if m.sched.waiting and m.sched.next_poll <= now]
             for m in due:
@@ -325,15 +328,27 @@ class Scheduler:
         if not m.rec.system_id:
             return True  # nothing in MAAS yet (a heavy stage always has a machine): never reached
         key, spec = self._key(m), m.rec.spec
-        if key in self._full:
-            return False  # one read per tick finds the lease full, not one per delayed machine
+        if self._full.get(key, 0.0) > self.ctx.clock():
+            return False  # one read finds the lease full for every delayed machine until the retry
         lease = self.ctx.lease(spec.site, spec.profile) if self.ctx.lease is not None else None
         ok = capacity.try_take(key, m.rec.system_id, self.ctx.policy.batch_max_parallel, lease, self.ctx.log)
         m.sched.holds_slot = ok
         if not ok:
             with self._lock:
-                self._full.add(key)
+                self._full[key] = self.ctx.clock() + max(FULL_RETRY_S, self.ctx.deadlines.poll_initial_s)
         return ok
+
+    def _log_lease_cost(self, machines: list[_Machine]) -> None:
+        """The Vault requests the slot lease cost this call (docs/machines.md quotes the figures)."""
+        if self.ctx.lease is None:
+            return
+        for site, profile in sorted({(m.rec.spec.site, m.rec.spec.profile) for m in machines}):
+            lease = self.ctx.lease(site, profile)
+            st = lease.stats
+            if st.reads:
+                self.ctx.log(f"slot lease {lease.path}: {st.takes} takes ({st.granted} granted), {st.gives} "
+                             f"give-backs, {st.renewals} renewals; {st.reads} reads, {st.writes} writes, "
+                             f"{st.conflicts} CAS conflicts")
 
     def _drop_slot(self, m: _Machine) -> None:
         if m.sched.holds_slot and m.rec.system_id:
@@ -344,7 +359,7 @@ class Scheduler:
                 self.ctx.log(f"{m.rec.spec.hostname}: slot not given back in Vault (it expires): {e}")
             with self._lock:
                 self._freed += 1
-                self._full.discard(self._key(m))
+                self._full.pop(self._key(m), None)
         m.sched.holds_slot = False
 
     def _start_wait(self, m: _Machine, stage: Stage) -> None:
