@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import multiprocessing as mp
 import os
+import subprocess
 import threading
 import time
 from collections.abc import Iterator
@@ -17,7 +18,7 @@ from pydantic import SecretStr
 
 from clients.vault import VaultCredentials, VaultReader, VaultSettings
 from providers.machines.lease import LeaseTimes, LeaseUnavailable, SlotLease, lease_path
-from simulators.openbao import OpenBaoDevServer
+from simulators.openbao import OpenBaoDevServer, bao_binary
 
 MOUNT = "gpuaas"
 PATH = lease_path("dal1", "h200")
@@ -135,3 +136,19 @@ def test_a_sealed_vault_is_an_error_not_no_bound(bao: OpenBaoDevServer) -> None:
             lease.take("m1", 1)
     finally:
         bao.unseal()
+
+
+def test_the_documented_hand_clearing_commands_work(bao: OpenBaoDevServer) -> None:
+    """docs/machines.md, "Clearing a stuck lease by hand", with the `bao` CLI (same syntax as `vault`)."""
+    env = {**os.environ, "BAO_ADDR": bao.address, "BAO_TOKEN": bao.root_token, "VAULT_ADDR": bao.address}
+    path = lease_path("stuck", "h200")
+    stuck = SlotLease(_reader(bao.address, bao.root_token), path, "killed", LeaseTimes(ttl_s=3600))
+    fresh = SlotLease(_reader(bao.address, bao.root_token), path, "next")
+    assert stuck.take("m1", 1) and not fresh.take("m2", 1)
+    subprocess.run([bao_binary(), "kv", "put", f"-mount={MOUNT}", path, "-"], input=b'{"holders": {}}',
+                   env=env, check=True, capture_output=True)
+    assert fresh.take("m2", 1), "emptied by hand: the slot is free"
+    subprocess.run([bao_binary(), "kv", "metadata", "delete", f"-mount={MOUNT}", path],
+                   env=env, check=True, capture_output=True)
+    assert fresh.take("m3", 1), "document removed by hand: the next take starts it again"
+    assert fresh.store.read_doc(path)[1] == 1
