@@ -2,7 +2,7 @@
 KV v2 (`<kv mount>/leases/<site>/<profile>`), changed only with check-and-set, so two processes can
 never both take the last slot.
 
-The document: `{"holders": {<system_id>: {"holder": "<stack>/<resource>@<host>:<pid>",
+The document: `{"holders": {<system_id>: {"holder": "<stack>@<host>:<pid>",
 "expires_at": "<ISO-8601 UTC>"}}}`.
 - take: read (version v) -> drop expired holders (a killed run's; kept while MAAS still shows the
   machine busy, `still_busy`) -> the machine already listed (a resumed run): take it over; else add it

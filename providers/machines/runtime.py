@@ -186,10 +186,15 @@ def build_context(
         owner=owner,
         node_ca=node_ca(conn),
         read_secret=lambda ref: vault.read(ref).get_secret_value(),
-        lease=slot_leases(vault, maas, f"{owner or label}@{socket.gethostname()}:{os.getpid()}",
-                          LeaseTimes().scaled(time_scale)),
+        lease=slot_leases(vault, maas, lease_holder(owner or label), LeaseTimes().scaled(time_scale)),
     )
     return ctx, maas, platform
+
+
+def lease_holder(owner: str) -> str:
+    """Who holds a slot: the provider process (`<stack>@<host>:<pid>`; owner is `<stack>/<resource>`), the
+    same for every resource it serves, so its one renewer and any of its calls can renew and give back."""
+    return f"{owner.split('/')[0]}@{socket.gethostname()}:{os.getpid()}"
 
 
 def slot_leases(

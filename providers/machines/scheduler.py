@@ -331,7 +331,11 @@ class Scheduler:
         if self._full.get(key, 0.0) > self.ctx.clock():
             return False  # one read finds the lease full for every delayed machine until the retry
         lease = self.ctx.lease(spec.site, spec.profile) if self.ctx.lease is not None else None
-        ok = capacity.try_take(key, m.rec.system_id, self.ctx.policy.batch_max_parallel, lease, self.ctx.log)
+        try:
+            ok = capacity.try_take(key, m.rec.system_id, self.ctx.policy.batch_max_parallel, lease, self.ctx.log)
+        except PortError as e:  # MAAS, asked whether an expired holder's machine is still busy
+            self.ctx.log(f"{m.rec.spec.hostname}: could not check an expired slot holder in MAAS: {e} (will retry)")
+            return False
         m.sched.holds_slot = ok
         if not ok:
             with self._lock:
