@@ -299,33 +299,43 @@ class VaultReader:
     # -- documents written with check-and-set (not secrets: the batch_max_parallel slot leases) ---------
     def read_doc(self, path: str) -> tuple[dict[str, Any] | None, int]:
         """The latest version of a KV v2 document and its version number: (None, 0) when it was never
-        written, (None, v) when its latest version v was deleted (`vault kv delete`). Values as stored."""
+        written, (None, v) when its latest version v was deleted (`vault kv delete`). Values as stored.
+        The data read and the metadata read are two requests: a document created between them is read
+        again, never reported as (None, v) of a live version (a CAS write on that would drop it)."""
         client = self._login()
-        mount = self.settings.kv_mount
-        try:
-            resp = _transient(client.secrets.kv.v2.read_secret_version)(
-                path=path, mount_point=mount, raise_on_deleted_version=True
-            )
-        except Exception as e:  # noqa: BLE001 - translated, re-raised once
-            from hvac import exceptions as hv
+        for _ in range(5):
+            try:
+                resp = _transient(client.secrets.kv.v2.read_secret_version)(
+                    path=path, mount_point=self.settings.kv_mount, raise_on_deleted_version=True
+                )
+            except Exception as e:  # noqa: BLE001 - translated, re-raised once
+                from hvac import exceptions as hv
 
-            if not isinstance(e, hv.InvalidPath):
-                raise self._doc_error(e, path) from None
-            return None, self._current_version(client, path)
-        body = resp.get("data") or {}
-        return body.get("data"), int((body.get("metadata") or {}).get("version") or 0)
+                if not isinstance(e, hv.InvalidPath):
+                    raise self._doc_error(e, path) from None
+                version, live = self._current_version(client, path)
+                if not live:
+                    return None, version
+                continue  # written since the data read: read it
+            body = resp.get("data") or {}
+            return body.get("data"), int((body.get("metadata") or {}).get("version") or 0)
+        raise VaultError(VaultErrorKind.UNREACHABLE, self.settings.address, self._where(path),
+                         "the document kept changing between its data and metadata reads", "retry")
 
-    def _current_version(self, client: hvac.Client, path: str) -> int:
-        """A missing or deleted latest version: its number from the metadata (0: never written)."""
+    def _current_version(self, client: hvac.Client, path: str) -> tuple[int, bool]:
+        """(latest version, whether it is live): 0 when never written (or its metadata was deleted)."""
         from hvac import exceptions as hv
 
         try:
             meta = _transient(client.secrets.kv.v2.read_secret_metadata)(path=path, mount_point=self.settings.kv_mount)
         except hv.InvalidPath:
-            return 0
+            return 0, False
         except Exception as e:  # noqa: BLE001 - translated, re-raised once
             raise self._doc_error(e, path) from None
-        return int((meta.get("data") or {}).get("current_version") or 0)
+        data = meta.get("data") or {}
+        current = int(data.get("current_version") or 0)
+        latest = (data.get("versions") or {}).get(str(current)) or {}
+        return current, current > 0 and not latest.get("deletion_time") and not latest.get("destroyed")
 
     def write_doc(self, path: str, doc: dict[str, Any], cas: int) -> bool:
         """Write `doc` as the next version only if the latest is still `cas` (0: only if none exists).
