@@ -124,6 +124,9 @@ class SiteComponent(pulumi.ComponentResource):
             self.profiles[p.name] = SiteProfile(f"profile-{site.name}-{p.name}", args, bundles, child)
         spec = roce_spec(env, settings, site)
         self.roce: RoceAssignment | None = RoceAssignment(f"roce-{site.name}", spec, child) if spec else None
+        # every machine's links, computed once from the recorded table (machines read their own)
+        self.roce_links: pulumi.Output[dict[str, list[dict[str, Any]]]] | None = (
+            self.roce.table.apply(spec.links) if self.roce is not None and spec is not None else None)
         self.register_outputs({})
 
     def _published(self, name: str) -> pulumi.Output[dict[str, Any]]:
@@ -160,15 +163,18 @@ class SiteOutputs:
 
     def roce_links(self, hostname: str) -> pulumi.Output[list[dict[str, Any]]]:
         site = self._sites.get(self._machine_site.get(hostname, ""))
-        if site is None or site.roce is None:
+        if site is None or site.roce_links is None:
             return pulumi.Output.from_input([])
-        return site.roce.table.apply(lambda t: _links(t, hostname))
+        return site.roce_links.apply(lambda links: links.get(hostname, []))
 
 
-def _links(table: dict[str, list[dict[str, Any]]] | None, hostname: str) -> list[dict[str, Any]]:
-    # The machine lifecycle's RoceLink fields only (it forbids extras such as mac and rail).
-    return [{"interface": r["interface"], "subnet": r["subnet"], "address": r["address"], "mtu": int(r["mtu"])}
-            for r in (table or {}).get(hostname, [])]
+def _link_summary(status: dict[str, str] | None) -> dict[str, int]:
+    """{"linked": n, "pending": n, "missing": n} over the site's RoCE machines."""
+    out = {"linked": 0, "pending": 0, "missing": 0}
+    for st in (status or {}).values():
+        key = str(st).split(":")[0].split(" ")[0]
+        out[key if key in out else "pending"] += 1
+    return out
 
 
 @dataclass(frozen=True)
@@ -186,7 +192,8 @@ def build_sites(env: Environment, settings: StackSettings) -> SitesResult:
         name: {
             "profiles": {p: {"site_id": r.site_id, "profile_id": r.profile_id} for p, r in c.profiles.items()},
             "bundles": {b: {"digest": r.digest, "url": r.url} for b, r in c.bundles.items()},
-            **({"roce": c.roce.table} if c.roce is not None else {}),
+            # how many machines are linked (the addresses: the RoceAssignment's `table`, docs/sites-bundles-roce.md)
+            **({"roce": c.roce.link_status.apply(_link_summary)} if c.roce is not None else {}),
         }
         for name, c in sites.items()
     }

@@ -25,16 +25,7 @@ from pydantic import ValidationError
 from clients.vault import credentials_from_config
 from providers.common import has_unknown, plain, spec_failures
 from providers.kind import KindDescriptor, register
-from providers.sites.roce import (
-    MISSING,
-    SOURCE,
-    AllocationError,
-    RoceReconciler,
-    RoceSpec,
-    allocate,
-    canonical_table,
-    existing_of,
-)
+from providers.sites.roce import MISSING, SOURCE, AllocationError, RoceReconciler, RoceSpec, canonical_table
 
 DESCRIPTOR = register(KindDescriptor(
     name="RoceAssignment",
@@ -43,20 +34,18 @@ DESCRIPTOR = register(KindDescriptor(
     delete_before_replace=True,  # one assignment per site
     summary_outputs=("link_status",),
     doc="the static RoCE addresses of one site's phase-2 machines, linked in MAAS",
-    notes={"table": "computed at check from pools and machines; existing addresses are never renumbered",
-           "machines": "adding a machine adds its rows; the other machines' rows stay equal"},
+    notes={"table": "planned at check from the recorded table and MAAS's holdings of the pools' subnets "
+                    "(the preview shows it); applied addresses are never renumbered",
+           "machines": "adding a machine adds its addresses; the other machines' stay equal"},
 ))
-# The table is an output: only `update` sees which addresses MAAS itself still holds (a machine that
-# left keeps its links while MAAS won't edit it), so a table planned at check could differ from the
-# one applied and the next preview would never be clean. State written before kept it as an input.
-INPUTS = ("site", "pools", "machines", "maas", "vault")
+INPUTS = ("site", "pools", "machines", "table", "maas", "vault")
+
 
 def _comparable(props: Mapping[str, Any]) -> dict[str, Any]:
-    # MACs are learned from MAAS after check: not a change of the assignment.
+    # State written before recorded rows (with MACs): the same table as its addresses.
     out = plain(props)
     if isinstance(out.get("table"), Mapping) and not has_unknown(out["table"]):
-        out["table"] = {h: [{k: v for k, v in r.items() if k != "mac"} for r in rows]
-                        for h, rows in canonical_table(out["table"]).items()}
+        out["table"] = canonical_table(out["table"])
     return out
 
 
@@ -78,11 +67,11 @@ class RoceAssignmentProvider(ResourceProvider):
             return CheckResult(news, spec_failures(e, f"{SOURCE}[site={news.get('site')}]"))
         if refused := spec.refusals():
             return CheckResult(news, [CheckFailure("machines", r) for r in refused])
-        try:  # collisions and exhausted pools are refused before anything runs
-            allocate(spec.pools, spec.nics(), existing_of(olds.get("table")))
+        try:  # the update's allocation, planned (collisions and exhausted pools are refused here)
+            table = RoceReconciler(spec, getattr(self, "_credentials", None)).plan(olds.get("table"))
         except AllocationError as e:
             return CheckResult(news, [CheckFailure("pools", str(e))])
-        return CheckResult({k: v for k, v in news.items() if k != "table"}, [])
+        return CheckResult({**news, "table": table}, [])
 
     def diff(self, id_: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
         d = DESCRIPTOR.diff(_comparable(olds), _comparable(news), inputs=INPUTS)

@@ -180,7 +180,19 @@ def handle_roce_links(ctx: Context, m: LifecycleRecord) -> Step:
                 )
             if any(lk.get("ip_address") == link.address for lk in iface.links):
                 continue  # already linked: idempotent
-            ctx.ops.link_static(m.system_id, iface.id, link.subnet, link.address)
+            try:
+                ctx.ops.link_static(m.system_id, iface.id, link.subnet, link.address)
+            except MaasError:
+                holder = next((h for h in ctx.ops.static_holdings({link.subnet})
+                               if h.address == link.address and h.system_id != m.system_id), None)
+                if holder is None:
+                    raise
+                return Step.fail(FailCode.ROCE_ADDRESS_HELD, (
+                    f"{m.ident()}: RoCE address {link.address} ({link.subnet}) for {link.interface} is held in MAAS "
+                    f"by {holder.hostname or '?'}/{holder.interface or '?'} ({holder.system_id}); fix: run `pulumi "
+                    "up` again: the site's RoCE assignment offers this machine a free address (an address not "
+                    "applied yet is never kept when MAAS gives it to another interface); if the holder should not "
+                    "have it, unlink it in MAAS"))
     return Step.complete(Stage.DEPLOY)
 
 

@@ -12,7 +12,15 @@ from typing import Protocol
 
 from pydantic import BaseModel, ConfigDict, SecretStr
 
-from clients.maas import EventView, MachineDetail, MachineView, PortError, PowerSettings, ScriptResultView
+from clients.maas import (
+    EventView,
+    MachineDetail,
+    MachineView,
+    PortError,
+    PowerSettings,
+    ScriptResultView,
+    StaticHolding,
+)
 
 
 class _View(BaseModel):
@@ -64,6 +72,10 @@ class MachineOps(Protocol):
         self, system_id: str, layout: str, boot_device_id: int, root_size_gb: int | None
     ) -> None: ...
     def link_static(self, system_id: str, interface_id: int, subnet_cidr: str, address: str) -> None: ...
+    def static_holdings(self, cidrs: set[str]) -> list[StaticHolding]:
+        """Every STATIC address MAAS holds on these subnets (who holds a RoCE address that a link was refused)."""
+        ...
+
     def unlink(self, system_id: str, interface_id: int, link_id: int) -> None: ...
     def set_owner_data(self, system_id: str, data: dict[str, str | None]) -> None: ...
     def deploy(

@@ -67,7 +67,8 @@ class FailCode(StrEnum):
     NO_REPORT = "MCH024"  # the node enrolled without a bootstrap report (its launcher did not run the bundle)
     VALIDATION_DIGEST = "MCH025"  # the node ran validation scripts of a bundle other than the pinned one
     HOSTNAME_HELD = "MCH026"  # the hostname is held by other hardware (another PXE MAC) that is in use
-    SLOT_LEASE = "MCH027"  # the batch_max_parallel slot lease in Vault could not be read or written
+    ROCE_ADDRESS_HELD = "MCH027"  # a planned RoCE address is held in MAAS by another machine's interface
+    SLOT_LEASE = "MCH028"  # the batch_max_parallel slot lease in Vault could not be read or written
 
     def __call__(self, reason: str) -> str:
         return f"{self.value} {reason}"

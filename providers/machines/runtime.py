@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from urllib.parse import parse_qs, urlsplit
 
-from clients.maas import DEFAULT_BUDGET, MaasClient
+from clients.maas import DEFAULT_BUDGET, MaasSiteClient
 from clients.platform.client import PlatformClient
 from clients.platform.errors import PlatformApiError
 from clients.platform.models import nodes as node_models
@@ -134,12 +134,12 @@ def progress(line: str) -> None:
 
 def maas_client(
     conn: Connection, credentials: VaultCredentials | None, vault: VaultReader | None = None, time_scale: float = 1.0
-) -> MaasClient:
+) -> MaasSiteClient:
     """MAAS alone (refresh, in-place edits): one Vault read for its key, no platform client. Safe
     calls ride out outages within `DEFAULT_BUDGET` (scaled with the machine time scale)."""
     reader = vault or vault_reader(conn.vault, credentials)
     key = reader.read(conn.maas.api_key_path)
-    return MaasClient(
+    return MaasSiteClient(
         conn.maas.maas_url,
         key.get_secret_value(),
         tls_verify=conn.maas.tls_verify,
@@ -165,7 +165,7 @@ def build_context(
     time_scale: float,
     label: str = "machines",
     owner: str | None = None,
-) -> tuple[Context, MaasClient, PlatformClient]:
+) -> tuple[Context, MaasSiteClient, PlatformClient]:
     vault = vault_reader(conn.vault, credentials)
     maas = maas_client(conn, credentials, vault, time_scale)
     platform = PlatformClient(
@@ -198,7 +198,7 @@ def lease_holder(owner: str) -> str:
 
 
 def slot_leases(
-    vault: VaultReader, maas: MaasClient, holder: str, times: LeaseTimes
+    vault: VaultReader, maas: MaasSiteClient, holder: str, times: LeaseTimes
 ) -> Callable[[str, str], SlotLease]:
     """(site, profile) -> its batch_max_parallel lease in Vault (`<kv mount>/leases/<site>/<profile>`).
     An expired holder's machine that MAAS still shows in a heavy stage keeps its slot (one bulk read)."""

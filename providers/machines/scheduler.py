@@ -322,7 +322,7 @@ class Scheduler:
         return max((self.ctx.policy.batch_max_parallel - capacity.held(k) for k in keys), default=0)
 
     def _take_slot(self, m: _Machine) -> bool:
-        """Raises LeaseUnavailable (the lifecycle fails the machine with MCH027) when Vault cannot say."""
+        """Raises LeaseUnavailable (the lifecycle fails the machine with MCH028) when Vault cannot say."""
         if m.sched.holds_slot:
             return True
         if not m.rec.system_id:

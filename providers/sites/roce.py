@@ -10,9 +10,12 @@ Pure core: `allocate(pools, nics, existing, held)`: existing assignments are kep
 renumbered); new interfaces, in (hostname, rail) order, take the lowest free address of their
 rail's pool range that nobody holds (state or MAAS). Errors name the pool and the hostname and
 carry the environment's finding codes (ROCE003 exhausted, ROCE004 no pool, ADDR001 collision).
-Reconciler: re-allocates with MAAS's holdings at create/update, then links interfaces of machines
+Reconciler: `plan` allocates with MAAS's holdings of the pools' subnets (any owner: a second stack
+declaring the same pools, a hand link) and is what `check` records, so a preview shows the exact
+addresses; `converge` makes the same allocation at create/update, then links interfaces of machines
 MAAS lets us edit (Ready, Allocated, ...); machines not yet in MAAS, or deployed, are linked by
-the machine lifecycle's RoCE stage from this table.
+the machine lifecycle's RoCE stage from this table. The recorded table is addresses only, in rail
+order (`Table`).
 """
 
 from __future__ import annotations
@@ -24,12 +27,12 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from clients.maas import MaasSiteClient, MaasStatus
+from clients.maas import MaasError, MaasSiteClient, MaasStatus
 from clients.maas import MachineNics as MaasMachineNics
-from clients.vault import VaultCredentials
+from clients.vault import VaultCredentials, VaultError
 from environments.findings import Code
 from environments.rules_tls import resolve_ca
-from providers.common import VaultInputs, plain, vault_reader
+from providers.common import VaultInputs, vault_reader
 from providers.wire import FabricMode
 
 SOURCE = "roce_pools"
@@ -180,22 +183,51 @@ class RoceSpec(BaseModel):
         return [Nic(hostname=m.hostname, interface=i, rail=r)
                 for m in self.machines for r, i in enumerate(m.interfaces)]
 
+    def existing(self, table: Mapping[str, Any] | None) -> dict[Key, str]:
+        """(hostname, interface) -> address, for this spec's machines (a machine that left has no interfaces
+        here: its addresses are MAAS's to hold or free)."""
+        interfaces = {m.hostname: m.interfaces for m in self.machines}
+        return {(h, interfaces[h][r]): a for h, addrs in canonical_table(table).items() if h in interfaces
+                for r, a in enumerate(addrs) if r < len(interfaces[h])}
 
-def table_of(entries: dict[Key, Entry], hostnames: list[str]) -> dict[str, list[dict[str, Any]]]:
-    # No `vlan: null`: Pulumi drops None inside structs, so a refresh would read the row back without it.
-    return {h: [e.model_dump(mode="json", exclude_none=True)
-                for (hh, _), e in sorted(entries.items(), key=lambda kv: kv[1].rail) if hh == h]
-            for h in sorted(hostnames)}
+    def links(self, table: Mapping[str, Any] | None) -> dict[str, list[dict[str, Any]]]:
+        """Each machine's links as its lifecycle applies them ({interface, subnet, address, mtu})."""
+        pools = {p.rail: p for p in self.pools}
+        addrs = canonical_table(table)
+        return {m.hostname: [{"interface": i, "subnet": str(pools[r].subnet), "address": a, "mtu": pools[r].mtu}
+                             for r, (i, a) in enumerate(zip(m.interfaces, addrs.get(m.hostname, []), strict=False))
+                             if r in pools]
+                for m in self.machines}
 
 
-def canonical_table(table: Mapping[str, Any] | None) -> dict[str, list[dict[str, Any]]]:
-    """A recorded table (v1 state wrote `vlan: null`, floats for ints) in the shape `table_of` writes."""
-    return {h: [Entry.model_validate(plain(r)).model_dump(mode="json", exclude_none=True) for r in rows or ()]
-            for h, rows in (table or {}).items()}
+Table = dict[str, list[str]]
+"""The recorded table: hostname -> its addresses in rail order (the machine's `interfaces[r]` is on rail r).
+The interface names, subnets and MTUs are the SKU's and the pools' (`RoceSpec.links`): kept once, not per
+machine (issue 29: state per machine)."""
 
 
-def existing_of(table: Mapping[str, Any] | None) -> dict[Key, str]:
-    return {(h, e["interface"]): e["address"] for h, rows in (table or {}).items() for e in rows or ()}
+def table_of(entries: Mapping[Key, Entry], hostnames: list[str]) -> Table:
+    by_host: dict[str, list[Entry]] = {h: [] for h in sorted(hostnames)}
+    for (h, _), e in entries.items():
+        if h in by_host:
+            by_host[h].append(e)
+    return {h: [e.address for e in sorted(rows, key=lambda e: e.rail)] for h, rows in by_host.items()}
+
+
+def canonical_table(table: Mapping[str, Any] | None) -> Table:
+    """A recorded table in the shape `table_of` writes. State written before recorded rows
+    ({interface, rail, subnet, address, mtu, mac, vlan}); their addresses in rail order are the same table."""
+    out: Table = {}
+    for h, rows in (table or {}).items():
+        rows = list(rows or ())
+        if rows and isinstance(rows[0], Mapping):
+            rows = [r["address"] for r in sorted(rows, key=lambda r: int(r["rail"]))]
+        out[str(h)] = [str(a) for a in rows]
+    return out
+
+
+def addresses_of(table: Mapping[str, Any] | None, hostname: str) -> set[str]:
+    return set(canonical_table({hostname: (table or {}).get(hostname) or []}).get(hostname, ()))
 
 
 # --- reconciler -------------------------------------------------------------------------------------
@@ -217,32 +249,53 @@ class RoceReconciler:
         m = self.spec.maas
         return MaasSiteClient(m.url, key.get_secret_value(), tls_verify=m.tls_verify, ca_bundle=resolve_ca(m.ca_bundle))
 
-    def converge(self, old_table: Mapping[str, Any] | None) -> tuple[dict[str, Any], dict[str, str]]:
+    def plan(self, old_table: Mapping[str, Any] | None) -> Table:
+        """The table `converge` will apply, from the recorded one and what MAAS holds on the pools' subnets
+        (`check` calls it: the preview shows the addresses the update makes). Without MAAS (a preview run
+        by an identity that may not read the MAAS key, or MAAS unavailable) it is planned from the record
+        alone: the same table unless MAAS holds one of the addresses it offers, and `update` allocates with
+        MAAS's holdings whatever the preview said."""
+        if refused := self.spec.refusals():
+            raise ValueError("; ".join(refused))
+        try:
+            entries = self._allocate(self.maas(), old_table)
+        except (VaultError, MaasError):
+            entries = allocate(self.spec.pools, self.spec.nics(), self.spec.existing(old_table))
+        return table_of(entries, [m.hostname for m in self.spec.machines])
+
+    def _allocate(self, maas: MaasSiteClient, old_table: Mapping[str, Any] | None) -> dict[Key, Entry]:
+        """Allocate against the record and MAAS. What MAAS holds on one of our interfaces, in that rail's
+        pool, is its address (MAAS is the truth of what is applied). A recorded address not applied yet that
+        MAAS gives to someone else (another stack's machine linked it first) is re-offered, never failed
+        on: nothing of ours uses it. Addresses held by others are never offered (`held` names the holder)."""
+        recorded = self.spec.existing(old_table)
+        rail_of = {(n.hostname, n.interface): n.rail for n in self.spec.nics()}
+        pool_of = {p.rail: p for p in self.spec.pools}
+        applied: dict[Key, str] = {}
+        held: dict[str, str] = {}
+        for h in maas.static_holdings({str(p.subnet) for p in self.spec.pools}):
+            key = (h.hostname, h.interface)
+            pool = pool_of.get(rail_of[key]) if key in rail_of else None
+            ours = (pool is not None and str(pool.subnet) == h.subnet
+                    and pool.contains(ipaddress.IPv4Address(h.address)) and applied.get(key, h.address) == h.address)
+            if ours:
+                applied[key] = h.address
+            else:
+                held[h.address] = f"{h.hostname}/{h.interface or '?'} ({h.system_id}) in MAAS"
+        taken = set(applied.values())
+        existing = {k: a for k, a in recorded.items() if a not in held and a not in taken}
+        existing.update(applied)
+        return allocate(self.spec.pools, self.spec.nics(), existing, held)
+
+    def converge(self, old_table: Mapping[str, Any] | None) -> tuple[Table, dict[str, str]]:
         """Allocate against state + MAAS, then link what MAAS lets us link. Returns (table, link status)."""
         if refused := self.spec.refusals():
             raise ValueError("; ".join(refused))
         with _site_lock(self.spec.site):
             maas = self.maas()
             ours = {m.hostname for m in self.spec.machines}
-            cidrs = {str(p.subnet) for p in self.spec.pools}
-            holdings = maas.static_holdings(cidrs)
-            existing = existing_of(old_table)
-            held: dict[str, str] = {}
-            rail_of = {(n.hostname, n.interface): n.rail for n in self.spec.nics()}
-            pool_of = {p.rail: p for p in self.spec.pools}
-            for h in holdings:
-                key = (h.hostname, h.interface)
-                if existing.get(key) == h.address:
-                    continue  # our own link, as recorded
-                pool = pool_of.get(rail_of[key]) if key in rail_of else None
-                adoptable = (key not in existing and pool is not None and str(pool.subnet) == h.subnet
-                             and pool.contains(ipaddress.IPv4Address(h.address)))
-                if adoptable:  # linked in MAAS before this stack knew it: keep that address
-                    existing[key] = h.address
-                else:
-                    held[h.address] = f"{h.hostname}/{h.interface} in MAAS"
             # Everything is decided before the first mutation: an error leaves MAAS untouched.
-            entries = allocate(self.spec.pools, self.spec.nics(), existing, held)
+            entries = self._allocate(maas, old_table)
             machines = maas.machine_nics(sorted(ours))
             plan = {host: self._plan_links(host, machines.get(host), entries) for host in sorted(ours)}
             for _status, actions in plan.values():
@@ -250,8 +303,6 @@ class RoceReconciler:
                     maas.link_static(system_id, nic_id, e.subnet, e.address)
             for host in sorted(set(old_table or {}) - ours):
                 self._unlink_machine(maas, host, old_table or {})
-        macs = {(h, n.name): n.mac_address for h, m in machines.items() for n in m.nics.values()}
-        entries = {k: e.model_copy(update={"mac": macs.get(k, "")}) for k, e in entries.items()}
         return table_of(entries, sorted(ours)), {host: st for host, (st, _a) in plan.items()}
 
     def _plan_links(self, host: str, m: MaasMachineNics | None,
@@ -279,21 +330,24 @@ class RoceReconciler:
         m = maas.machine_nics([host]).get(host)
         if m is None or m.status not in NETWORK_EDITABLE:
             return  # MAAS keeps the links: the addresses stay held, never reused
-        for e in old_table.get(host) or ():
-            nic = m.nics.get(e["interface"])
-            for link_id, _mode, cidr, ip in (nic.links if nic else ()):
-                if ip == e["address"] and cidr == e["subnet"]:
-                    maas.unlink(m.system_id, nic.id, link_id)  # type: ignore[union-attr]
+        addresses, subnets = addresses_of(old_table, host), {str(p.subnet) for p in self.spec.pools}
+        for nic in m.nics.values():
+            for link_id, _mode, cidr, ip in nic.links:
+                if ip in addresses and cidr in subnets:
+                    maas.unlink(m.system_id, nic.id, link_id)
 
     def observe(self, table: Mapping[str, Any], link_status: Mapping[str, str]) -> dict[str, str]:
         """Link status per host: do the machines linked before still have their links in MAAS?"""
         status = dict(link_status)
         linked = sorted(h for h, st in status.items() if st == "linked" or str(st).startswith(MISSING))
         machines = self.maas().machine_nics(linked) if linked else {}
+        recorded: dict[str, list[tuple[str, str]]] = {}
+        for (h, i), a in sorted(self.spec.existing(table).items()):
+            recorded.setdefault(h, []).append((i, a))
         for host in linked:
             m = machines.get(host)
             have = {(n.name, ip) for n in (m.nics.values() if m else ()) for _l, _m, _c, ip in n.links}
-            lost = [r["interface"] for r in table.get(host, ()) if (r["interface"], r["address"]) not in have]
+            lost = [i for i, a in recorded.get(host, ()) if (i, a) not in have]
             status[host] = f"{MISSING} {len(lost)} link(s): {', '.join(lost)}" if lost else "linked"
         return status
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from clients.maas import MaasClient
+from clients.maas import MaasSiteClient
 from clients.platform.client import PlatformClient
 from clients.platform.models import sites as site_models
 from environments import Environment, load_environment
@@ -35,10 +35,10 @@ class World:
     profile_id: str
     specs: dict[str, MachineSpec]
 
-    def client(self) -> MaasClient:
-        return MaasClient(self.maas.url, self.maas.api_key)
+    def client(self) -> MaasSiteClient:
+        return MaasSiteClient(self.maas.url, self.maas.api_key)
 
-    def context(self, maas: MaasClient | None = None, logs: list[str] | None = None, **policy: Any) -> Context:
+    def context(self, maas: MaasSiteClient | None = None, logs: list[str] | None = None, **policy: Any) -> Context:
         base = {"commissioning_scripts": [], "batch_max_parallel": 2, **policy}
         platform = PlatformClient(self.platform.url, self.platform.creds.platform_admin)
         return Context(

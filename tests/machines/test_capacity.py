@@ -95,6 +95,6 @@ def test_vault_unavailable_fails_the_machine_with_a_code_and_touches_nothing(
     store.fail = ConnectionError("Vault unreachable at https://vault.example:8200")
     r = Scheduler(_with_lease(w.context(batch_max_parallel=1), store, "p")).onboard([w.specs["local-gpu-1"]])[0]
     assert r.outcome is MachineOutcome.FAILED
-    assert r.reason.startswith("MCH027 ") and "cannot read the slot lease" in r.reason, r.reason
+    assert r.reason.startswith("MCH028 ") and "cannot read the slot lease" in r.reason, r.reason
     assert "Vault unreachable" in r.reason and "commission did not start" in r.reason, r.reason
     assert w.maas.admin.status(r.system_id).label == "New", "no heavy stage began without a slot"

@@ -1,7 +1,7 @@
 """The slot lease on a real OpenBao dev server (KV v2 check-and-set through clients.vault): processes
 and threads racing to take slots are never granted more than the limit at once; a holder killed
 without giving back is reclaimed by expiry; a deleted document and a denied token behave as documented;
-a sealed Vault is an error (MCH027's cause), never "no bound"."""
+a sealed Vault is an error (MCH028's cause), never "no bound"."""
 
 from __future__ import annotations
 

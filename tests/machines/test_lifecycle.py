@@ -189,3 +189,21 @@ def test_bmc_credentials_unavailable_fails_that_machine_only(world_factory: Call
     results = _by_host(Scheduler(ctx).onboard(specs))
     assert results["local-gpu-1"].outcome is MachineOutcome.READY
     assert results["local-gpu-2"].outcome is MachineOutcome.FAILED and "nope#creds" in results["local-gpu-2"].reason
+
+
+def test_a_roce_address_another_machine_holds_fails_naming_the_holder(world_factory: Callable[..., World]) -> None:
+    """Two stacks sharing a site's RoCE pools: the other stack's machine linked the address first. The machine
+    stops before deploying, with MCH027 naming the holder (host/interface, system_id) and the fix."""
+    w = world_factory()
+    first = _by_host(Scheduler(w.context()).onboard([w.specs["local-gpu-2"]]))
+    holder = w.specs["local-gpu-2"].roce_links[0]
+    spec = w.specs["local-gpu-3"]
+    clash = spec.model_copy(update={"roce_links": (spec.roce_links[0].model_copy(update={"address": holder.address}),
+                                                   *spec.roce_links[1:])})
+    (result,) = Scheduler(w.context()).onboard([clash])
+    assert result.outcome is MachineOutcome.FAILED
+    assert result.reason.startswith("MCH027 "), result.reason
+    assert f"RoCE address {holder.address}" in result.reason and "held in MAAS by local-gpu-2/" in result.reason
+    assert first["local-gpu-2"].system_id in result.reason and "run `pulumi up` again" in result.reason
+    view = w.client().read_many([result.system_id])[0]
+    assert view.status.label != "Deployed"

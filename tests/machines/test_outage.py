@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from clients.maas import MaasClient, MaasUnavailable, RetryBudget
+from clients.maas import MaasSiteClient, MaasUnavailable, RetryBudget
 from providers.machines.scheduler import Scheduler
 from providers.machines.status import MachineOutcome
 from simulators.maas import ApiErrorBurst, ApiFaults
@@ -19,8 +19,8 @@ from .conftest import World
 SMALL = RetryBudget(attempts=5, total_s=5.0, initial_s=0.01, max_wait_s=0.05)
 
 
-def _client(w: World, budget: RetryBudget = SMALL) -> MaasClient:
-    return MaasClient(w.maas.url, w.maas.api_key, site="local", retry=budget)
+def _client(w: World, budget: RetryBudget = SMALL) -> MaasSiteClient:
+    return MaasSiteClient(w.maas.url, w.maas.api_key, site="local", retry=budget)
 
 
 def test_503s_and_a_dropped_connection_on_the_first_request_are_ridden_out(
@@ -52,7 +52,7 @@ def test_an_outage_at_connect_longer_than_the_budget_names_site_endpoint_status_
 class _OutageAfterDeploy:
     """The MAAS client, with MAAS going down (every request 503) right after the deploy call."""
 
-    def __init__(self, inner: MaasClient, w: World) -> None:
+    def __init__(self, inner: MaasSiteClient, w: World) -> None:
         self._inner, self._w = inner, w
 
     def __getattr__(self, name: str) -> Any:
@@ -108,7 +108,7 @@ def test_a_region_that_accepts_and_never_answers_is_an_outage_not_a_hang() -> No
     started = time.monotonic()
     try:
         with pytest.raises(MaasUnavailable) as err:
-            MaasClient(url, "a:b:c", site="local", retry=budget).read_many(["abc123"])
+            MaasSiteClient(url, "a:b:c", site="local", retry=budget).read_many(["abc123"])
     finally:
         stop.set()
         thread.join(timeout=2)

@@ -19,7 +19,6 @@ from typing import Any
 
 import pytest
 
-from clients.maas import MaasClient
 from clients.maas.site import MaasSiteClient
 from clients.platform.client import PlatformClient
 from environments import load_environment
@@ -96,7 +95,7 @@ def _register_site_scripts(maas: MaasSimulator, extra: dict[str, bytes] | None =
 def _context(world: NodeWorld, maas: MaasSimulator, testing: tuple[str, ...]) -> Context:
     platform = PlatformClient(world.platform.url, world.platform.creds.platform_admin)
     return Context(
-        ops=MaasClient(maas.url, maas.api_key),
+        ops=MaasSiteClient(maas.url, maas.api_key),
         enrollment=PlatformEnrollment(platform, world.site_id, world.profile_id),
         policy=LifecyclePolicy(commissioning_scripts=(INVENTORY,), testing_scripts=testing, batch_max_parallel=2),
         # a real node commissions in seconds; on a loaded 2-core machine give each stage two minutes
@@ -109,7 +108,7 @@ def _context(world: NodeWorld, maas: MaasSimulator, testing: tuple[str, ...]) ->
 
 
 def _results(maas: MaasSimulator, system_id: str, kind: str) -> dict[str, dict[str, Any]]:
-    raw = MaasClient(maas.url, maas.api_key)._call("NodeScriptResult", "read", read=True, system_id=system_id,
+    raw = MaasSiteClient(maas.url, maas.api_key)._call("NodeScriptResult", "read", read=True, system_id=system_id,
                                                     id=f"current-{kind}", include_output="true")
     return {r["name"]: r | {k: base64.b64decode(r[k]).decode() for k in ("output", "stdout", "stderr")}
             for r in raw["results"]}

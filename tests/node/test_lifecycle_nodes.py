@@ -12,7 +12,7 @@ from pathlib import Path
 
 import yaml
 
-from clients.maas import MaasClient
+from clients.maas import MaasSiteClient
 from clients.platform.client import PlatformClient
 from environments import load_environment
 from providers.machines.records import Context
@@ -108,7 +108,7 @@ def specs_for_world(node_world: NodeWorld) -> list[MachineSpec]:
 def context_for(node_world: NodeWorld, maas: MaasSimulator) -> Context:
     platform = PlatformClient(node_world.platform.url, node_world.platform.creds.platform_admin)
     return Context(
-        ops=MaasClient(maas.url, maas.api_key),
+        ops=MaasSiteClient(maas.url, maas.api_key),
         enrollment=PlatformEnrollment(platform, node_world.site_id, node_world.profile_id),
         policy=LifecyclePolicy(commissioning_scripts=(), batch_max_parallel=2),
         deadlines=Deadlines().scaled(1e-2),  # enrollment: 18 s, for a launcher run of a few seconds

@@ -12,6 +12,7 @@ from pydantic import SecretStr
 from clients.maas import MaasSiteClient
 from clients.vault import VaultCredentials
 from providers.roce_assignment import RoceAssignmentProvider
+from providers.sites.roce import RoceSpec
 from simulators.openbao import OpenBaoDevServer
 
 from .conftest import KV
@@ -53,17 +54,18 @@ def test_create_links_every_rail_statically_and_outputs_the_table(world: dict[st
     assert [f.reason for f in checked.failures] == []
     res = p.create(checked.inputs)
     table = res.outs["table"]
-    assert [r["address"] for r in table["gpu-a-001"]] == [f"172.16.{r}.10" for r in range(8)]
-    assert [r["address"] for r in table["gpu-a-002"]] == [f"172.16.{r}.11" for r in range(8)]
-    row = table["gpu-a-001"][0]
-    assert row["interface"] == "ens1f0np0" and row["subnet"] == "172.16.0.0/24" and row["mtu"] == 9000
-    assert len(row["mac"]) == 17
+    # the recorded table: addresses in rail order; interfaces, subnets and MTUs are the spec's
+    assert table["gpu-a-001"] == [f"172.16.{r}.10" for r in range(8)]
+    assert table["gpu-a-002"] == [f"172.16.{r}.11" for r in range(8)]
+    links = RoceSpec.model_validate(props).links(table)
+    assert links["gpu-a-001"][0] == {"interface": "ens1f0np0", "subnet": "172.16.0.0/24", "address": "172.16.0.10",
+                                     "mtu": 9000}
     assert res.outs["link_status"] == {"gpu-a-001": "linked", "gpu-a-002": "linked"}
     assert p.read(res.id, res.outs).outs == res.outs  # the table lives in state
     held = holdings(maas)
-    assert all(held[(h, r["interface"])] == r["address"] for h, rows in table.items() for r in rows)
-    # the table is an output: check never plans one (only apply sees what MAAS still holds)
-    assert "table" not in checked.inputs
+    assert all(held[(h, r["interface"])] == r["address"] for h, rows in links.items() for r in rows)
+    # check planned exactly the table the create applied (a preview shows it)
+    assert checked.inputs["table"] == table
     # a second apply is a no-op: same table, no new links
     again = p.check(res.outs, props)
     assert not p.diff(res.id, res.outs, again.inputs).changes
@@ -82,8 +84,9 @@ def test_adding_and_removing_machines_never_renumbers(world: dict[str, Any]) -> 
     more["machines"] = [machine("gpu-a-001"), machine("gpu-a-002"), machine("gpu-a-099")]
     checked = p.check(outs, more).inputs
     outs2 = p.update("x", outs, checked).outs
+    assert checked["table"] == outs2["table"]  # planned at check, applied by update
     assert outs2["table"]["gpu-a-002"] == first
-    assert outs2["table"]["gpu-a-001"][0]["address"] == "172.16.0.11"
+    assert outs2["table"]["gpu-a-001"][0] == "172.16.0.11"
     assert outs2["link_status"]["gpu-a-099"].startswith("pending: not in MAAS")
     # remove gpu-a-001: its links go, the others stay
     fewer = copy.deepcopy(props)
@@ -93,22 +96,41 @@ def test_adding_and_removing_machines_never_renumbers(world: dict[str, Any]) -> 
     assert {h for h, _ in holdings(maas)} == {"gpu-a-002"}
 
 
-def test_addresses_held_in_maas_are_skipped_or_refused(world: dict[str, Any]) -> None:
+def test_addresses_held_in_maas_are_skipped_and_maas_is_the_truth_of_what_is_applied(world: dict[str, Any]) -> None:
     p, props, maas = world["p"], world["props"], world["maas"]
     nics = maas.machine_nics(["gpu-a-002"])["gpu-a-002"]
     maas.link_static(nics.system_id, nics.nics["ens1f0np0"].id, "172.16.0.0/24", "172.16.0.10")
     one = copy.deepcopy(props)
     one["machines"] = [machine("gpu-a-001")]
     outs = p.create(p.check({}, one).inputs).outs
-    assert outs["table"]["gpu-a-001"][0]["address"] == "172.16.0.11"  # .10 is held by gpu-a-002 in MAAS
-    # state says gpu-a-001 holds .12 on rail 1 while MAAS gives .12 to gpu-a-002: a collision, nothing mutated
+    assert outs["table"]["gpu-a-001"][0] == "172.16.0.11"  # .10 is held by gpu-a-002 in MAAS
+    # a record that says gpu-a-001 holds .12 on rail 1, given to gpu-a-002 in MAAS: MAAS shows what gpu-a-001
+    # really holds there (.10), which is kept; nothing is renumbered and nothing relinked
     maas.link_static(nics.system_id, nics.nics["ens2f0np0"].id, "172.16.1.0/24", "172.16.1.12")
     bad = copy.deepcopy(outs)
-    bad["table"]["gpu-a-001"][1]["address"] = "172.16.1.12"
+    bad["table"]["gpu-a-001"][1] = "172.16.1.12"
     before = holdings(maas)
-    with pytest.raises(Exception, match=r"ADDR001 pool site-a/rail1 .*host gpu-a-001.*gpu-a-002/ens2f0np0"):
-        p.update("x", bad, p.check(bad, one).inputs)
+    planned = p.check(bad, one).inputs
+    assert planned["table"] == outs["table"]
+    assert p.update("x", bad, planned).outs["table"] == outs["table"]
     assert holdings(maas) == before
+
+
+def test_an_address_not_applied_yet_that_another_stack_linked_is_reoffered(world: dict[str, Any]) -> None:
+    """Two stacks sharing a site's pools: this stack recorded an address for a machine MAAS does not know
+    yet; the other stack's machine linked it first. The plan moves ours, never fails on it."""
+    p, props, maas = world["p"], world["props"], world["maas"]
+    mine = copy.deepcopy(props)
+    mine["machines"] = [machine("gpu-a-099")]  # not in MAAS: its addresses are recorded, not applied
+    outs = p.create(p.check({}, mine).inputs).outs
+    assert outs["table"]["gpu-a-099"][0] == "172.16.0.10"
+    other = maas.machine_nics(["gpu-a-002"])["gpu-a-002"]
+    maas.link_static(other.system_id, other.nics["ens1f0np0"].id, "172.16.0.0/24", "172.16.0.10")
+    planned = p.check(outs, mine).inputs
+    assert planned["table"]["gpu-a-099"][0] == "172.16.0.11" and planned["table"]["gpu-a-099"][1:] == \
+        outs["table"]["gpu-a-099"][1:]
+    assert p.diff("x", outs, planned).changes
+    assert p.update("x", outs, planned).outs["table"] == planned["table"]
 
 
 def test_non_roce_profiles_are_refused(world: dict[str, Any]) -> None:
@@ -175,7 +197,10 @@ def test_vault_unreachable_links_nothing(world: dict[str, Any]) -> None:
         dead = f"http://127.0.0.1:{s.getsockname()[1]}"
     props = copy.deepcopy(world["props"])
     props["vault"]["address"] = dead
+    # a preview without Vault (or MAAS) plans from the record alone; the create that needs MAAS fails
+    checked = world["p"].check({}, props)
+    assert checked.inputs["table"]["gpu-a-001"] == [f"172.16.{r}.10" for r in range(8)]
     with pytest.raises(VaultError) as err:
-        world["p"].create(world["p"].check({}, props).inputs)
+        world["p"].create(checked.inputs)
     assert err.value.kind is VaultErrorKind.UNREACHABLE
     assert holdings(world["maas"]) == {}
