@@ -19,6 +19,7 @@ MAAS shows each machine's status; the lease document shows who holds which slot.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
@@ -44,10 +45,12 @@ class _Lease:
     log: Callable[[str], None]
     granted: set[str] = field(default_factory=set)
     lock: threading.Lock = field(default_factory=threading.Lock)  # this process's Vault ops on the key
+    next_renewal: float = 0.0  # time.monotonic() of the next renewal (set when it first holds a slot)
 
 
 _leases: dict[str, _Lease] = {}
 _renewer: threading.Thread | None = None
+_wake = threading.Event()  # a key began holding: the renewer recomputes when it is next due
 
 
 def try_take(
@@ -75,6 +78,8 @@ def try_take(
         with entry.lock:
             ok = entry.lease.take(system_id, limit)
             if ok:
+                if not entry.granted:
+                    entry.next_renewal = time.monotonic() + entry.lease.times.renew_s
                 entry.granted.add(system_id)
     finally:
         if not ok:
@@ -82,6 +87,7 @@ def try_take(
                 held.discard(system_id)
     if ok:
         _ensure_renewer()
+        _wake.set()
     return ok
 
 
@@ -116,8 +122,8 @@ def _ensure_renewer() -> None:
 
 
 def _renew_loop() -> None:
-    """Every renewal period: one CAS write per key for all of this process's holders; ends when this
-    process holds nothing (the next take starts it again)."""
+    """Each key's renewal when due: one CAS write for all of this process's holders of the key; ends
+    when this process holds nothing (the next take starts it again)."""
     global _renewer  # noqa: PLW0603 - one renewer per process
     while True:
         with _lock:
@@ -125,10 +131,14 @@ def _renew_loop() -> None:
             if not entries:
                 _renewer = None
                 return
-            period = min(e.lease.times.renew_s for e in entries)
-        threading.Event().wait(period)
-        for e in entries:
+        now = time.monotonic()
+        due = [e for e in entries if e.next_renewal <= now]
+        for e in due:
             renew_now(e)
+            e.next_renewal = time.monotonic() + e.lease.times.renew_s
+        if not due:
+            _wake.wait(min(e.next_renewal for e in entries) - now)
+            _wake.clear()
 
 
 def renew_now(e: _Lease) -> None:

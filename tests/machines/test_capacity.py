@@ -6,9 +6,11 @@ MAAS simulator's own statistics."""
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
+from providers.machines import capacity
 from providers.machines.capacity import BUSY
 from providers.machines.lease import LeaseTimes, SlotLease, lease_path
 from providers.machines.records import Context
@@ -98,3 +100,22 @@ def test_vault_unavailable_fails_the_machine_with_a_code_and_touches_nothing(
     assert r.reason.startswith("MCH028 ") and "cannot read the slot lease" in r.reason, r.reason
     assert "Vault unreachable" in r.reason and "commission did not start" in r.reason, r.reason
     assert w.maas.admin.status(r.system_id).label == "New", "no heavy stage began without a slot"
+
+
+def test_the_process_renewer_keeps_held_slots_alive_and_stops_when_nothing_is_held() -> None:
+    store = FakeCas()
+    times = LeaseTimes(ttl_s=0.6, renew_s=0.1)
+    lease = SlotLease(store, "leases/renew/p", "proc", times)
+    logs: list[str] = []
+    assert capacity.try_take("renew-test", "m1", 2, lease, logs.append)
+    time.sleep(1.5)  # well past the TTL: alive only if renewed
+    other = SlotLease(store, "leases/renew/p", "other", times)
+    assert not other.take("m2", 1), "m1's entry was renewed, so the only slot is still held"
+    assert lease.stats.renewals >= 5, lease.stats
+    capacity.give_back("renew-test", ["m1"])
+    assert store.holders("leases/renew/p") == {}
+    deadline = time.monotonic() + 2
+    while capacity._renewer is not None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert capacity._renewer is None, "the renewer ends when the process holds nothing"
+    assert not logs, logs
