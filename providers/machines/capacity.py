@@ -154,3 +154,12 @@ def renew_now(e: _Lease) -> None:
     if lost:
         e.log(f"slot lease lost for {sorted(lost)} ({e.lease.where}): the entries expired and the slots were "
               "taken by another run; these machines' heavy stages go on, over the bound until they end")
+
+
+def cost_line(lease: SlotLease) -> str | None:
+    """What the lease cost one provider call, for its log (docs/machines.md quotes the figures)."""
+    st = lease.stats
+    if not st.reads:
+        return None
+    return (f"slot lease {lease.path}: {st.takes} takes ({st.granted} granted), {st.gives} give-backs, "
+            f"{st.renewals} renewals; {st.reads} reads, {st.writes} writes, {st.conflicts} CAS conflicts")

@@ -36,6 +36,7 @@ from .status import MachineOutcome, Stage
 MAX_STEPS_PER_TICK = 12  # a machine never loops forever inside one tick
 MAX_WORKERS = 32  # threads per run for concurrent MAAS/platform calls
 FULL_RETRY_S = 0.5  # at least this long between two reads of a full slot lease (tests scale polls to ms)
+LEASE_ATTEMPTS = 6  # takes that found Vault unavailable, spaced like full-lease re-reads, before MCH028
 
 
 class MachineResult(BaseModel):
@@ -69,6 +70,7 @@ class Schedule:
     poll_interval: float = 0.0
     deadline: float = float("inf")
     holds_slot: bool = False
+    lease_failures: int = 0  # takes that could not reach the slot lease (Vault) in this run
     wait_stage: Stage | None = None
     stage_times: dict[str, float] = field(default_factory=dict)
 
@@ -336,6 +338,12 @@ class Scheduler:
         except PortError as e:  # MAAS, asked whether an expired holder's machine is still busy
             self.ctx.log(f"{m.rec.spec.hostname}: could not check an expired slot holder in MAAS: {e} (will retry)")
             return False
+        except LeaseUnavailable as e:  # a Vault restart is ridden out; a Vault that stays away is MCH028
+            m.sched.lease_failures += 1
+            if m.sched.lease_failures >= LEASE_ATTEMPTS:
+                raise LeaseUnavailable(f"{e} ({m.sched.lease_failures} attempts)") from None
+            self.ctx.log(f"{spec.hostname}: {e} (attempt {m.sched.lease_failures}/{LEASE_ATTEMPTS}, will retry)")
+            ok = False
         m.sched.holds_slot = ok
         if not ok:
             with self._lock:
@@ -344,15 +352,10 @@ class Scheduler:
 
     def _log_lease_cost(self, machines: list[_Machine]) -> None:
         """The Vault requests the slot lease cost this call (docs/machines.md quotes the figures)."""
-        if self.ctx.lease is None:
-            return
-        for site, profile in sorted({(m.rec.spec.site, m.rec.spec.profile) for m in machines}):
-            lease = self.ctx.lease(site, profile)
-            st = lease.stats
-            if st.reads:
-                self.ctx.log(f"slot lease {lease.path}: {st.takes} takes ({st.granted} granted), {st.gives} "
-                             f"give-backs, {st.renewals} renewals; {st.reads} reads, {st.writes} writes, "
-                             f"{st.conflicts} CAS conflicts")
+        if self.ctx.lease is not None:
+            for site, profile in sorted({(m.rec.spec.site, m.rec.spec.profile) for m in machines}):
+                if line := capacity.cost_line(self.ctx.lease(site, profile)):
+                    self.ctx.log(line)
 
     def _drop_slot(self, m: _Machine) -> None:
         if m.sched.holds_slot and m.rec.system_id:

@@ -98,6 +98,7 @@ def test_vault_unavailable_fails_the_machine_with_a_code_and_touches_nothing(
     r = Scheduler(_with_lease(w.context(batch_max_parallel=1), store, "p")).onboard([w.specs["local-gpu-1"]])[0]
     assert r.outcome is MachineOutcome.FAILED
     assert r.reason.startswith("MCH028 ") and "cannot read the slot lease" in r.reason, r.reason
+    assert "(6 attempts)" in r.reason, "retried (a Vault restart is ridden out), then failed"
     assert "Vault unreachable" in r.reason and "commission did not start" in r.reason, r.reason
     assert w.maas.admin.status(r.system_id).label == "New", "no heavy stage began without a slot"
 
@@ -119,3 +120,23 @@ def test_the_process_renewer_keeps_held_slots_alive_and_stops_when_nothing_is_he
         time.sleep(0.05)
     assert capacity._renewer is None, "the renewer ends when the process holds nothing"
     assert not logs, logs
+
+
+def test_a_vault_restart_is_ridden_out(world_factory: Callable[..., World]) -> None:
+    w = world_factory()
+
+    class Restarting(FakeCas):
+        down_for = 2  # the first two takes find Vault away
+
+        def read_doc(self, path: str):  # type: ignore[no-untyped-def]
+            if self.down_for:
+                self.down_for -= 1
+                raise ConnectionError("Vault restarting")
+            return super().read_doc(path)
+
+    logs: list[str] = []
+    store = Restarting()
+    r = Scheduler(_with_lease(w.context(batch_max_parallel=1, logs=logs), store, "p")).onboard(
+        [w.specs["local-gpu-1"]])[0]
+    assert r.outcome is MachineOutcome.READY, r.reason
+    assert sum("will retry" in line and "Vault restarting" in line for line in logs) == 2, logs
