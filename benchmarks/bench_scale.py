@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import resource
 import sys
 import tempfile
@@ -158,6 +159,8 @@ def measure(n: int) -> dict[str, Any]:
             top = sorted(((v, f"{h}.{a}") for h, acts in counts.items() for a, v in acts.items()), reverse=True)[:12]
             peak = max((x.get("busy", 0) for x in world.maas.admin.peak_concurrency().values()), default=0)
             export = engine.export()
+            if os.environ.get("BENCH_EXPORT_DIR"):  # keep the stack export to see where the bytes go
+                Path(os.environ["BENCH_EXPORT_DIR"], f"export-{n}.json").write_text(json.dumps(export, indent=1))
             state_bytes = len(json.dumps(export))
             kinds: dict[str, int] = {}
             for r in export["deployment"]["resources"]:

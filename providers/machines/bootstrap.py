@@ -15,6 +15,8 @@ cause (MCH021/MCH022: the step, its output tail, what to do) instead of a bare d
 
 from __future__ import annotations
 
+import re
+
 from clients.maas import PortError
 
 from .ports import BootstrapView, NodeState
@@ -22,6 +24,8 @@ from .records import Context, FailCode, LifecycleRecord, Step
 from .status import MachineOutcome, Stage
 
 TAIL_IN_REASON = 400  # characters of the failed step's output tail a reason carries
+OUTPUT_MARK = " | output: "  # what follows in a reason is the node's raw output tail: the first to give way
+DIGEST_REFUSED = re.compile(r"bundle refused: its sha256 is [0-9a-f]{64}, the user_data pins [0-9a-f]{64}")
 
 
 def _tail(view: BootstrapView) -> str:
@@ -31,26 +35,43 @@ def _tail(view: BootstrapView) -> str:
     return tail.replace("\n", " | ") or "(no output)"
 
 
+def _key_sentence(view: BootstrapView) -> str:
+    """What the node said last (the failing tool's own words): the last non-empty line of the step's output."""
+    lines = [ln.strip() for ln in view.output_tail.splitlines() if ln.strip()]
+    return lines[-1][-300:] if lines else "(no output)"
+
+
 def _validation_ref(m: LifecycleRecord) -> str:
     """The bundle whose validation scripts the node ran: the profile's validation bundle, else the site's."""
     pin = m.spec.deploy.validation_bundle
     return pin.ref if pin is not None else m.spec.deploy.bundle_ref
 
 
-def _failure(m: LifecycleRecord, view: BootstrapView) -> Step:
-    step = view.failed_step or "unknown step"
-    where = f"{m.ident()}: on the node, launcher step {step!r} failed: {_tail(view)}"
+def _advice(m: LifecycleRecord, step: str, view: BootstrapView) -> str:
+    """What to do, for this cause (which object, which command)."""
+    tail = view.output_tail
     if step.startswith("validate-"):
-        return Step.fail(
-            FailCode.VALIDATION,
-            f"{where}; fix the node or the validation script of bundle {_validation_ref(m)}, then run up "
-            "again (it redeploys the machine)",
-            MachineOutcome.VALIDATION_FAILED,
-        )
-    if step == "fetch" and "expired" in view.output_tail.lower():
-        return Step.fail(FailCode.BOOTSTRAP, f"{where}; run up again (a redeploy presigns a fresh URL); if nodes "
-                         "boot that late, raise the profile's enrollment_token_ttl_seconds")  # the URL's lifetime
-    return Step.fail(FailCode.BOOTSTRAP, f"{where}; fix the cause, then run up again (it redeploys the machine)")
+        return (f"fix the node or the validation script of bundle {_validation_ref(m)}, then run up again (it "
+                "redeploys the machine)")
+    if step in ("fetch", "fetch-validation") and DIGEST_REFUSED.search(tail):
+        ref = _validation_ref(m) if step == "fetch-validation" else m.spec.deploy.bundle_ref
+        return (f"{ref} (the pinned version) no longer holds the published bytes (changed or deleted after "
+                "publishing); run `pulumi up --refresh`: it finds the bundle drifted, publishes it again and "
+                "redeploys this machine")
+    if step.startswith("fetch") and "expired" in tail.lower():
+        return ("run up again (a redeploy presigns a fresh URL); if nodes boot that late, raise the profile's "
+                "enrollment_token_ttl_seconds")  # the URL's lifetime
+    return "fix the cause, then run up again (it redeploys the machine)"
+
+
+def node_failure(m: LifecycleRecord, view: BootstrapView) -> Step:
+    """The node's own key sentence and the advice first, its raw output tail last (what a bounded report cuts)."""
+    step = view.failed_step or "unknown step"
+    reason = (f"{m.ident()}: on the node, launcher step {step!r} failed: {_key_sentence(view)}; "
+              f"{_advice(m, step, view)}{OUTPUT_MARK}{_tail(view)}")
+    if step.startswith("validate-"):
+        return Step.fail(FailCode.VALIDATION, reason, MachineOutcome.VALIDATION_FAILED)
+    return Step.fail(FailCode.BOOTSTRAP, reason)
 
 
 AGENT_UNSEEN = ("the platform to see the node's agent alive (the launcher's report was accepted, no agent heartbeat "
@@ -69,7 +90,7 @@ def verdict(ctx: Context, m: LifecycleRecord, state: NodeState) -> Step | None:
             # Found failed from an earlier run: release (as a changed deploy does), then the table deploys again.
             m.notes.append(f"node bootstrap failed earlier at {view.failed_step}; releasing to redeploy")
             return Step.complete(Stage.RELEASE)
-        return _failure(m, view)
+        return node_failure(m, view)
     if view is not None and view.bundle_digest != m.spec.deploy.bundle_digest:
         return Step.fail(
             FailCode.BUNDLE_DIGEST,
@@ -113,4 +134,4 @@ def reported_failure(ctx: Context, m: LifecycleRecord, node_id: str | None) -> S
         m.notes.append(f"node bootstrap failed earlier at {view.failed_step} (MAAS: Failed deployment); releasing to "
                        "redeploy")
         return Step.complete(Stage.RELEASE)
-    return _failure(m, view)
+    return node_failure(m, view)

@@ -363,7 +363,26 @@ def handle_await_enroll(ctx: Context, m: LifecycleRecord) -> Step:
         return decided
     if status in ("quarantined", "retired", "deleted", "removing"):
         return Step.fail(FailCode.NODE_STATE, f"{m.ident()}: platform node {node_id} is {status}, not active")
+    if status == "bootstrap_issued" and state.bootstrap is None:
+        m.waiting_for = NEVER_ENROLLED  # past the deadline: redeployed with a fresh token (lifecycle.precheck)
     return Step.wait(Stage.AWAIT_ENROLL)
+
+
+NEVER_ENROLLED = ("the node to enroll (its launcher has not reached the platform: no enrollment, no report; on the "
+                  "node, /var/log/gpuaas-launcher.log and its route to the platform)")
+
+
+def never_enrolled(ctx: Context, m: LifecycleRecord) -> Step:
+    """AWAIT_ENROLL past its deadline with the node never heard of: its token may be spent or expired and nothing
+    on the node will enroll it now. A redeploy (release, then deploy with a fresh token and URL) within the
+    deploy retry budget; past it, a coded failure saying what to run."""
+    if m.deploy_attempts < _max_attempts(ctx):
+        m.notes.append(f"deployed but never enrolled within {ctx.deadlines.enroll_s:.0f} s; releasing to redeploy "
+                       f"(attempt {m.deploy_attempts + 1} of {_max_attempts(ctx)})")
+        m.waiting_for = ""
+        return Step.complete(Stage.RELEASE)
+    return Step.fail(FailCode.DEADLINE, f"{m.ident()}: deployed {m.deploy_attempts} time(s) and never enrolled: still "
+                     f"waiting for {NEVER_ENROLLED}; " + _budget_hint(m), MachineOutcome.TIMED_OUT)
 
 
 def _node_on_platform(ctx: Context, m: LifecycleRecord) -> str | None:

@@ -147,6 +147,8 @@ def precheck(ctx: Context, m: LifecycleRecord, *, deadline_passed: bool, take_sl
             FailCode.VANISHED,
             f"{m.spec.hostname}: system_id {m.system_id} vanished from MAAS (deleted out of band?)"
         )
+    if deadline_passed and m.stage is Stage.AWAIT_ENROLL and m.waiting_for == h.NEVER_ENROLLED:
+        return h.never_enrolled(ctx, m)
     if deadline_passed:
         failing = f"; meanwhile calls kept failing, the last: {m.recent_error}" if m.recent_error else ""
         waiting = f"; still waiting for {m.waiting_for}" if m.waiting_for else ""

@@ -20,6 +20,7 @@ from typing import Any
 
 from clients.maas import MachineView
 
+from .bootstrap import OUTPUT_MARK
 from .drift import identity_drift
 from .plan import DEPLOYED, MachineRecord, Plan, checks_fingerprint, plan, written_for
 from .ports import MachineOps
@@ -31,8 +32,8 @@ from .status import MachineOutcome
 
 MISSING = "Missing"
 REPORT_MAX_FAILURES = 10
-REPORT_MAX_CHARS = 4000
-REPORT_MAX_REASON = 360  # characters of one machine's reason in the summary (its middle gives way)
+REPORT_MAX_CHARS = 7000
+REPORT_MAX_REASON = 600  # characters of one machine's reason in the summary (the node's raw output gives way)
 
 
 @dataclass(frozen=True)
@@ -270,10 +271,19 @@ def failure_summary(what: str, results: Sequence[MachineResult]) -> str | None:
 
 
 def _bounded(reason: str, limit: int = REPORT_MAX_REASON) -> str:
-    """A reason cut to `limit` characters in its middle: its head names the machine and what failed, its
-    end says what to do (a node's output tail in between is what gives)."""
+    """A reason cut to `limit` characters. A node's raw output tail (after OUTPUT_MARK, placed after the node's
+    key sentence and the advice) gives way first; else the middle: the head names the machine and what failed,
+    the end says what to do."""
     if len(reason) <= limit:
         return reason
+    key, mark, tail = reason.partition(OUTPUT_MARK)
+    if mark:
+        room = limit - len(key) - len(mark) - 3
+        if room >= 20:
+            return f"{key}{mark}...{tail[-room:]}"
+        reason = key
+        if len(reason) <= limit:
+            return reason
     head = (limit - 5) * 3 // 5
     return f"{reason[:head]} ... {reason[-(limit - 5 - head):]}"
 

@@ -3,8 +3,9 @@
 Spec (`BundleSpec`) <- inputs. Pure core: `render_bundle` (jinja2, StrictUndefined) and `pack`
 (sorted tar entries, mtime 0, uid/gid 0, empty owner names, fixed modes, gzip header without name
 or time), `digest` = sha256 of the packed bytes, key `bundles/<site>/<name>/<digest>.tar.gz`.
-Reconciler (`BundlePublisher`): `converge` publishes unless that key already holds that digest (a no-op);
-`observe` checks the object is still there; `release` deletes that version.
+Reconciler (`BundlePublisher`): `converge` publishes unless that key already holds bytes of that digest (a
+no-op); `observe` checks the pinned version is still there with bytes of its digest (a deleted version or
+bytes replaced under the same key and metadata are drift); `release` deletes that version.
 Adapter (`BootstrapBundleProvider`, providers/bootstrap_bundle.py): `check` renders, so an undefined
 template variable fails there, naming the template and the variable; it also adds `digest`, `size`
 and `files` (path -> sha256) to the inputs, so a template change shows in preview as a change of
@@ -32,7 +33,7 @@ from typing import Any
 import jinja2
 from pydantic import BaseModel, ConfigDict, Field
 
-from clients.s3 import ArtifactStore, S3Location, StoredObject, s3_credentials
+from clients.s3 import ArtifactStore, S3Error, S3ErrorKind, S3Location, StoredObject, s3_credentials
 from clients.vault import VaultCredentials
 from environments.rules_tls import resolve_ca
 from providers.common import VaultInputs, vault_reader
@@ -289,8 +290,9 @@ class BundlePublisher:
         store.check_bucket()
         key = self.spec.key(dg)
         existing = store.head(key)
-        if existing is not None and existing.metadata.get("digest") == dg:
-            return self._result(existing, dg, republished=False)  # same digest: nothing to do
+        if existing is not None and existing.metadata.get("digest") == dg and self._holds(existing.key,
+                                                                                      existing.version_id, dg):
+            return self._result(existing, dg, republished=False)  # same digest, same bytes: nothing to do
         meta = {"digest": dg, "site": self.spec.site, "bundle": self.spec.name,
                 "template-set": self.spec.template_set}
         return self._result(store.put(key, data, meta), dg, republished=True)
@@ -301,9 +303,19 @@ class BundlePublisher:
                          republished=republished)
 
     def observe(self, ref: dict[str, str], dg: str) -> bool:
-        """Is the published object still there with that digest?"""
-        obj = self.store().head(ref["key"])
-        return obj is not None and obj.metadata.get("digest") == dg
+        """Is the pinned version (the one nodes fetch) still there, with bytes of that digest? Its metadata
+        alone would not say: a deleted version, or bytes replaced under the same key and metadata, are drift
+        (refresh drops the resource; the next up publishes it again and the machines redeploy with it)."""
+        return self._holds(ref["key"], ref.get("version_id", ""), dg)
+
+    def _holds(self, key: str, version_id: str, dg: str) -> bool:
+        try:
+            data = self.store().get(key, version_id or None)
+        except S3Error as e:
+            if e.kind is S3ErrorKind.OBJECT_MISSING:
+                return False
+            raise
+        return digest(data) == dg
 
     def release(self, ref: dict[str, str]) -> None:
         self.store().delete_version(ref["key"], ref["version_id"])

@@ -303,3 +303,66 @@ def test_customer_handoff_teardown_never_erases_and_never_powers_off(world_facto
     erases_gpu2 = [e for e in w.maas.admin.events(up[1].system_id) if "disk erase" in e["description"]]
     assert len(erases_gpu2) == 1, "only the erase from before the handoff"
     assert all(any("customer handoff" in n for n in r.notes) for r in down)
+
+
+ENROLL_ROUTE = "/api/v1/node-bootstrap/enroll"
+
+
+def _deploys_of(w: World, system_id: str) -> int:
+    return sum("-> Deploying" in e["description"] for e in w.maas.admin.events(system_id))
+
+
+def test_a_lost_enrollment_redeploys_the_machine_within_the_retry_budget(world_factory: Callable[..., World]) -> None:
+    """One 502 from the platform on the node's enrollment: the machine is Deployed and its node never enrolls
+    (nothing on the node will try again). Past the enroll deadline the lifecycle releases it and deploys it
+    again with a fresh token, instead of failing every later run with MCH014."""
+    from simulators.platform import ErrorBurst, FaultPlan
+
+    w = world_factory()
+    w.platform.inject(FaultPlan(error_bursts=[ErrorBurst(status=502, count=1, path_prefix=ENROLL_ROUTE,
+                                                         methods=["POST"])]))
+    (r,) = Scheduler(w.context(max_deploy_retry_attempts=3)).onboard([_one(w)])
+    assert r.outcome is MachineOutcome.READY, r.reason
+    assert any("never enrolled" in n and "releasing to redeploy (attempt 2 of 3)" in n for n in r.notes), r.notes
+    assert _deploys_of(w, r.system_id) == 2
+    admin = PlatformClient(w.platform.url, w.platform.creds.platform_admin)
+    assert admin.get_node(r.node_id).status.value == "active"
+    assert [m["hostname"] for m in w.maas.admin.machines()] == ["local-gpu-1"]  # the same machine, once
+
+
+def test_enrollments_lost_past_the_budget_end_with_a_coded_failure_saying_what_to_run(
+        world_factory: Callable[..., World]) -> None:
+    from simulators.platform import ErrorBurst, FaultPlan
+
+    w = world_factory()
+    w.platform.inject(FaultPlan(error_bursts=[ErrorBurst(status=502, count=10, path_prefix=ENROLL_ROUTE,
+                                                         methods=["POST"])]))
+    (r,) = Scheduler(w.context(max_deploy_retry_attempts=2)).onboard([_one(w)])
+    assert r.outcome is MachineOutcome.TIMED_OUT, r.reason
+    assert r.reason.startswith("MCH014 ") and "deployed 2 time(s) and never enrolled" in r.reason, r.reason
+    assert "raise the machine's retry_generation to 1" in r.reason and "gpuaas-launcher.log" in r.reason
+    assert _deploys_of(w, r.system_id) == 2
+
+
+def test_a_redeploy_with_erase_under_503_bursts_never_needs_an_operator(world_factory: Callable[..., World]) -> None:
+    """A changed deploy input redeploys (release with the profile's quick erase, then deploy) while MAAS answers
+    503s on reads, on the release (its answer lost after MAAS took it) and on the event log when read: Disk erasing and
+    Releasing are stages to wait through, never MCH012."""
+    w = world_factory()
+    spec = _one(w)
+    (first,) = Scheduler(w.context()).onboard([spec])
+    assert first.outcome is MachineOutcome.READY, first.reason
+    changed = spec.model_copy(update={"deploy": spec.deploy.model_copy(update={"hwe_kernel": "ga-22.04"})})
+    w.maas.admin.set_api_faults(ApiFaults(errors=[
+        ApiErrorBurst(status=503, count=3, handler="MachinesHandler", op="read"),
+        ApiErrorBurst(status=503, count=1, handler="MachineHandler", op="release", after_action=True),
+        ApiErrorBurst(status=503, count=5, handler="EventsHandler", op="query"),
+        ApiErrorBurst(status=503, count=3, handler="MachinesHandler", op="read"),
+    ]))
+    (again,) = Scheduler(w.context(release_erase_mode="quick")).onboard([changed], {spec.hostname: first.system_id})
+    assert again.outcome is MachineOutcome.READY, again.reason
+    assert again.system_id == first.system_id and _deploys_of(w, first.system_id) == 2
+    erased = [e for e in w.maas.admin.events(first.system_id) if "Disk erasing" in e["description"]]
+    assert erased, "the redeploy erased the disks (quick erase)"
+    fired = {(b.handler, b.op): b.count for b in w.maas.admin.faults().api.errors}
+    assert fired.get(("MachineHandler", "release"), 0) == 0 and fired.get(("MachinesHandler", "read"), 0) == 0, fired

@@ -9,8 +9,10 @@ import pytest
 from clients.maas import MaasError, MaasStatus, MachineView, PowerSettings
 from environments import load_environment
 from providers.machines import reconciler as rc
+from providers.machines.bootstrap import node_failure as bootstrap_failure
 from providers.machines.lifecycle import MAX_ERRORS, failed_call, precheck, run_step
 from providers.machines.plan import MachineRecord, plan, rekey, renames
+from providers.machines.ports import BootstrapView
 from providers.machines.records import OWNER_FINGERPRINT, Context, Goal, LifecycleRecord, StepKind
 from providers.machines.scheduler import MachineResult
 from providers.machines.spec import Deadlines, LifecyclePolicy, MachineIdentity, MachineSpec, TeardownMode
@@ -219,4 +221,23 @@ def test_a_long_reason_keeps_its_head_and_its_what_to_do() -> None:
         rc.raise_failures("pool p", [result])
     line = next(ln for ln in str(e.value).splitlines() if "MCH022" in ln)
     assert "launcher step 'fetch' failed" in line and line.endswith("; run up again") and " ... " in line
+    assert len(line.strip(" -")) <= rc.REPORT_MAX_REASON
+
+
+def test_a_node_failure_keeps_the_nodes_key_sentence_and_the_advice_its_raw_output_gives_way() -> None:
+    """The tampered-bundle case: the node's refusal (both digests) and the advice naming the object and the
+    command survive the summary's bound; the raw output tail before it is what is cut."""
+    got, want = "3" * 64, "b" * 64
+    refusal = f"bundle refused: its sha256 is {got}, the user_data pins {want}"
+    view = BootstrapView(ok=False, pending=False, failed_step="fetch", bundle_digest=want,
+                         output_tail="x" * 900 + "\n" + refusal + "\n")
+    m = _rec()
+    step = bootstrap_failure(m, view)
+    assert step.reason is not None and step.reason.startswith("MCH022 ")
+    result = MachineResult(hostname=m.spec.hostname, system_id="s1", outcome=MachineOutcome.FAILED,
+                           stage=Stage.FAILED, maas_status="Deployed", reason=step.reason)
+    with pytest.raises(rc.MachinesFailed) as e:
+        rc.raise_failures("pool p", [result])
+    line = next(ln for ln in str(e.value).splitlines() if "MCH022" in ln)
+    assert refusal in line and "`pulumi up --refresh`" in line and m.spec.deploy.bundle_ref in line, line
     assert len(line.strip(" -")) <= rc.REPORT_MAX_REASON

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from clients.platform.models import BootstrapOutcome, NodeStatus
+from simulators.platform import ErrorBurst, FaultPlan
 from tests.fixtures.platform_sim import platform_sim_factory  # noqa: F401
 
 from .conftest import DEVICES, Node, NodeWorld, world_at
@@ -155,6 +156,51 @@ def test_an_expired_token_is_the_enrollment_error(node_world: NodeWorld) -> None
     assert "step enroll FAILED" in proc.stderr and "401 enrollment_token_expired" in proc.stderr, proc.stderr
     assert all(node.steps()[s]["ok"] for s in STEPS), "every step before enrollment ran"
     assert node_world.node_record(node.node_id).status is NodeStatus.BOOTSTRAP_ISSUED
+    assert_no_secret_in_output(node)
+
+
+ENROLL_ROUTE = "/api/v1/node-bootstrap/enroll"
+QUICK = {"GPUAAS_PLATFORM_BACKOFF_S": "0.05"}  # the launcher's backoff, shortened (about a minute on a node)
+
+
+def test_platform_5xx_on_enrollment_are_retried_and_the_node_enrolls(node_world: NodeWorld) -> None:
+    node = node_world.deploy()
+    node_world.platform.inject(FaultPlan(error_bursts=[ErrorBurst(status=502, count=2, path_prefix=ENROLL_ROUTE,
+                                                                  methods=["POST"])]))
+    proc = node.run(**QUICK)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    tail = node.steps()["enroll"]["output_tail"]  # the step's own output: each retry, then the answer
+    assert tail.count(f"platform {ENROLL_ROUTE}: 502") == 2 and "retrying in" in tail and "(attempt 3/6)" in tail, tail
+    assert node_world.admin.wait_for_node(node.node_id, timeout_s=10).status is NodeStatus.ACTIVE
+    assert_no_secret_in_output(node)
+
+
+def test_an_enrollment_whose_answer_was_lost_gets_the_same_answer_again(node_world: NodeWorld) -> None:
+    """The platform took the enrollment (the single-use token is used) and the answer was lost: the retry
+    carries the same idempotency key, so the platform replays the answer (with the agent credential) instead
+    of refusing a used token; the node agent installs and the node goes active."""
+    node = node_world.deploy()
+    node_world.platform.inject(FaultPlan(error_bursts=[ErrorBurst(status=502, count=1, path_prefix=ENROLL_ROUTE,
+                                                                  methods=["POST"], after_commit=True)]))
+    proc = node.run(**QUICK)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "enrollment_token_used" not in proc.stderr
+    record = node_world.admin.wait_for_node(node.node_id, timeout_s=10)
+    assert record.status is NodeStatus.ACTIVE and record.agent is not None and record.agent.heartbeats == 1
+
+
+def test_a_platform_outage_past_the_retry_budget_stops_with_the_token_unused(node_world: NodeWorld) -> None:
+    node = node_world.deploy()
+    node_world.platform.inject(FaultPlan(error_bursts=[ErrorBurst(status=503, count=50, path_prefix=ENROLL_ROUTE,
+                                                                  methods=["POST"])]))
+    proc = node.run(GPUAAS_PLATFORM_ATTEMPTS="3", **QUICK)
+    assert proc.returncode == 1
+    assert "step enroll FAILED" in proc.stderr and "gave up after 3 attempts" in proc.stderr, proc.stderr[-3000:]
+    assert node_world.node_record(node.node_id).status is NodeStatus.BOOTSTRAP_ISSUED  # a redeploy can enroll
+    node_world.platform.clear_faults()
+    again = node.run(**QUICK)  # the node restarted once the platform is back: it resumes and enrolls
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert node_world.admin.wait_for_node(node.node_id, timeout_s=10).status is NodeStatus.ACTIVE
     assert_no_secret_in_output(node)
 
 

@@ -142,6 +142,29 @@ def test_provider_lifecycle_create_read_diff_update_delete(
     p.delete(created.id, updated)  # idempotent
 
 
+@pytest.mark.parametrize("tamper", ["replaced", "version_deleted"])
+def test_a_tampered_or_deleted_pinned_version_is_drift_and_up_publishes_it_again(
+    openbao: OpenBaoDevServer, moto_s3: MotoS3Server, bucket: str, tamper: str
+) -> None:
+    """Nodes fetch the pinned version. Bytes replaced under the same key and metadata (a new version, metadata
+    copied), or the pinned version deleted: refresh finds the bundle gone, and the next up publishes a new
+    version with the right bytes (never the tampered one), which the machines then deploy."""
+    p = provider(openbao)
+    outs = p.create(p.check({}, props(openbao, moto_s3, bucket)).inputs).outs
+    key, version = outs["ref"]["key"], outs["ref"]["version_id"]
+    s3 = moto_s3.client()
+    if tamper == "replaced":
+        s3.put_object(Bucket=bucket, Key=key, Body=b"not the bundle", Metadata={"digest": outs["digest"]})
+        s3.delete_object(Bucket=bucket, Key=key, VersionId=version)
+    else:
+        s3.delete_object(Bucket=bucket, Key=key, VersionId=version)
+    assert p.read(outs["digest"], outs).id == "", "refresh: drift (the resource is gone from state)"
+    again = p.create(p.check({}, props(openbao, moto_s3, bucket)).inputs).outs
+    assert again["digest"] == outs["digest"] and again["ref"]["version_id"] != version
+    body = s3.get_object(Bucket=bucket, Key=key, VersionId=again["ref"]["version_id"])["Body"].read()
+    assert body != b"not the bundle" and p.read(again["digest"], again).id == again["digest"]
+
+
 def test_unreachable_vault_publishes_nothing(openbao: OpenBaoDevServer, moto_s3: MotoS3Server, bucket: str) -> None:
     import socket
 

@@ -140,34 +140,59 @@ PY
 }
 
 post() {  # post <route> <report json> [<file>]: prints "<http status> <platform error code> <message>";
-          # the answer's body goes to <file> (0600) when given
+          # the answer's body goes to <file> (0600) when given. 429, 5xx and network failures are retried with
+          # bounded backoff (GPUAAS_PLATFORM_ATTEMPTS, default 6; GPUAAS_PLATFORM_BACKOFF_S, default 2, doubling
+          # to 30 s, or the answer's Retry-After): about a minute. Every attempt carries one X-Idempotency-Key
+          # derived from the request, so an attempt whose answer was lost after the platform took it gets that
+          # same answer again (the contract's replay), never "token already used".
   python3 - "$ENROLL_JSON" "$@" <<'PY'
-import json, os, sys, urllib.error, urllib.request
+import hashlib, json, os, sys, time, urllib.error, urllib.request
 enrollment, route, report = json.load(open(sys.argv[1])), sys.argv[2], json.loads(sys.argv[3])
 answer = sys.argv[4] if len(sys.argv) > 4 else None
 body = {k: enrollment[k] for k in ("node_id", "enrollment_token", "hostname", "system_id")}
 body["report"] = report
+data = json.dumps(body, sort_keys=True).encode()
+key = "gpuaas-node-" + hashlib.sha256(route.encode() + b"\0" + data).hexdigest()[:48]
+attempts = max(1, int(os.environ.get("GPUAAS_PLATFORM_ATTEMPTS", "6")))
+delay = float(os.environ.get("GPUAAS_PLATFORM_BACKOFF_S", "2"))
 from gpuaas_https import TlsUntrusted, urlopen
-try:
-    with urlopen(enrollment["platform_url"].rstrip("/") + route, "platform API", data=json.dumps(body).encode(),
-                 headers={"Content-Type": "application/json"}, timeout=30) as r:
-        body = r.read()
-        if answer:
-            fd = os.open(answer, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-            with os.fdopen(fd, "wb") as f:
-                f.write(body)
-        print(r.status, "-", "accepted")
-except urllib.error.HTTPError as e:
+RETRIED = (429, 500, 502, 503, 504)
+for attempt in range(1, attempts + 1):
+    again = f" (attempt {attempt}/{attempts})" if attempt > 1 else ""
+    wait = delay
     try:
-        err = json.load(e)  # the platform's error envelope: {code, message, correlation_id, details}
-    except ValueError:
-        err = {}
-    err = err if isinstance(err, dict) else {}
-    print(e.code, err.get("code") or "-", err.get("message") or e.reason)
-except TlsUntrusted as e:
-    print(0, "tls-untrusted", e)
-except OSError as e:
-    print(0, "unreachable", f"{type(e).__name__}: {e}")
+        with urlopen(enrollment["platform_url"].rstrip("/") + route, "platform API", data=data,
+                     headers={"Content-Type": "application/json", "X-Idempotency-Key": key}, timeout=30) as r:
+            got = r.read()
+            if answer:
+                fd = os.open(answer, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+                with os.fdopen(fd, "wb") as f:
+                    f.write(got)
+            print(r.status, "-", "accepted" + again)
+            sys.exit(0)
+    except urllib.error.HTTPError as e:
+        try:
+            err = json.load(e)  # the platform's error envelope: {code, message, correlation_id, details}
+        except ValueError:
+            err = {}
+        err = err if isinstance(err, dict) else {}
+        line = f"{e.code} {err.get('code') or '-'} {err.get('message') or e.reason}{again}"
+        if e.code not in RETRIED:
+            print(line)
+            sys.exit(0)
+        retry_after = e.headers.get("Retry-After", "") if e.headers else ""
+        wait = float(retry_after) if retry_after.isdigit() else delay
+    except TlsUntrusted as e:
+        print(0, "tls-untrusted", e)
+        sys.exit(0)
+    except OSError as e:
+        line = f"0 unreachable {type(e).__name__}: {e}{again}"
+    if attempt == attempts:
+        print(line + f"; gave up after {attempts} attempts")
+        sys.exit(0)
+    print(f"platform {route}: {line}; retrying in {min(wait, 30):.0f} s", file=sys.stderr)
+    time.sleep(min(wait, 30))
+    delay = min(delay * 2, 30)
 PY
 }
 
