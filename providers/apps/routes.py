@@ -47,6 +47,9 @@ def converge_routes(api: PlatformClient, spec: AppInstanceSpec, iid: str, where:
         try:
             api.register_ui_route(pid, iid, body, idempotency_key=key)
         except PlatformApiError as e:
+            now = {r.name: r for r in api.list_ui_routes(pid, iid)} if e.status == 409 else {}
+            if name in now and not _route_differs(now[name], body):
+                continue  # another run registered the same route meanwhile: adopt it
             if e.status in REFUSED:
                 raise
             failures.append(OpFailure(action=f"register UI route {name}", code=e.code, message=e.message,

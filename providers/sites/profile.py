@@ -25,7 +25,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from clients.maas import MaasError, MaasSiteClient
-from clients.platform import PlatformClient
+from clients.platform import PlatformApiError, PlatformClient
 from clients.platform import models as pm
 from clients.s3 import ArtifactStore, s3_credentials
 from clients.vault import VaultCredentials, VaultReader, parse_ref
@@ -221,15 +221,26 @@ class SiteProfileReconciler:
         site = api.find_site(s.name)
         desc = f"managed by gpuaas-infra ({self.spec.tier.value})"
         if site is None:
-            site = api.create_site(pm.MaasSiteCreate(name=s.name, maas_url=s.maas_url, description=desc,
-                                                     credential_ref=cref))
-        elif (site.maas_url, site.credential_ref) != (s.maas_url, cref):
+            try:
+                site = api.create_site(pm.MaasSiteCreate(name=s.name, maas_url=s.maas_url, description=desc,
+                                                         credential_ref=cref))
+            except PlatformApiError as e:  # another run created it first: adopt it
+                site = api.find_site(s.name) if e.status == 409 else None
+                if site is None:
+                    raise
+        if (site.maas_url, site.credential_ref) != (s.maas_url, cref):
             site = api.update_site(site.site_id, pm.MaasSiteUpdate(
                 maas_url=s.maas_url, region=site.region, description=site.description or desc, credential_ref=cref))
-        prof = next(iter(api.list_profiles(site.site_id, name=self.spec.profile.name)), None)
+        name = self.spec.profile.name
+        prof = next(iter(api.list_profiles(site.site_id, name=name)), None)
         if prof is None:
-            prof = api.create_profile(site.site_id, pm.SiteProfileCreate(name=self.spec.profile.name, policy=policy))
-        elif prof.policy != policy:
+            try:
+                prof = api.create_profile(site.site_id, pm.SiteProfileCreate(name=name, policy=policy))
+            except PlatformApiError as e:  # profile_name_conflict: another run created it first: adopt it
+                prof = next(iter(api.list_profiles(site.site_id, name=name)), None) if e.status == 409 else None
+                if prof is None:
+                    raise
+        if prof.policy != policy:
             prof = api.update_profile(site.site_id, prof.profile_id, policy)
         return site.site_id, prof
 
@@ -243,8 +254,7 @@ class SiteProfileReconciler:
         for sc in scripts:
             have = present.get(sc.name)
             if have is None or have.sha256 != sc.sha256 or have.script_type != sc.script_type:
-                maas.put_script(sc.name, sc.script_type, sc.body, title=sc.title, description=sc.description,
-                                tags=("gpuaas", self.spec.site.name), replace=have is not None)
+                self._put_script(maas, sc, replace=have is not None)
         for name in sorted(set(previous_scripts or ()) - {sc.name for sc in scripts}):
             maas.delete_script(name)  # registered by a previous bundle, gone from the new one
         registered = {x.name: x.sha256 for x in scripts}
@@ -255,6 +265,23 @@ class SiteProfileReconciler:
             commissioning_testing_scripts=list(self.commissioning_testing),
             scripts=registered, scripts_registered=dict(registered),
         )
+
+    def _put_script(self, maas: MaasSiteClient, sc: Script, replace: bool) -> None:
+        """Register a script; "already exists" (another run or profile registered it meanwhile) adopts it when
+        it is the same script, and is an error naming both otherwise."""
+        try:
+            maas.put_script(sc.name, sc.script_type, sc.body, title=sc.title, description=sc.description,
+                            tags=("gpuaas", self.spec.site.name), replace=replace)
+        except MaasError as e:
+            if e.status != 400:
+                raise
+            have = maas.scripts().get(sc.name)
+            if have is None:
+                raise
+            if (have.sha256, have.script_type) != (sc.sha256, sc.script_type):
+                raise MaasError(f"MAAS script {sc.name} was registered meanwhile with other content (sha256 "
+                                f"{have.sha256}, ours {sc.sha256}): two bundles name one script; rename one of them, "
+                                "then run up again", status=e.status) from e
 
     def observe(self, last: ProfileResult) -> ProfileResult | None:
         """The profile as the platform has it and the scripts as MAAS has them; None when it is gone."""

@@ -45,6 +45,30 @@ def test_routes_are_registered_changed_and_removed(lab: Lab) -> None:
     assert lab.sim.store.routes == {}, "a decommissioned instance's routes are withdrawn"
 
 
+def test_a_route_another_run_registered_meanwhile_is_adopted(lab: Lab, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two runs converge one instance's routes: the other registered `chat` after this run listed none. The
+    gateway's 409 route_name_conflict is looked up again and, being the same route, adopted."""
+    from clients.platform import PlatformClient
+    from providers.apps.routes import route_body
+
+    out = lab.rec(claw(lab, [])).converge()
+    lab.api.register_ui_route(lab.pid, out.instance_id, route_body(claw(lab, [CHAT]).instance.ui_routes[0]),
+                              idempotency_key="other-run-chat-route")
+    real, blind = PlatformClient.list_ui_routes, [1]
+
+    def stale(self: Any, *a: Any, **kw: Any) -> Any:
+        if blind[0]:
+            blind[0] -= 1
+            return []
+        return real(self, *a, **kw)
+
+    monkeypatch.setattr(PlatformClient, "list_ui_routes", stale)
+    again = lab.rec(claw(lab, [CHAT])).converge(out.instance_id)
+    monkeypatch.undo()
+    assert not blind[0] and set(again.ui_routes) == {"chat"}
+    assert len(lab.api.list_ui_routes(lab.pid, out.instance_id)) == 1
+
+
 def test_a_route_the_gateway_rejects_is_reported(lab: Lab) -> None:
     with pytest.raises(AppInstanceFailed) as failed:
         lab.rec(claw(lab, [{**CHAT, "port": 8080}])).converge()

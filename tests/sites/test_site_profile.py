@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import threading
 import uuid
 from typing import Any
 
@@ -207,3 +208,58 @@ def test_scripts_shared_by_two_profiles_survive_deleting_one(world: dict[str, An
     assert [x.name for x in platform_profiles(world)] == ["h200-lab-b"]
     p.delete(b.id, b.outs)
     assert not set(b.outs["scripts"]) & set(maas.scripts())
+
+
+def test_creates_that_lose_a_race_adopt_what_the_other_run_created(
+        world: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Another run (a second stack, a concurrent `up`) creates the site, the profile and the scripts between
+    this run's lookups and its creates: each "already exists" (409 site/profile name conflict, MAAS 400 for
+    the script) is looked up again and adopted, never a failure; one site, one profile, each script once."""
+    p, props = world["provider"], world["props"]
+    p.create(props)  # the other run, done first
+    before = {n: s.sha256 for n, s in MaasSiteClient(world["maas"].url, world["maas"].api_key,
+                                                     tls_verify=False).scripts().items()}
+    blind = {"find_site": 1, "list_profiles": 1, "scripts": 1}  # this run's first lookups see nothing yet
+
+    def blind_once(cls: type, name: str, empty: Any) -> None:
+        real = getattr(cls, name)
+
+        def lookup(self: Any, *a: Any, **kw: Any) -> Any:
+            if blind[name] > 0:
+                blind[name] -= 1
+                return empty
+            return real(self, *a, **kw)
+        monkeypatch.setattr(cls, name, lookup)
+
+    blind_once(PlatformClient, "find_site", None)
+    blind_once(PlatformClient, "list_profiles", [])
+    blind_once(MaasSiteClient, "scripts", {})
+    outs = p.create(props).outs
+    assert blind == {"find_site": 0, "list_profiles": 0, "scripts": 0}, "each lookup was blinded once"
+    monkeypatch.undo()
+    assert [x.name for x in platform_profiles(world)] == ["h200-lab"] and outs["profile_id"]
+    after = {n: s.sha256 for n, s in MaasSiteClient(world["maas"].url, world["maas"].api_key,
+                                                    tls_verify=False).scripts().items()}
+    assert after == before
+
+
+def test_concurrent_creators_converge_on_one_site_and_profile(world: dict[str, Any]) -> None:
+    p, props = world["provider"], world["props"]
+    gate = threading.Barrier(4)
+    results: list[Any] = []
+    errors: list[BaseException] = []
+
+    def run() -> None:
+        gate.wait()
+        try:
+            results.append(p.create(props).outs)
+        except BaseException as e:  # noqa: BLE001 - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=run) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    assert not errors, errors
+    assert len({r["profile_id"] for r in results}) == 1 and [x.name for x in platform_profiles(world)] == ["h200-lab"]
