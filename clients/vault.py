@@ -7,6 +7,8 @@ API:
     vault.read("prod/maas/dal1#api_key")        # -> pydantic.SecretStr (never printed by repr/str)
     vault.read_json("local/s3/bundle-publisher#credentials")   # -> dict[str, SecretStr]
     vault.require("prod/maas/dal1#api_key")     # raises VaultError if missing; returns nothing
+    doc, version = vault.read_doc("leases/dal1/h200")        # a non-secret JSON document + its version
+    vault.write_doc("leases/dal1/h200", doc, cas=version)    # False: someone wrote first (check-and-set)
 
 Secrets are referenced by `VaultRef` strings `<path under the KV mount>#<key>` (environments/model.py).
 Values are read at operation time and handed back as `SecretStr`; callers unwrap them only at the
@@ -85,6 +87,10 @@ _HINTS: dict[VaultErrorKind, str] = {
     VaultErrorKind.TLS_UNTRUSTED: untrusted_hint("vault", None),
     VaultErrorKind.NOT_JSON: "store a JSON object under that key",
 }
+_DOC_HINT = (
+    "grant the token's policy 'create', 'read' and 'update' on <mount>/data/<path> "
+    "and 'read' on <mount>/metadata/<path>"
+)
 
 
 class VaultError(Exception):
@@ -289,3 +295,67 @@ class VaultReader:
             path, key = parse_ref(ref)
             raise VaultError(VaultErrorKind.NOT_JSON, self.settings.address, self._where(path, key))
         return {k: SecretStr(str(v)) for k, v in obj.items()}
+
+    # -- documents written with check-and-set (not secrets: the batch_max_parallel slot leases) ---------
+    def read_doc(self, path: str) -> tuple[dict[str, Any] | None, int]:
+        """The latest version of a KV v2 document and its version number: (None, 0) when it was never
+        written, (None, v) when its latest version v was deleted (`vault kv delete`). Values as stored.
+        The data read and the metadata read are two requests: a document created between them is read
+        again, never reported as (None, v) of a live version (a CAS write on that would drop it)."""
+        client = self._login()
+        for _ in range(5):
+            try:
+                resp = _transient(client.secrets.kv.v2.read_secret_version)(
+                    path=path, mount_point=self.settings.kv_mount, raise_on_deleted_version=True
+                )
+            except Exception as e:  # noqa: BLE001 - translated, re-raised once
+                from hvac import exceptions as hv
+
+                if not isinstance(e, hv.InvalidPath):
+                    raise self._doc_error(e, path) from None
+                version, live = self._current_version(client, path)
+                if not live:
+                    return None, version
+                continue  # written since the data read: read it
+            body = resp.get("data") or {}
+            return body.get("data"), int((body.get("metadata") or {}).get("version") or 0)
+        raise VaultError(VaultErrorKind.UNREACHABLE, self.settings.address, self._where(path),
+                         "the document kept changing between its data and metadata reads", "retry")
+
+    def _current_version(self, client: hvac.Client, path: str) -> tuple[int, bool]:
+        """(latest version, whether it is live): 0 when never written (or its metadata was deleted)."""
+        from hvac import exceptions as hv
+
+        try:
+            meta = _transient(client.secrets.kv.v2.read_secret_metadata)(path=path, mount_point=self.settings.kv_mount)
+        except hv.InvalidPath:
+            return 0, False
+        except Exception as e:  # noqa: BLE001 - translated, re-raised once
+            raise self._doc_error(e, path) from None
+        data = meta.get("data") or {}
+        current = int(data.get("current_version") or 0)
+        latest = (data.get("versions") or {}).get(str(current)) or {}
+        return current, current > 0 and not latest.get("deletion_time") and not latest.get("destroyed")
+
+    def write_doc(self, path: str, doc: dict[str, Any], cas: int) -> bool:
+        """Write `doc` as the next version only if the latest is still `cas` (0: only if none exists).
+        False when another writer came first (re-read and decide again); a lost answer retried by the
+        transport also ends as False, so the caller's re-read sees its own write."""
+        client = self._login()
+        try:
+            _transient(client.secrets.kv.v2.create_or_update_secret)(
+                path=path, secret=doc, cas=cas, mount_point=self.settings.kv_mount
+            )
+        except Exception as e:  # noqa: BLE001 - translated, re-raised once
+            from hvac import exceptions as hv
+
+            if isinstance(e, hv.InvalidRequest) and "check-and-set" in str(e):
+                return False
+            raise self._doc_error(e, path) from None
+        return True
+
+    def _doc_error(self, exc: Exception, path: str) -> VaultError:
+        err = self._translate(exc, self._where(path))
+        if err.kind is VaultErrorKind.PERMISSION_DENIED:
+            return VaultError(err.kind, err.address, err.where, hint=_DOC_HINT)
+        return err

@@ -1,71 +1,165 @@
-"""The profile's `batch_max_parallel`, exactly: across pools, standalone machines and runs.
+"""The profile's `batch_max_parallel`, exactly: across pools, standalone machines, runs and stacks.
 
-A slot is counted from two places:
-- this process: every machine any scheduler here holds a slot for (all dynamic resources of one
-  `up` run in one provider process, so two pools of a profile see each other at once, no race);
-- MAAS itself: machines carrying the profile's busy tag (`gpuaas-busy-<site>-<profile>`, on a machine
-  from the first slot a run takes for it until the run is done with it) that are Commissioning,
-  Testing, Deploying, Releasing or Disk erasing, which covers other processes (a concurrent `up`, a
-  killed run's machines still busy). A tagged machine between its heavy stages (Ready, preflight) is
-  not busy and not counted; keeping the tag there saves two writes per machine.
+A slot is counted in two places, and a machine holds one only when both granted it:
+- this process (`_held`): every machine any scheduler here holds a slot for (all dynamic resources of
+  one `up` run in one provider process), so two pools of a profile see each other at once, with no
+  request, and a process never asks Vault for more than `limit` slots;
+- the site+profile's lease document in Vault (lease.py: KV v2 check-and-set), which every process of
+  every stack writes before a machine enters a heavy stage: it cannot be over-granted. Entries carry
+  an expiry that one renewer thread per process pushes for all its holders (one read + one write per
+  profile and renewal period); a killed run's entries expire.
+A machine gives its slot back as it leaves the heavy stages (lifecycle.SLOT_STAGES). The lease is None
+only where no other process can exist (unit tests of one scheduler); every provider call has one.
 
-Cost (issue 18: nothing grows with the machines in MAAS): at most one `Machines.read?tags=<busy tag>`
-per scheduling tick, and only while this process holds fewer than the limit; it returns the busy
-machines in flight only (not the profile's machines in MAAS), plus what a killed run left tagged. Tag
-writes are batched: one `Tag.update_nodes` per tick adds the tag to every machine that took its first
-slot and removes it from every machine the run finished (`Tags.read` once per process, `Tags.create`
-the first time). The tag is written at the end of the tick in which the machine took its first slot,
-right after its heavy call, so two processes asking in the same instant can each see a free slot:
-the bound is exact within a process and best-effort across processes.
+Vault requests per machine: a take (read + write), a give-back (read + write), plus its share of the
+renewals. The MAAS busy tag the bound was counted from before (best-effort across processes) is gone:
+MAAS shows each machine's status; the lease document shows who holds which slot.
 """
 
 from __future__ import annotations
 
-import re
 import threading
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
 
 from clients.maas import MaasStatus
+
+from .lease import LeaseUnavailable, SlotLease
 
 BUSY = frozenset(
     {MaasStatus.COMMISSIONING, MaasStatus.TESTING, MaasStatus.DEPLOYING, MaasStatus.RELEASING, MaasStatus.DISK_ERASING}
 )
+"""MAAS statuses of the heavy stages: an expired holder's machine still in one keeps its slot."""
 
 _lock = threading.Lock()
-_held: dict[str, set[str]] = {}  # region + profile tag -> system_ids holding a slot in this process
+_held: dict[str, set[str]] = {}  # key -> system_ids holding (or reserving) a slot in this process
 
 
-def busy_tag(site: str, profile: str) -> str:
-    """The MAAS tag on a machine while a run holds one of its profile's slots (tag names: [a-zA-Z0-9_-])."""
-    return re.sub(r"[^a-zA-Z0-9_-]", "-", f"gpuaas-busy-{site}-{profile}")
+@dataclass
+class _Lease:
+    """One key's lease as this process holds it: the ids written to Vault, renewed together."""
+
+    lease: SlotLease
+    limit: int
+    log: Callable[[str], None]
+    granted: set[str] = field(default_factory=set)
+    lock: threading.Lock = field(default_factory=threading.Lock)  # this process's Vault ops on the key
+    next_renewal: float = 0.0  # time.monotonic() of the next renewal (set when it first holds a slot)
 
 
-def try_take(key: str, system_id: str, limit: int, busy_in_maas: Callable[[], set[str]]) -> bool:
-    """Take a slot for `system_id` if the profile has one free (held here + busy in MAAS elsewhere).
-    MAAS is read outside the lock (a read is a request; the scheduler reads at most once per tick), and
-    the count and the take are atomic here under it."""
+_leases: dict[str, _Lease] = {}
+_renewer: threading.Thread | None = None
+_wake = threading.Event()  # a key began holding: the renewer recomputes when it is next due
+
+
+def try_take(
+    key: str, system_id: str, limit: int, lease: SlotLease | None, log: Callable[[str], None] = print
+) -> bool:
+    """Take a slot for `system_id` if the profile has one free here and in the lease document.
+    Raises LeaseUnavailable when Vault cannot say (the caller fails the machine; no slot is assumed)."""
     with _lock:
         held = _held.setdefault(key, set())
         if system_id in held:
             return True
         if len(held) >= limit:
             return False
-    busy = busy_in_maas() - {system_id}  # itself busy (a resumed run) is no rival
-    with _lock:
-        held = _held.setdefault(key, set())
-        if system_id in held:
-            return True
-        if len(held | busy) >= limit:
-            return False
-        held.add(system_id)
+        held.add(system_id)  # reserved: the other pools of this process count it from now
+        entry = None
+        if lease is not None:
+            entry = _leases.get(key)
+            if entry is None:
+                entry = _leases[key] = _Lease(lease, limit, log)
+            entry.lease, entry.limit, entry.log = lease, limit, log  # the latest call's client
+    if entry is None:
         return True
+    ok = False
+    try:
+        with entry.lock:
+            ok = entry.lease.take(system_id, limit)
+            if ok:
+                if not entry.granted:
+                    entry.next_renewal = time.monotonic() + entry.lease.times.renew_s
+                entry.granted.add(system_id)
+    finally:
+        if not ok:
+            with _lock:
+                held.discard(system_id)
+    if ok:
+        _ensure_renewer()
+        _wake.set()
+    return ok
 
 
-def give_back(key: str, system_id: str) -> None:
+def give_back(key: str, system_ids: Iterable[str]) -> None:
+    """Free the slots here and in the lease document. Raises LeaseUnavailable when Vault cannot be
+    written: the entries then expire (the slots stay taken for others until then, never over-granted)."""
+    ids = set(system_ids)
     with _lock:
-        _held.get(key, set()).discard(system_id)
+        _held.get(key, set()).difference_update(ids)
+        entry = _leases.get(key)
+    if entry is None:
+        return
+    with entry.lock:
+        mine = ids & entry.granted
+        entry.granted -= mine
+        if mine:
+            entry.lease.give_back(mine)
 
 
 def held(key: str) -> int:
     with _lock:
         return len(_held.get(key, ()))
+
+
+def _ensure_renewer() -> None:
+    global _renewer  # noqa: PLW0603 - one renewer per process
+    with _lock:
+        if _renewer is not None and _renewer.is_alive():
+            return
+        _renewer = threading.Thread(target=_renew_loop, name="slot-lease-renewer", daemon=True)
+        _renewer.start()
+
+
+def _renew_loop() -> None:
+    """Each key's renewal when due: one CAS write for all of this process's holders of the key; ends
+    when this process holds nothing (the next take starts it again)."""
+    global _renewer  # noqa: PLW0603 - one renewer per process
+    while True:
+        with _lock:
+            entries = [e for e in _leases.values() if e.granted]
+            if not entries:
+                _renewer = None
+                return
+        now = time.monotonic()
+        due = [e for e in entries if e.next_renewal <= now]
+        for e in due:
+            renew_now(e)
+            e.next_renewal = time.monotonic() + e.lease.times.renew_s
+        if not due:
+            _wake.wait(min(e.next_renewal for e in entries) - now)
+            _wake.clear()
+
+
+def renew_now(e: _Lease) -> None:
+    with e.lock:
+        if not e.granted:
+            return
+        try:
+            lost = e.lease.renew(set(e.granted), e.limit)
+        except LeaseUnavailable as err:
+            e.log(f"slot lease not renewed ({len(e.granted)} holder(s); they expire after "
+                  f"{e.lease.times.ttl_s:.0f} s without a renewal): {err}")
+            return
+    if lost:
+        e.log(f"slot lease lost for {sorted(lost)} ({e.lease.where}): the entries expired and the slots were "
+              "taken by another run; these machines' heavy stages go on, over the bound until they end")
+
+
+def cost_line(lease: SlotLease) -> str | None:
+    """What the lease cost one provider call, for its log (docs/machines.md quotes the figures)."""
+    st = lease.stats
+    if not st.reads:
+        return None
+    return (f"slot lease {lease.path}: {st.takes} takes ({st.granted} granted), {st.gives} give-backs, "
+            f"{st.renewals} renewals; {st.reads} reads, {st.writes} writes, {st.conflicts} CAS conflicts")

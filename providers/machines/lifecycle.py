@@ -14,6 +14,7 @@ from collections.abc import Callable
 from clients.maas import MaasStatus, MaasUnavailable, PortError
 
 from . import handlers as h
+from .lease import LeaseUnavailable
 from .plan import redeploy_due
 from .records import (
     OWNER_CHECKS,
@@ -157,8 +158,13 @@ def precheck(ctx: Context, m: LifecycleRecord, *, deadline_passed: bool, take_sl
             f"({WAIT_DEADLINE.get(m.stage, 'retrying failed calls')}){waiting}{failing}; the next up resumes from here",
             MachineOutcome.TIMED_OUT,
         )
-    if m.stage in SLOT_STAGES and not take_slot():
-        return Step.delayed()  # Metal3's provisioning limit: no capacity, retried when a slot frees
+    if m.stage in SLOT_STAGES:
+        try:
+            if not take_slot():
+                return Step.delayed()  # Metal3's provisioning limit: no capacity, retried when a slot frees
+        except LeaseUnavailable as e:
+            return Step.fail(FailCode.SLOT_LEASE, f"{m.ident()}: no batch_max_parallel slot could be taken, "
+                             f"so {m.stage.value} did not start: {e}")
     return None
 
 

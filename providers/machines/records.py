@@ -11,6 +11,7 @@ from typing import Protocol
 
 from clients.maas import MachineDetail, MachineView, PortError
 
+from .lease import SlotLease
 from .ports import Enrollment, MachineOps
 from .spec import BundlePin, Deadlines, LifecyclePolicy, MachineSpec, TeardownMode
 from .status import MachineOutcome, Stage
@@ -67,6 +68,7 @@ class FailCode(StrEnum):
     VALIDATION_DIGEST = "MCH025"  # the node ran validation scripts of a bundle other than the pinned one
     HOSTNAME_HELD = "MCH026"  # the hostname is held by other hardware (another PXE MAC) that is in use
     ROCE_ADDRESS_HELD = "MCH027"  # a planned RoCE address is held in MAAS by another machine's interface
+    SLOT_LEASE = "MCH028"  # the batch_max_parallel slot lease in Vault could not be read or written
 
     def __call__(self, reason: str) -> str:
         return f"{self.value} {reason}"
@@ -188,3 +190,6 @@ class Context:
     node_ca: str = ""
     """The private CAs deployed nodes trust (PEM, node_trust.node_ca_bundle): the environment's platform and
     artifact-store CAs; "" when it names none."""
+    lease: Callable[[str, str], SlotLease] | None = None
+    """(site, profile) -> the profile's slot lease in Vault (runtime.slot_leases); None only in tests that
+    run one scheduler alone (the bound is then this process's)."""

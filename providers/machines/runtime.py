@@ -5,6 +5,8 @@ platform's enrollment port, the policy and deadlines. Nothing here is kept on a 
 
 from __future__ import annotations
 
+import os
+import socket
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -21,6 +23,8 @@ from environments.rules_tls import resolve_ca
 from providers.common import vault_reader
 from providers.machines.records import Context
 
+from .capacity import BUSY
+from .lease import LeaseTimes, SlotLease, lease_path
 from .node_trust import node_ca_bundle
 from .ports import BootstrapView, EnrollmentError, EnrollmentToken, NodeState
 from .records import Presign
@@ -182,8 +186,35 @@ def build_context(
         owner=owner,
         node_ca=node_ca(conn),
         read_secret=lambda ref: vault.read(ref).get_secret_value(),
+        lease=slot_leases(vault, maas, lease_holder(owner or label), LeaseTimes().scaled(time_scale)),
     )
     return ctx, maas, platform
+
+
+def lease_holder(owner: str) -> str:
+    """Who holds a slot: the provider process (`<stack>@<host>:<pid>`; owner is `<stack>/<resource>`), the
+    same for every resource it serves, so its one renewer and any of its calls can renew and give back."""
+    return f"{owner.split('/')[0]}@{socket.gethostname()}:{os.getpid()}"
+
+
+def slot_leases(
+    vault: VaultReader, maas: MaasSiteClient, holder: str, times: LeaseTimes
+) -> Callable[[str, str], SlotLease]:
+    """(site, profile) -> its batch_max_parallel lease in Vault (`<kv mount>/leases/<site>/<profile>`).
+    An expired holder's machine that MAAS still shows in a heavy stage keeps its slot (one bulk read)."""
+    made: dict[str, SlotLease] = {}
+
+    def still_busy(system_ids: set[str]) -> set[str]:
+        return {v.system_id for v in maas.read_many(sorted(system_ids)) if v.status in BUSY}
+
+    def lease(site: str, profile: str) -> SlotLease:
+        path = lease_path(site, profile)
+        if path not in made:
+            where = f"{vault.settings.address} mount {vault.settings.kv_mount!r} path {path!r}"
+            made[path] = SlotLease(vault, path, holder, times, where=where, still_busy=still_busy)
+        return made[path]
+
+    return lease
 
 
 def node_ca(conn: Connection) -> str:

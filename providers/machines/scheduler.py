@@ -25,6 +25,7 @@ from clients.maas import MaasStatus, MachineView, PortError
 from providers.machines.records import OWNER_NODE_ID, Context, Goal, LifecycleRecord, Step, StepKind
 
 from . import capacity
+from .lease import LeaseUnavailable
 from .lifecycle import PLATFORM_WAITS, SLOT_STAGES, WAIT_DEADLINE, failed_call, run_step, stage_for
 from .progress import ProgressMeter
 from .records import OWNER_RESOURCE
@@ -34,6 +35,8 @@ from .status import MachineOutcome, Stage
 
 MAX_STEPS_PER_TICK = 12  # a machine never loops forever inside one tick
 MAX_WORKERS = 32  # threads per run for concurrent MAAS/platform calls
+FULL_RETRY_S = 0.5  # at least this long between two reads of a full slot lease (tests scale polls to ms)
+LEASE_ATTEMPTS = 6  # takes that found Vault unavailable, spaced like full-lease re-reads, before MCH028
 
 
 class MachineResult(BaseModel):
@@ -67,7 +70,7 @@ class Schedule:
     poll_interval: float = 0.0
     deadline: float = float("inf")
     holds_slot: bool = False
-    busy_tagged: bool = False  # carries the profile's busy tag (from its first slot to its end in this run)
+    lease_failures: int = 0  # takes that could not reach the slot lease (Vault) in this run
     wait_stage: Stage | None = None
     stage_times: dict[str, float] = field(default_factory=dict)
 
@@ -87,11 +90,10 @@ class Scheduler:
     _created: Future[None] | None = None  # the background creates of new machines beyond the first batch
     _creating: set[int] = field(default_factory=set)  # id() of their records: no step until _created is done
     _lock: threading.Lock = field(default_factory=threading.Lock)
-    _busy_lock: threading.Lock = field(default_factory=threading.Lock)
-    _busy_seen: dict[str, set[str]] = field(default_factory=dict)  # busy tag -> machines busy with it (per tick)
+    _full: dict[str, float] = field(default_factory=dict)
+    """key -> when to ask again: a lease found full is re-read at most every FULL_RETRY_S (another process's
+    slot frees), at once when this process frees one."""
     _freed: int = 0  # slots given back so far (a delayed machine retries in the same tick only after one was)
-    _tag_writes: dict[str, dict[str, bool]] = field(default_factory=dict)
-    """busy tag -> system_id -> add (True) or remove (False), written once per tick (_flush_tags)."""
 
     # ---------------------------------------------------------------------------------------
     def onboard(self, specs: Iterable[MachineSpec], known: dict[str, str] | None = None) -> list[MachineResult]:
@@ -154,10 +156,9 @@ class Scheduler:
                 return self._loop(machines)
             finally:
                 self._pool = None
-                for m in machines:  # whatever happened, this run's slots and busy tags go back
+                for m in machines:  # whatever happened, this run's slots go back
                     self._drop_slot(m)
-                    self._untag(m)
-                self._flush_tags()
+                self._log_lease_cost(machines)
 
     def _loop(self, machines: list[_Machine]) -> list[MachineResult]:  # size: the one scheduling loop
         ctx = self.ctx
@@ -172,8 +173,6 @@ class Scheduler:
         while active:
             meter.tick(states())
             self._take_created(machines)
-            with self._busy_lock:
-                self._busy_seen.clear()  # other runs' busy machines: read again this tick if asked
             now = ctx.clock()
             due = [m for m in active if m.sched.waiting and m.sched.next_poll <= now]
             for m in due:
@@ -187,14 +186,12 @@ class Scheduler:
                     if m.sched.waiting and m.rec.stage not in PLATFORM_WAITS and m.sched.next_poll <= soon
                 ]
                 self._poll(maas_due)  # one bulk read refreshes every due machine
-                self._flush_tags()
             ready = [m for m in active if not m.sched.waiting and id(m.rec) not in self._creating]
             while ready:
                 freed = self._freed
                 self._advance_all(ready)
-                self._flush_tags()
-                # Machines delayed for a slot that another machine just freed go now, not a tick later
-                # (only then: MAAS's busy count is read once per tick, so nothing else can change).
+                # Machines delayed for a slot that another machine of this process just freed go now,
+                # not a tick later (a slot another process frees is seen at the next tick).
                 ready = (
                     [
                         m
@@ -285,7 +282,6 @@ class Scheduler:
             assert step.stage is not None and step.outcome is not None
             rec.outcome, rec.stage, rec.reason = step.outcome, step.stage, step.reason
             self._drop_slot(m)
-            self._untag(m)
             sched.waiting = False
             self.ctx.log(f"{rec.spec.hostname}: {step.stage.value}" + (f" — {step.reason}" if step.reason else ""))
             return False
@@ -319,70 +315,58 @@ class Scheduler:
         m.rec.stage = stage
         m.sched.waiting = False
 
-    # -- batch_max_parallel: counted per profile across this process and MAAS (capacity.py) -------
-    def _tag(self, m: _Machine) -> str:
-        return capacity.busy_tag(m.rec.spec.site, m.rec.spec.profile)
-
+    # -- batch_max_parallel: counted per profile in this process and in the lease (capacity.py) ----
     def _key(self, m: _Machine) -> str:
-        return f"{getattr(self.ctx.ops, 'url', '')}|{self._tag(m)}"
+        return f"{getattr(self.ctx.ops, 'url', '')}|{m.rec.spec.site}|{m.rec.spec.profile}"
 
     def _free_slots(self) -> int:
         keys = {self._key(x) for x in self._machines}
         return max((self.ctx.policy.batch_max_parallel - capacity.held(k) for k in keys), default=0)
 
     def _take_slot(self, m: _Machine) -> bool:
+        """Raises LeaseUnavailable (the lifecycle fails the machine with MCH028) when Vault cannot say."""
         if m.sched.holds_slot:
             return True
         if not m.rec.system_id:
             return True  # nothing in MAAS yet (a heavy stage always has a machine): never reached
-        tag = self._tag(m)
+        key, spec = self._key(m), m.rec.spec
+        if self._full.get(key, 0.0) > self.ctx.clock():
+            return False  # one read finds the lease full for every delayed machine until the retry
+        lease = self.ctx.lease(spec.site, spec.profile) if self.ctx.lease is not None else None
         try:
-            ok = capacity.try_take(self._key(m), m.rec.system_id, self.ctx.policy.batch_max_parallel,
-                                   lambda: self._busy(tag))
-        except PortError as e:
-            self.ctx.log(f"{m.rec.spec.hostname}: could not count the profile's busy machines: {e} (will retry)")
+            ok = capacity.try_take(key, m.rec.system_id, self.ctx.policy.batch_max_parallel, lease, self.ctx.log)
+        except PortError as e:  # MAAS, asked whether an expired holder's machine is still busy
+            self.ctx.log(f"{m.rec.spec.hostname}: could not check an expired slot holder in MAAS: {e} (will retry)")
             return False
-        if ok:
-            m.sched.holds_slot = True
-            if not m.sched.busy_tagged:
-                m.sched.busy_tagged = True
-                self._queue_tag(tag, m.rec.system_id, add=True)
+        except LeaseUnavailable as e:  # a Vault restart is ridden out; a Vault that stays away is MCH028
+            m.sched.lease_failures += 1
+            if m.sched.lease_failures >= LEASE_ATTEMPTS:
+                raise LeaseUnavailable(f"{e} ({m.sched.lease_failures} attempts)") from None
+            self.ctx.log(f"{spec.hostname}: {e} (attempt {m.sched.lease_failures}/{LEASE_ATTEMPTS}, will retry)")
+            ok = False
+        m.sched.holds_slot = ok
+        if not ok:
+            with self._lock:
+                self._full[key] = self.ctx.clock() + max(FULL_RETRY_S, self.ctx.deadlines.poll_initial_s)
         return ok
 
-    def _busy(self, tag: str) -> set[str]:
-        with self._busy_lock:  # one read per tick: the machines asking at once wait for it
-            seen = self._busy_seen.get(tag)
-            if seen is None:
-                seen = {v.system_id for v in self.ctx.ops.with_tag(tag) if v.status in capacity.BUSY}
-                self._busy_seen[tag] = seen
-            return seen
-
-    def _queue_tag(self, tag: str, system_id: str, *, add: bool) -> None:
-        with self._lock:
-            self._tag_writes.setdefault(tag, {})[system_id] = add
-
-    def _flush_tags(self) -> None:
-        """This tick's busy-tag changes, one request per tag: other runs count the machines from now."""
-        with self._lock:
-            writes, self._tag_writes = self._tag_writes, {}
-        for tag, changes in writes.items():
-            add = sorted(s for s, a in changes.items() if a)
-            remove = sorted(s for s, a in changes.items() if not a)
-            try:  # best-effort: the bound within this process does not depend on it
-                self.ctx.ops.tag_machines(tag, add=add, remove=remove)
-            except PortError as e:
-                self.ctx.log(f"busy tag {tag} not written on {len(changes)} machine(s): {e}")
-
-    def _untag(self, m: _Machine) -> None:
-        if m.sched.busy_tagged and m.rec.system_id:
-            self._queue_tag(self._tag(m), m.rec.system_id, add=False)
-        m.sched.busy_tagged = False
+    def _log_lease_cost(self, machines: list[_Machine]) -> None:
+        """The Vault requests the slot lease cost this call (docs/machines.md quotes the figures)."""
+        if self.ctx.lease is not None:
+            for site, profile in sorted({(m.rec.spec.site, m.rec.spec.profile) for m in machines}):
+                if line := capacity.cost_line(self.ctx.lease(site, profile)):
+                    self.ctx.log(line)
 
     def _drop_slot(self, m: _Machine) -> None:
         if m.sched.holds_slot and m.rec.system_id:
-            capacity.give_back(self._key(m), m.rec.system_id)
+            m.sched.holds_slot = False
+            try:
+                capacity.give_back(self._key(m), [m.rec.system_id])
+            except LeaseUnavailable as e:
+                self.ctx.log(f"{m.rec.spec.hostname}: slot not given back in Vault (it expires): {e}")
             with self._lock:
                 self._freed += 1
+                self._full.pop(self._key(m), None)
         m.sched.holds_slot = False
 
     def _start_wait(self, m: _Machine, stage: Stage) -> None:

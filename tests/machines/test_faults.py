@@ -201,7 +201,6 @@ def test_503_bursts_in_every_stage(world_factory: Callable[..., World]) -> None:
             ("MachinesHandler", "create"),
             ("MachinesHandler", "read"),
             ("MachineHandler", "commission"),
-            ("TagHandler", "update_nodes"),  # the busy tag (the preflight's detail comes from the bulk poll)
             ("MachinesHandler", "power_parameters"),
             ("MachineHandler", "set_storage_layout"),
             ("InterfaceHandler", "link_subnet"),
