@@ -1,6 +1,7 @@
 """The lifecycle's handlers: one small idempotent step each (the table in `lifecycle.py` says which
 runs when). A handler returns a `Step`; it raises only when a call to MAAS or the platform failed,
 and `lifecycle.run_step` turns that into a step too."""
+# size: one handler per stage of the lifecycle table, side by side (the table's other half)
 
 from __future__ import annotations
 
