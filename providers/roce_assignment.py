@@ -38,16 +38,17 @@ from providers.sites.roce import (
 DESCRIPTOR = register(KindDescriptor(
     name="RoceAssignment",
     identity=("site",),
-    in_place=("pools", "groups", "table", "maas", "vault"),
+    in_place=("pools", "groups", "table", "maas", "vault", "stack"),
     delete_before_replace=True,  # one assignment per site
     summary_outputs=("link_status",),
     doc="the static RoCE addresses of one site's phase-2 machines, linked in MAAS",
     notes={"table": "planned at check from the recorded table and MAAS's holdings of the pools' subnets "
                     "(the preview shows it); applied addresses are never renumbered",
+           "stack": "whose machines MAAS owner data names as this stack's (a renamed machine keeps its addresses)",
            "groups": "the machines by profile and fabric interfaces; adding a machine adds its addresses, the "
                      "other machines' stay equal"},
 ))
-INPUTS = ("site", "pools", "groups", "table", "maas", "vault")
+INPUTS = ("site", "pools", "groups", "table", "maas", "vault", "stack")
 
 
 def _comparable(props: Mapping[str, Any]) -> dict[str, Any]:

@@ -28,12 +28,13 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from clients.maas import MaasError, MaasSiteClient, MaasStatus
+from clients.maas import MaasError, MaasSiteClient, MaasStatus, StaticHolding
 from clients.maas import MachineNics as MaasMachineNics
 from clients.vault import VaultCredentials, VaultError
 from environments.findings import Code
 from environments.rules_tls import resolve_ca
 from providers.common import VaultInputs, vault_reader
+from providers.machines.records import OWNER_RESOURCE
 from providers.wire import FabricMode
 
 SOURCE = "roce_pools"
@@ -201,6 +202,9 @@ class RoceSpec(BaseModel):
     groups: list[NicGroup]
     maas: MaasInputs
     vault: VaultInputs
+    stack: str = ""
+    """The stack whose machines these are (its machines carry MAAS owner data `gpuaas_resource` = <stack>/...);
+    empty in state written before."""
 
     @model_validator(mode="before")
     @classmethod
@@ -306,14 +310,16 @@ class RoceReconciler:
 
     def _allocate(self, maas: MaasSiteClient, old_table: Mapping[str, Any] | None) -> dict[Key, Entry]:
         """Allocate against the record and MAAS. What MAAS holds on one of our interfaces, in that rail's
-        pool, is its address (MAAS is the truth of what is applied). A recorded address not applied yet that
-        MAAS gives to someone else (another stack's machine linked it first) is re-offered, never failed
-        on: nothing of ours uses it. Addresses held by others are never offered (`held` names the holder)."""
+        pool, is its address (MAAS is the truth of what is applied). A recorded address MAAS gives to a
+        machine under another name is still ours when that machine is managed by this stack (MAAS owner data
+        `gpuaas_resource`: renamed by hand, or mid-rename); when it is not (another stack's machine linked it
+        first), the address is not applied to us and is offered again, never failed on. Addresses held by
+        others are never offered (`held` names the holder)."""
         recorded = self.spec.existing(old_table)
         rail_of = {(n.hostname, n.interface): n.rail for n in self.spec.nics()}
         pool_of = {p.rail: p for p in self.spec.pools}
         applied: dict[Key, str] = {}
-        held: dict[str, str] = {}
+        foreign: dict[str, StaticHolding] = {}
         for h in maas.static_holdings({str(p.subnet) for p in self.spec.pools}):
             key = (h.hostname, h.interface)
             pool = pool_of.get(rail_of[key]) if key in rail_of else None
@@ -322,11 +328,27 @@ class RoceReconciler:
             if ours:
                 applied[key] = h.address
             else:
-                held[h.address] = f"{h.hostname}/{h.interface or '?'} ({h.system_id}) in MAAS"
+                foreign[h.address] = h
+        for key, address in self._ours_under_other_names(maas, recorded, foreign).items():
+            applied.setdefault(key, address)
+            foreign.pop(address, None)
+        held = {a: f"{h.hostname}/{h.interface or '?'} ({h.system_id}) in MAAS" for a, h in foreign.items()}
         taken = set(applied.values())
         existing = {k: a for k, a in recorded.items() if a not in held and a not in taken}
         existing.update(applied)
         return allocate(self.spec.pools, self.spec.nics(), existing, held)
+
+    def _ours_under_other_names(self, maas: MaasSiteClient, recorded: Mapping[Key, str],
+                                foreign: Mapping[str, StaticHolding]) -> dict[Key, str]:
+        """Recorded addresses held by a machine of this stack under another hostname (one bulk read of those
+        machines, only when there are such holders)."""
+        suspects = {k: a for k, a in recorded.items() if a in foreign and foreign[a].interface == k[1]}
+        if not suspects or not self.spec.stack:
+            return {}
+        views = maas.read_many(sorted({foreign[a].system_id for a in suspects.values()}))
+        mine = {v.system_id for v in views
+                if str(v.owner_data.get(OWNER_RESOURCE, "")).startswith(f"{self.spec.stack}/")}
+        return {k: a for k, a in suspects.items() if foreign[a].system_id in mine}
 
     def converge(self, old_table: Mapping[str, Any] | None) -> tuple[Table, dict[str, str]]:
         """Allocate against state + MAAS, then link what MAAS lets us link. Returns (table, link status)."""

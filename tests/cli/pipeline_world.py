@@ -164,13 +164,15 @@ class PipelineWorld:
         c.sys.enable_auth_method("approle")
         kv = world.env.vault.kv_mount
         policies = {
-            "deploy": [(f"transit/encrypt/gpuaas-{env}", "update"), (f"transit/decrypt/gpuaas-{env}", "update"),
-                       (f"{kv}/data/*", "read")],
-            "preview": [(f"transit/decrypt/gpuaas-{env}", "update")],
+            "deploy": [(f"transit/encrypt/gpuaas-{env}", ("update",)), (f"transit/decrypt/gpuaas-{env}", ("update",)),
+                       (f"{kv}/data/*", ("read",)),
+                       # the batch_max_parallel slot lease (docs/machines.md "The slot lease")
+                       (f"{kv}/data/leases/*", ("create", "read", "update")), (f"{kv}/metadata/leases/*", ("read",))],
+            "preview": [(f"transit/decrypt/gpuaas-{env}", ("update",))],
         }
         out = {}
         for who, grants in policies.items():
-            policy = "\n".join(f'path "{p}" {{ capabilities = ["{cap}"] }}' for p, cap in grants)
+            policy = "\n".join(f'path "{p}" {{ capabilities = {list(caps)} }}'.replace("'", '"') for p, caps in grants)
             c.sys.create_or_update_policy(name=f"{env}-{who}", policy=policy)
             c.auth.approle.create_or_update_approle(f"{env}-{who}", token_policies=[f"{env}-{who}"], token_ttl="30m")
             role_id = c.auth.approle.read_role_id(f"{env}-{who}")["data"]["role_id"]

@@ -4,7 +4,10 @@ drift, nothing is duplicated, and every machine keeps its platform node id unles
 
 Each example is a random sequence of actions on the `local` stack (a standalone machine, a pool,
 one Slurm instance) against the embedded simulators, run by the real Pulumi CLI (tools/pulumi_cli). MAAS holds
-two spare racked machines so that pools can grow. Hypothesis prints the failing sequence.
+two spare racked machines so that pools can grow. The actions (tests/convergence/world.py): joins, leaves,
+redeploys, hand releases, renames and tag edits in MAAS, a member removed on the platform, a kill mid-`up`
+with the documented recovery, an enrollment lost to a platform 502, the erase mode flipped, the published
+bundle tampered with in the store. Hypothesis prints the failing sequence.
 """
 
 from __future__ import annotations

@@ -263,5 +263,39 @@ def kill(w: World) -> None:
     w.recover()
 
 
+def enroll_burst(w: World) -> None:
+    """The platform answers 502 to the next enrollment, and a machine redeploys: its node never enrolls (what
+    posts it does not retry), so the lifecycle redeploys it again once the enroll deadline passes."""
+    from simulators.platform import ErrorBurst, FaultPlan
+
+    assert w.stack.platform is not None
+    w.stack.platform.inject(FaultPlan(error_bursts=[ErrorBurst(status=502, count=1, methods=["POST"],
+                                                               path_prefix="/api/v1/node-bootstrap/enroll")]))
+    redeploy(w)
+
+
+def erase_mode(w: World) -> None:
+    """The profile's release erase mode flips (an in-place policy change; the next release uses it)."""
+    doc = w.doc()
+    profile = doc["sites"][0]["profiles"][0]
+    profile["release_erase_mode"] = "none" if profile.get("release_erase_mode", "quick") == "quick" else "quick"
+    w.save(doc)
+    w.note(f"  (release_erase_mode {profile['release_erase_mode']})")
+
+
+def bundle_tamper(w: World) -> None:
+    """The published bundle's pinned version is deleted from the store and other bytes put under its key
+    with its metadata copied: `up --refresh` finds it drifted, publishes it again and every machine
+    redeploys with the new version."""
+    assert w.stack.s3 is not None
+    s3, bucket = w.stack.s3.client(), w.stack.env.artifact_store.bucket
+    for v in s3.list_object_versions(Bucket=bucket).get("Versions") or []:
+        if v["Key"].startswith("bundles/") and v["IsLatest"]:
+            meta = s3.head_object(Bucket=bucket, Key=v["Key"], VersionId=v["VersionId"])["Metadata"]
+            s3.delete_object(Bucket=bucket, Key=v["Key"], VersionId=v["VersionId"])
+            s3.put_object(Bucket=bucket, Key=v["Key"], Body=b"tampered", Metadata=meta)
+    w.redeployed.update(w.declared())
+
+
 ACTIONS = [Action(f.__name__, f) for f in (join, leave, redeploy, hand_release, hand_rename, tag_edit,
-                                           member_removal, kill)]
+                                           member_removal, kill, enroll_burst, erase_mode, bundle_tamper)]

@@ -204,3 +204,27 @@ def test_vault_unreachable_links_nothing(world: dict[str, Any]) -> None:
         world["p"].create(checked.inputs)
     assert err.value.kind is VaultErrorKind.UNREACHABLE
     assert holdings(world["maas"]) == {}
+
+
+def test_a_machine_renamed_by_hand_keeps_its_addresses_another_stacks_does_not(world: dict[str, Any]) -> None:
+    """MAAS holdings name the holder by its MAAS hostname. A machine of this stack renamed by hand (owner data
+    `gpuaas_resource` = <this stack>/...) still holds our addresses: nothing is renumbered. Another stack's
+    machine holding a recorded address that was never applied to us: ours moves. (MAAS as a stand-in here:
+    owner data needs an acquired machine; tests/stack/test_machines_drift.py renames a deployed one for real.)"""
+    from types import SimpleNamespace
+
+    from clients.maas import StaticHolding
+    from providers.sites.roce import RoceReconciler, RoceSpec
+
+    spec = RoceSpec.model_validate({**world["props"], "stack": "local"})
+    table = {"gpu-a-001": [f"172.16.{r}.10" for r in range(8)], "gpu-a-002": [f"172.16.{r}.11" for r in range(8)]}
+    held = [StaticHolding(address=f"172.16.{r}.10", subnet=f"172.16.{r}.0/24", hostname="gpu-a-001-renamed",
+                          system_id="abc123", interface=i) for r, i in enumerate(IFACES)]
+    for owner, kept in (("local/pool-a", True), ("other/pool-b", False)):
+        maas = SimpleNamespace(static_holdings=lambda _c: held, read_many=lambda sids, o=owner: [
+            SimpleNamespace(system_id=s, owner_data={"gpuaas_resource": o}) for s in sids])
+        entries = RoceReconciler(spec, None)._allocate(maas, table)  # type: ignore[arg-type]
+        got = [entries[("gpu-a-001", i)].address for i in IFACES]
+        assert (got == table["gpu-a-001"]) is kept, (owner, got)
+        if not kept:
+            assert not set(got) & set(table["gpu-a-001"]), got
