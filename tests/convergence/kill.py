@@ -23,6 +23,7 @@ from __future__ import annotations
 import json
 import time
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -236,3 +237,12 @@ def stages(steps: list[dict[str, Any]]) -> list[Stage]:
         if in_flight(meta):
             out.append((None, meta))
     return out
+
+
+def staged(attempt: Callable[[], tuple[str, list[str]] | None], at: Stage) -> tuple[str, list[str]]:
+    """One stage: `attempt` runs it (None: the step to kill under way was over too soon), tried ATTEMPTS times."""
+    for _attempt in range(ATTEMPTS):
+        done = attempt()
+        if done is not None:
+            return done
+    pytest.fail(f"{step_name(at[1]) if at[1] else at} was never seen under way in {ATTEMPTS} runs")

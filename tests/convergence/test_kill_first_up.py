@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from tests.convergence.kill import ATTEMPTS, converge, stage, stages, step_name
+from tests.convergence.kill import Stage, converge, stage, staged, stages, step_name
 from tests.convergence.world import World
 
 pytestmark = pytest.mark.slow
@@ -22,14 +22,12 @@ def test_kill_at_every_step_of_a_first_up(engine_factory: Any, tmp_path_factory:
     left: list[str] = []
     for i, at in enumerate(stages(steps)):
         began = time.monotonic()
-        for _attempt in range(ATTEMPTS):
+
+        def attempt(i: int = i, at: Stage = at) -> tuple[str, list[str]] | None:
             with World.start(engine_factory, tmp_path_factory.mktemp(f"first-{i}"), 0) as world:
-                done = stage(world, at, len(steps), "first up")
-            if done is not None:
-                break
-        else:
-            pytest.fail(f"{step_name(at[1]) if at[1] else at} was never seen under way in {ATTEMPTS} runs")
-        label, ops = done
+                return stage(world, at, len(steps), "first up")
+
+        label, ops = staged(attempt, at)
         left += ops
         report.append((label, time.monotonic() - began))
     # The stages caught creates in flight: the recovery had pending creates to clear.

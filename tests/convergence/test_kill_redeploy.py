@@ -10,11 +10,11 @@ from typing import Any
 import pytest
 
 from tests.convergence.kill import (
-    ATTEMPTS,
+    Stage,
     converge,
     stage,
+    staged,
     stages,
-    step_name,
     toggle_deploy_input,
 )
 from tests.convergence.world import STANDALONE, World
@@ -36,14 +36,12 @@ def test_kill_at_every_step_of_a_redeploy(engine_factory: Any, tmp_path_factory:
         left: list[str] = []
         for at in stages(steps):
             began = time.monotonic()
-            for _attempt in range(ATTEMPTS):
+
+            def attempt(at: Stage = at) -> tuple[str, list[str]] | None:
                 toggle_deploy_input(world, STANDALONE)
-                done = stage(world, at, len(steps), f"redeploy of {STANDALONE}")
-                if done is not None:
-                    break
-            else:
-                pytest.fail(f"{step_name(at[1]) if at[1] else at} was never seen under way in {ATTEMPTS} runs")
-            label, more = done
+                return stage(world, at, len(steps), f"redeploy of {STANDALONE}")
+
+            label, more = staged(attempt, at)
             left += more
             report.append((label, time.monotonic() - began))
         # The stages caught the machine's update (release, deploy again) in flight.

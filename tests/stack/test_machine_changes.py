@@ -25,6 +25,7 @@ from clients.maas import MaasClient
 from preview_note import StackPreview, parse_preview, render_note
 from providers.machines.plan import FIELD_RULES, Change
 from simulators.localstack import LocalStack
+from tests.fixtures.maas_counts import deploy_counts, machines_by_host
 
 REPO = Path(__file__).resolve().parents[2]
 IPMI = {"local-gpu-1": "172.16.20.41", "local-gpu-3": "172.16.20.43"}
@@ -105,14 +106,13 @@ WALK: list[tuple[str, Callable[[Doc, str], None], tuple[str, ...]]] = [
 
 def _maas(world: LocalStack) -> dict[str, Doc]:
     assert world.maas is not None
-    return {m["hostname"]: m for m in world.maas.admin.dump_state()["machines"]}
+    return machines_by_host(world.maas)
 
 
 def _deploys(world: LocalStack) -> dict[str, int]:
     """system_id -> how often MAAS started deploying it."""
     assert world.maas is not None
-    return {m["system_id"]: sum("-> Deploying" in e["description"] for e in world.maas.admin.events(m["system_id"]))
-            for m in world.maas.admin.dump_state()["machines"]}
+    return deploy_counts(world.maas)
 
 
 def _ops(result: Any) -> dict[str, str]:

@@ -16,6 +16,7 @@ import yaml
 
 from preview_note import StackPreview, parse_preview, render_note
 from simulators.localstack import LocalStack
+from tests.fixtures.maas_counts import deploy_counts, machines_by_host
 
 REPO = Path(__file__).resolve().parents[2]
 JOINERS = ({"hostname": "local-gpu-5", "ipmi_address": "172.16.20.15", "pxe_mac": "b0:7b:25:20:00:15"},
@@ -36,21 +37,16 @@ def world(tmp_path: Path) -> Iterator[tuple[LocalStack, Path, dict[str, Any]]]:
         yield w, env_file, {**declared, "machines": declared["machines"] + joiners}
 
 
-def _maas(world: LocalStack) -> dict[str, dict[str, Any]]:
-    assert world.maas is not None
-    return {m["hostname"]: m for m in world.maas.admin.dump_state()["machines"]}
-
-
 def _deploys(world: LocalStack) -> dict[str, int]:
     assert world.maas is not None
-    return {m["hostname"]: sum("-> Deploying" in e["description"] for e in world.maas.admin.events(m["system_id"]))
-            for m in world.maas.admin.dump_state()["machines"]}
+    return deploy_counts(world.maas, "hostname")
 
 
 def _links(world: LocalStack) -> dict[str, set[str]]:
     """hostname -> its static addresses in MAAS."""
+    assert world.maas is not None
     return {h: {lk["ip_address"] for i in m["interface_set"] for lk in i.get("links", ()) if lk.get("ip_address")}
-            for h, m in _maas(world).items()}
+            for h, m in machines_by_host(world.maas).items()}
 
 
 def _planned_table(preview: dict[str, Any]) -> dict[str, list[str]]:
