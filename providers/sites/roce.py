@@ -246,9 +246,8 @@ class RoceSpec(BaseModel):
 
 
 Table = dict[str, list[str]]
-"""The recorded table: hostname -> its addresses in rail order (the machine's `interfaces[r]` is on rail r).
-The interface names, subnets and MTUs are the SKU's and the pools' (`RoceSpec.links`): kept once, not per
-machine (issue 29: state per machine)."""
+"""hostname -> its addresses in rail order (`interfaces[r]` is on rail r); interface names, subnets and MTUs are
+the SKU's and the pools' (`RoceSpec.links`), kept once (issue 29: state per machine)."""
 
 
 def table_of(entries: Mapping[Key, Entry], hostnames: list[str]) -> Table:
@@ -272,7 +271,7 @@ def canonical_table(table: Mapping[str, Any] | None) -> Table:
 
 
 def addresses_of(table: Mapping[str, Any] | None, hostname: str) -> set[str]:
-    return set(canonical_table({hostname: (table or {}).get(hostname) or []}).get(hostname, ()))
+    return set(canonical_table({hostname: (table or {}).get(hostname) or []})[hostname])
 
 
 # --- reconciler -------------------------------------------------------------------------------------

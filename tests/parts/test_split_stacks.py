@@ -156,7 +156,8 @@ def test_an_all_stack_moves_into_its_site_and_control_stacks_with_pulumi_state_m
 ) -> None:
     """README, "Splitting an environment": an existing `all` stack is split with `pulumi state move
     --include-parents` (the site's URNs, then the rest); nothing is recreated: the site stack's next `up`
-    takes its machines over in MAAS owner data (in place) and then changes nothing, the control stack's
+    takes its machines over in MAAS owner data (in place; its RoCE assignment's `stack` input too) and then
+    changes nothing, the control stack's
     updates its app instance in place once (its `stack` input names
     the stack) without a platform operation, and then nothing is left to do."""
     config = {**world.stack_config(), "gpuaas-infra:environment": str(env_file)}
@@ -192,13 +193,16 @@ def test_an_all_stack_moves_into_its_site_and_control_stacks_with_pulumi_state_m
     assert world.maas is not None
     lifecycle_before = _maas_lifecycle_calls(world)
     taken = _ok(site.up(timeout=600))
-    assert {urn.rsplit("::", 1)[-1] for urn, op in taken.changed().items() if op is StepOp.UPDATE} == {
-        "machine-local-gpu-1", "pool-local-h200"}, taken.changed()
+    # The RoCE assignment's `stack` input (whose machines MAAS owner data names as ours) follows the same move.
+    expected = {"machine-local-gpu-1": {"owner"}, "pool-local-h200": {"owner"}, "roce-local": {"stack"}}
+    assert {urn.rsplit("::", 1)[-1] for urn, op in taken.changed().items() if op is StepOp.UPDATE} == set(
+        expected), taken.changed()
     assert set(taken.changed().values()) == {StepOp.UPDATE}, taken.changed()
     for step in (s for s in taken.steps if s.op is StepOp.UPDATE and "::pulumi:providers:" not in s.urn):
         assert step.old is not None and step.new is not None
         olds, news = step.old.inputs, step.new.inputs
-        assert {k for k in {*olds, *news} if olds.get(k) != news.get(k)} == {"owner"}, step.urn
+        changed = {k for k in {*olds, *news} if olds.get(k) != news.get(k)}
+        assert changed == expected[step.urn.rsplit("::", 1)[-1]], (step.urn, changed)
     owners = {m["hostname"]: m["owner_data"].get(OWNER_RESOURCE) for m in world.maas.admin.dump_state()["machines"]}
     assert owners["local-gpu-1"] == "local-local/machine-local-gpu-1", owners
     assert {o for h, o in owners.items() if h != "local-gpu-1"} == {"local-local/pool-local-h200"}, owners
