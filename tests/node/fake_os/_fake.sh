@@ -12,6 +12,9 @@ if [ -n "${GPUAAS_TEST_KILL_AT:-}" ] && [ "$GPUAAS_TEST_KILL_AT" = "$tool" ] && 
   kill -KILL 0  # the whole process group: the launcher, its step, this call (a node losing power)
 fi
 case "$tool" in
+  sfdisk)  # `printf '<script>' | sfdisk -q /dev/<dev>`: read the script as sfdisk does; a double that exits without
+    # reading lets the writer die of SIGPIPE, which `set -o pipefail` turns into a silent step failure (seen once)
+    cat > /dev/null ;;
   blkid)  # blkid -L <label>
     [ -e "$R/.fake-disks/labels/$2" ] ;;
   lsblk)  # lsblk -ln -o NAME,TYPE /dev/<dev>
