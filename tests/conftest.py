@@ -10,6 +10,14 @@ from tests.fixtures.policy import policy_venv  # noqa: F401  (make policy-venv: 
 install()  # simulators and moto serve on threads in this process (clients/threadsafe_ast.py)
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Files holding slow tests run first (stable: a file's tests stay together and in order). Under make test's
+    `--dist loadfile` a worker takes a whole file, so the run ends when its last file does: the long files must
+    start early and the short ones fill the gaps (run last, one of them kept a worker busy alone for minutes)."""
+    slow = {item.path for item in items if item.get_closest_marker("slow")}
+    items.sort(key=lambda item: item.path not in slow)
+
+
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     """A tier that could not run on this machine is said loudly at the end, never only as an `s`; the lab
     tier's wall time too. Both come from the run's reports, so they work in a pytest-xdist controller."""

@@ -159,13 +159,7 @@ def recover_and_check(world: World, label: str) -> None:
     up = world.engine.up()
     assert up.ok, f"{label}: the recovering up failed: {up.errors()}\n{up.log[-3000:]}"
     world.outputs = dict(up.outputs or {})
-    preview = world.engine.preview(expect_no_changes=True)
-    changed = {u: op.value for u, op in preview.ops().items() if op is not StepOp.SAME}
-    assert preview.ok and not changed, f"{label}: the preview after recovery is not clean: {changed} {preview.errors()}"
-    refresh = world.engine.refresh()
-    assert refresh.ok, f"{label}: refresh failed: {refresh.errors()}"
-    summary = refresh.changeSummary or {}
-    assert not summary.get("update") and not summary.get("delete"), f"{label}: refresh finds drift: {summary}"
+    world.assert_clean_then_no_drift(label)
     world.check_invariants(label)
     enrolled_once(world, label)
 

@@ -139,6 +139,14 @@ class World:
         up = self.engine.up()
         assert up.ok, f"{label}: up failed: {up.errors()}\n{up.log[-3000:]}"
         self.outputs = dict(up.outputs or {})
+        self.assert_clean_then_no_drift(label)
+        again = self.engine.preview(expect_no_changes=True)
+        changed = {u: op.value for u, op in again.ops().items() if op is not StepOp.SAME}
+        assert again.ok and not changed, f"{label}: preview after refresh is not clean: {changed}"
+        self.check_invariants(label)
+
+    def assert_clean_then_no_drift(self, label: str) -> None:
+        """After a converging `up`: `preview --expect-no-changes` is clean and a refresh reports no drift."""
         preview = self.engine.preview(expect_no_changes=True)
         changed = {u: op.value for u, op in preview.ops().items() if op is not StepOp.SAME}
         assert preview.ok and not changed, f"{label}: the next preview is not clean: {changed} {preview.errors()}"
@@ -147,10 +155,6 @@ class World:
         summary = refresh.changeSummary or {}
         assert not summary.get("update") and not summary.get("delete"), (
             f"{label}: refresh right after a clean up reports drift: {summary}")
-        again = self.engine.preview(expect_no_changes=True)
-        changed = {u: op.value for u, op in again.ops().items() if op is not StepOp.SAME}
-        assert again.ok and not changed, f"{label}: preview after refresh is not clean: {changed}"
-        self.check_invariants(label)
 
     def check_invariants(self, label: str) -> None:
         machines = self.maas_machines()

@@ -29,6 +29,8 @@ from simulators.maas import MachineBackend
 from tests.fixtures.lab_gate import require_lab
 from tests.maas_sim.conftest import connect_url
 
+pytestmark = pytest.mark.slow  # minutes of real runs: make test starts files like this first
+
 REPO = Path(__file__).resolve().parents[2]
 MACHINES = ["local-gpu-1", "local-gpu-2"]
 # the local profile's storage layout (h200-boss-flat) and the H200's non-boot block devices in MAAS
