@@ -22,24 +22,14 @@ from __future__ import annotations
 from typing import Any
 
 import pulumi
-from pulumi.dynamic import (
-    CheckFailure,
-    CheckResult,
-    ConfigureRequest,
-    CreateResult,
-    DiffResult,
-    ReadResult,
-    Resource,
-    ResourceProvider,
-    UpdateResult,
-)
+from pulumi.dynamic import CheckFailure, CheckResult, ReadResult, Resource
 from pydantic import ValidationError
 
-from clients.vault import credentials_from_config
 from providers.apps.plan import outstanding
 from providers.apps.reconciler import AppInstanceReconciler, InstanceOut
 from providers.apps.spec import SOURCE, AppInstanceArgs, AppInstanceSpec, parse_spec, rule_failures
-from providers.common import has_unknown, plain, spec_failures
+from providers.base import KindProvider
+from providers.common import has_unknown, plain
 from providers.kind import KindDescriptor, is_unknown, register
 
 INPUT_KEYS = tuple(AppInstanceSpec.model_fields)
@@ -75,10 +65,6 @@ def _hosts(props: dict[str, Any]) -> dict[str, str | None]:
     return {m["member_id"]: m.get("host") for m in (plain(props).get("members") or [])}
 
 
-def _outs(inputs: dict[str, Any], out: InstanceOut) -> dict[str, Any]:
-    return {**inputs, **out.model_dump(mode="json")}
-
-
 def drift(olds: dict[str, Any], news: dict[str, Any]) -> list[str]:
     """What the last observation (create/update/refresh) says still needs doing for the desired spec."""
     try:
@@ -88,21 +74,20 @@ def drift(olds: dict[str, Any], news: dict[str, Any]) -> list[str]:
     return outstanding(spec, plain(olds))
 
 
-class AppInstanceProvider(ResourceProvider):
-    serialize_as_secret_always = False  # pickled by reference; holds nothing secret
-
-    def configure(self, req: ConfigureRequest) -> None:
-        self._credentials = credentials_from_config(req.config)
+class AppInstanceProvider(KindProvider):
+    descriptor = DESCRIPTOR
+    spec_model = AppInstanceSpec
+    inputs = kept_inputs = INPUT_KEYS
 
     def _rec(self, props: dict[str, Any]) -> AppInstanceReconciler:
-        return AppInstanceReconciler(parse_spec(_inputs(props)), getattr(self, "_credentials", None))
+        return AppInstanceReconciler(parse_spec(_inputs(props)), self.credentials)
 
-    def check(self, olds: dict[str, Any], news: dict[str, Any]) -> CheckResult:
+    def check_inputs(self, news: dict[str, Any]) -> dict[str, Any] | None:
+        # Node ids of machines not created yet and other instances' endpoints are unknown at preview:
+        # check everything else.
         inputs = _inputs(news)
-        name = _get(inputs, "instance.name")
         if has_unknown({k: v for k, v in inputs.items() if k not in ("placements", "input_endpoints")}):
-            return CheckResult(news, [])
-        # Node ids of machines not created yet are unknown at preview: check everything else.
+            return None
         members = _get(inputs, "instance.members") or {}
         raw = {} if is_unknown(inputs.get("placements")) else (inputs.get("placements") or {})
         placements = {k: [None] * len((members.get(k) or {}).get("nodes") or ()) if is_unknown(v)
@@ -111,35 +96,34 @@ class AppInstanceProvider(ResourceProvider):
         raw_ep = inputs.get("input_endpoints")
         endpoints = {} if is_unknown(raw_ep) or not isinstance(raw_ep, dict) else {
             k: None if is_unknown(v) else v for k, v in raw_ep.items()}
-        try:
-            spec = AppInstanceSpec.model_validate({**inputs, "placements": placements, "input_endpoints": endpoints})
-        except ValidationError as e:
-            return CheckResult(news, spec_failures(e, f"{SOURCE}[{name}]"))
+        return {**inputs, "placements": placements, "input_endpoints": endpoints}
+
+    def source(self, news: dict[str, Any]) -> str:
+        return f"{SOURCE}[{_get(_inputs(news), 'instance.name')}]"
+
+    def check_spec(self, olds: dict[str, Any], news: dict[str, Any], spec: Any) -> CheckResult:
         return CheckResult(news, [CheckFailure(p, msg) for p, msg in rule_failures(spec)])
 
-    def diff(self, id_: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
-        d = DESCRIPTOR.diff(olds, news, inputs=INPUT_KEYS)
-        found = [] if has_unknown(_inputs(news)) else drift(olds, news)
-        return DiffResult(changes=d.changed or bool(found), replaces=list(d.replaces),
-                          delete_before_replace=DESCRIPTOR.delete_before_replace)
+    def drifted(self, olds: dict[str, Any], news: dict[str, Any]) -> bool:
+        return not has_unknown(_inputs(news)) and bool(drift(olds, news))
 
-    def create(self, props: dict[str, Any]) -> CreateResult:
-        rec = self._rec(props)
-        out = rec.converge()
-        return CreateResult(f"{rec.spec.project_id}/{rec.spec.name}", _outs(_inputs(props), out))
+    def converge(self, props: dict[str, Any], olds: dict[str, Any] | None) -> InstanceOut:
+        if olds is None:
+            return self._rec(props).converge()
+        return self._rec(props).converge(plain(olds).get("instance_id"), _hosts(olds))
 
-    def update(self, id_: str, olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
-        out = self._rec(news).converge(plain(olds).get("instance_id"), _hosts(olds))
-        return UpdateResult(_outs(_inputs(news), out))
+    def id_of(self, props: dict[str, Any], result: Any) -> str:
+        spec = parse_spec(_inputs(props))
+        return f"{spec.project_id}/{spec.name}"
 
     def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
-        state = plain(props)
-        if not state.get("instance_id"):
-            return ReadResult(id_, props)
-        out = self._rec(props).observe(state["instance_id"], _hosts(props))
-        if out is None:  # decommissioned or deleted outside the stack: gone
-            return ReadResult("", {})
-        return ReadResult(id_, _outs(_inputs(props), out))
+        if not plain(props).get("instance_id"):
+            return ReadResult(id_, props)  # never created: nothing to read
+        return super().read(id_, props)
+
+    def observe(self, id_: str, props: dict[str, Any]) -> InstanceOut | None:
+        # None: decommissioned or deleted outside the stack
+        return self._rec(props).observe(plain(props)["instance_id"], _hosts(props))
 
     def delete(self, id_: str, props: dict[str, Any]) -> None:
         state = plain(props)

@@ -10,28 +10,16 @@ from pathlib import Path
 from typing import Any
 
 import pulumi
-from pulumi.dynamic import (
-    CheckFailure,
-    CheckResult,
-    ConfigureRequest,
-    CreateResult,
-    DiffResult,
-    ReadResult,
-    Resource,
-    ResourceProvider,
-    UpdateResult,
-)
-from pydantic import ValidationError
+from pulumi.dynamic import CheckFailure, CheckResult, ConfigureRequest, Resource
 
-from clients.vault import credentials_from_config
-from providers.common import config_get, has_unknown, plain, spec_failures
+from providers.base import KindProvider
+from providers.common import config_get, plain
 from providers.kind import KindDescriptor, register
 from providers.sites.bundle import (
     SOURCE,
     TEMPLATES_ROOT,
     BundlePublisher,
     BundleSpec,
-    Published,
     TemplateError,
     digest,
     pack,
@@ -51,25 +39,24 @@ DESCRIPTOR = register(KindDescriptor(
 INPUTS = (*BundleSpec.model_fields, "digest")
 
 
-class BootstrapBundleProvider(ResourceProvider):
-    serialize_as_secret_always = False  # pickled by reference; holds nothing secret
+class BootstrapBundleProvider(KindProvider):
+    descriptor = DESCRIPTOR
+    spec_model = BundleSpec
+    inputs = INPUTS
 
     def configure(self, req: ConfigureRequest) -> None:
-        self._credentials = credentials_from_config(req.config)
+        super().configure(req)
         root = config_get(req.config, "bundle_templates_dir")
         self._root = Path(root) if root else TEMPLATES_ROOT
 
     def _publisher(self, props: dict[str, Any]) -> BundlePublisher:
         spec = BundleSpec.model_validate(plain(props))
-        return BundlePublisher(spec, getattr(self, "_credentials", None), getattr(self, "_root", TEMPLATES_ROOT))
+        return BundlePublisher(spec, self.credentials, getattr(self, "_root", TEMPLATES_ROOT))
 
-    def check(self, olds: dict[str, Any], news: dict[str, Any]) -> CheckResult:
-        if has_unknown(news):
-            return CheckResult(news, [])  # preview with unresolved inputs: validated again at up
-        try:
-            spec = BundleSpec.model_validate(plain(news))
-        except ValidationError as e:
-            return CheckResult(news, spec_failures(e, f"{SOURCE}[{news.get('name')}]"))
+    def source(self, news: dict[str, Any]) -> str:
+        return f"{SOURCE}[{news.get('name')}]"
+
+    def check_spec(self, olds: dict[str, Any], news: dict[str, Any], spec: Any) -> CheckResult:
         try:
             files = render_bundle(spec, getattr(self, "_root", TEMPLATES_ROOT))
         except TemplateError as e:
@@ -80,30 +67,19 @@ class BootstrapBundleProvider(ResourceProvider):
                        files={p: hashlib.sha256(b).hexdigest() for p, b in files.items()})
         return CheckResult(checked, [])
 
-    def diff(self, id_: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
-        d = DESCRIPTOR.diff(olds, news, inputs=INPUTS)
-        return DiffResult(changes=d.changed, replaces=list(d.replaces),
-                          delete_before_replace=DESCRIPTOR.delete_before_replace)
-
-    def _outputs(self, props: dict[str, Any], pub: Published) -> dict[str, Any]:
-        outs = {k: v for k, v in props.items() if not k.startswith("__")}
-        outs.update(ref=pub.ref, digest=pub.digest, size=pub.size, url=pub.url)
-        return outs
-
-    def create(self, props: dict[str, Any]) -> CreateResult:
-        pub = self._publisher(props).converge()
-        return CreateResult(pub.digest, self._outputs(props, pub))
-
-    def update(self, id_: str, olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
+    def converge(self, props: dict[str, Any], olds: dict[str, Any] | None) -> dict[str, Any]:
         # A new digest is a new object; the old one stays (deployed nodes may still fetch it).
-        pub = self._publisher(news).converge()
-        return UpdateResult(self._outputs(news, pub))
+        pub = self._publisher(props).converge()
+        return pub.model_dump(mode="json", include={"ref", "digest", "size", "url"})
 
-    def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
+    def id_of(self, props: dict[str, Any], result: Any) -> str:
+        return str(result["digest"])
+
+    def observe(self, id_: str, props: dict[str, Any]) -> dict[str, Any] | None:
         ref, dg = props.get("ref"), props.get("digest")
         if not ref or not dg or not self._publisher(props).observe(ref, dg):
-            return ReadResult("", {})  # gone from the store: the next up publishes it again
-        return ReadResult(id_, props)
+            return None  # gone from the store: the next up publishes it again
+        return {}  # the outputs as they are
 
     def delete(self, id_: str, props: dict[str, Any]) -> None:
         if props.get("ref"):

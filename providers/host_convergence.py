@@ -10,19 +10,11 @@ from collections.abc import Mapping
 from typing import Any
 
 import pulumi
-from pulumi.dynamic import (
-    CheckFailure,
-    CheckResult,
-    ConfigureRequest,
-    CreateResult,
-    DiffResult,
-    ResourceProvider,
-    UpdateResult,
-)
+from pulumi.dynamic import CheckFailure, CheckResult, DiffResult, ReadResult
 from pydantic import ValidationError
 
-from clients.vault import credentials_from_config
-from providers.common import has_unknown, plain, spec_failures, vault_reader
+from providers.base import KindProvider
+from providers.common import plain, spec_failures, vault_reader
 from providers.hosts.convergence import (
     SOURCE,
     ConvergenceFailed,
@@ -50,7 +42,6 @@ DESCRIPTOR = register(KindDescriptor(
 ))
 
 
-
 def _outputs(spec: HostConvergenceSpec, result: ConvergenceResult) -> dict[str, Any]:
     return {**spec.model_dump(mode="json"), "content_hash": result.content_hash,
             "host_reports": {h: r.model_dump(mode="json") for h, r in result.hosts.items()},
@@ -65,31 +56,31 @@ def _spec(props: Mapping[str, Any]) -> HostConvergenceSpec:
         {k: v for k, v in plain(props).items() if k in HostConvergenceSpec.model_fields})
 
 
-def _unresolved(props: Mapping[str, Any]) -> bool:
-    """Unknown inputs during preview; `__provider` itself may arrive unknown and does not count."""
-    return has_unknown({k: v for k, v in props.items() if not str(k).startswith("__")})
-
-
-class HostConvergenceProvider(ResourceProvider):
+class HostConvergenceProvider(KindProvider):
     """Thin adapter. Nothing on self but the configure()d Vault credentials config (DESIGN 3.1)."""
 
-    def configure(self, req: ConfigureRequest) -> None:
-        # Vault credentials from the stack config (or VAULT_* env vars); never written to state.
-        self._credentials = credentials_from_config(req.config)
+    serialize_as_secret_always = True  # as state written before holds this provider (a secret)
+    descriptor = DESCRIPTOR
+    spec_model = HostConvergenceSpec
+    inputs = INPUTS
 
     def _reader(self, spec: HostConvergenceSpec) -> SecretReader:
         if spec.vault is None:
             raise ValueError("HostConvergence needs the environment's vault settings (input 'vault')")
         return vault_reader(spec.vault, getattr(self, "_credentials", None)).read
 
-    def check(self, olds: dict[str, Any], news: dict[str, Any]) -> CheckResult:
-        if _unresolved(news):
-            return CheckResult(news, [])
+    def check_inputs(self, news: dict[str, Any]) -> dict[str, Any] | None:
+        raw = super().check_inputs(news)  # the outputs recorded next to the inputs are not the spec's
+        return None if raw is None else {k: v for k, v in raw.items() if k in HostConvergenceSpec.model_fields}
+
+    def source(self, news: dict[str, Any]) -> str:
+        return f"{SOURCE}[{news.get('environment')}]"
+
+    def check_spec(self, olds: dict[str, Any], news: dict[str, Any], spec: Any) -> CheckResult:
         try:
-            spec = _spec(news)
             p = plan(spec)
         except ValidationError as e:
-            return CheckResult(news, spec_failures(e, f"{SOURCE}[{news.get('environment')}]"))
+            return CheckResult(news, spec_failures(e, self.source(news)))
         except RoleRulesViolated as e:
             return CheckResult(news, [CheckFailure("hosts", str(e))])
         except ValueError as e:  # a machine identity for a host the inventory lacks (plan())
@@ -99,12 +90,11 @@ class HostConvergenceProvider(ResourceProvider):
             self._print_preview(self._check_run(spec))
         return CheckResult({**news, "content_hash": p.content_hash}, [])
 
-    def diff(self, id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:  # noqa: A002
-        d = DESCRIPTOR.diff(olds, news, inputs=INPUTS)
-        if d.changed and not _unresolved(news) and (spec := _spec(news)).preview_check:
+    def diff(self, id_: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
+        result = super().diff(id_, olds, news)
+        if result.changes and self.check_inputs(news) is not None and (spec := _spec(news)).preview_check:
             self._print_preview(self._check_run(spec))
-        return DiffResult(changes=d.changed, replaces=list(d.replaces),
-                          delete_before_replace=DESCRIPTOR.delete_before_replace)
+        return result
 
     @staticmethod
     def _print_preview(result: ConvergenceResult) -> None:
@@ -123,17 +113,20 @@ class HostConvergenceProvider(ResourceProvider):
         except ConvergenceFailed as e:
             return e.result  # a preview reports; the real run is the one that fails
 
-    def create(self, props: dict[str, Any]) -> CreateResult:
+    def converge(self, props: dict[str, Any], olds: dict[str, Any] | None) -> ConvergenceResult:
         spec = _spec(props)
-        result = converge(spec, self._reader(spec))
-        return CreateResult(id_=f"hostconvergence-{spec.environment}",
-                            outs=_outputs(spec, result))
+        return converge(spec, self._reader(spec))
 
-    def update(self, id: str, olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:  # noqa: A002
-        spec = _spec(news)
-        return UpdateResult(outs=_outputs(spec, converge(spec, self._reader(spec))))
+    def id_of(self, props: dict[str, Any], result: Any) -> str:
+        return f"hostconvergence-{_spec(props).environment}"
 
-    def delete(self, id: str, props: dict[str, Any]) -> None:  # noqa: A002
+    def outputs(self, props: Mapping[str, Any], result: Any) -> dict[str, Any]:
+        return _outputs(_spec(props), result)
+
+    def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
+        return ReadResult(id_, props)  # nothing to read back: the next up's check-mode run is the observation
+
+    def delete(self, id_: str, props: dict[str, Any]) -> None:
         # Hosts are not un-configured: rebuilding a host is reimaging it (MaasMachine), not an ansible run.
         return None
 

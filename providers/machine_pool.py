@@ -12,46 +12,25 @@ in place, stay, leave).
 
 from __future__ import annotations
 
-from types import ModuleType
+from collections.abc import Mapping
 from typing import Any
 
 import pulumi
-from pulumi.dynamic import (
-    CheckResult,
-    ConfigureRequest,
-    CreateResult,
-    DiffResult,
-    ReadResult,
-    Resource,
-    ResourceProvider,
-    UpdateResult,
-)
+from pulumi.dynamic import CreateResult, Resource, UpdateResult
 from pydantic import Json, TypeAdapter, ValidationError
 
-from clients.vault import credentials_from_config
 from providers.common import has_unknown, plain
 from providers.kind import KindDescriptor, register
 from providers.machines import reconciler as rc
-from providers.machines.drift import repair_identity
 from providers.machines.plan import SHARED_INPUT_RULES, MachineRecord, plan, rekey, renames
+from providers.machines.provider import MachinesProvider
 from providers.machines.resource_io import (
     PoolInputs,
     canonical,
-    check_inputs,
     pool_records,
-    time_scale_from,
     typed_inputs,
 )
 from providers.machines.spec import Connection, LifecyclePolicy, MachineSpec
-
-
-def _runtime() -> ModuleType:
-    """The machines runtime (MAAS, platform, Vault and S3 clients): imported by the provider's
-    `configure`, never by the program (importing the clients cost each program process ~0.5 s)."""
-    from providers.machines import runtime
-
-    return runtime
-
 
 MACHINE_POOL = register(
     KindDescriptor(
@@ -73,41 +52,26 @@ INPUTS = tuple(PoolInputs.model_fields)
 KEPT_INPUTS = tuple(k for k in INPUTS if k != "machines")
 
 
-class MachinePoolProvider(ResourceProvider):
-    serialize_as_secret_always = False
+class MachinePoolProvider(MachinesProvider):
+    descriptor = MACHINE_POOL
+    spec_model = PoolInputs
+    inputs = kept_inputs = KEPT_INPUTS  # the machine specs: planned per machine (`machines_changed`)
 
-    def configure(self, req: ConfigureRequest) -> None:
-        self._credentials = credentials_from_config(req.config)
-        self._time_scale = time_scale_from(req.config)
-        # The clients load here, not in the first call needing them: the SDK configures under its lock,
-        # and calls run concurrently; a first import racing another provider's unpickling can meet a
-        # half-initialised module ("partially initialized module ... circular import", seen in refresh).
-        _runtime()
+    def comparable(self, props: Mapping[str, Any]) -> dict[str, Any]:
+        return canonical(PoolInputs, props, KEPT_INPUTS)
 
-    def _session(self, connection: Connection, policy: LifecyclePolicy, pool: str, owner: str | None) -> Any:
-        creds, scale = getattr(self, "_credentials", None), getattr(self, "_time_scale", 1.0)
-        return _runtime().session(connection, policy, creds, scale, label=f"pool {pool}", owner=owner)
-
-    def check(self, olds: dict[str, Any], news: dict[str, Any]) -> CheckResult:
-        inputs, failures = check_inputs(PoolInputs, news, "MachinePool")
-        return CheckResult(inputs, failures)
-
-    def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
-        d = MACHINE_POOL.diff(
-            canonical(PoolInputs, olds, KEPT_INPUTS), canonical(PoolInputs, news, KEPT_INPUTS), inputs=KEPT_INPUTS
-        )
+    def drifted(self, olds: dict[str, Any], news: dict[str, Any]) -> bool:
         records = pool_records(olds)
         attention = any(r.needs_attention for r in records.values())  # drift, or a release to retry
-        return DiffResult(
-            changes=d.changed or attention or machines_changed(records, news), replaces=[], delete_before_replace=False
-        )
+        return attention or machines_changed(records, news)
 
     def create(self, props: dict[str, Any]) -> CreateResult:
         inputs = typed_inputs(PoolInputs, props)
-        with self._session(inputs.connection, inputs.policy, inputs.pool, inputs.owner) as ctx:
+        with self.session(inputs.connection, inputs.policy, f"pool {inputs.pool}", inputs.owner) as ctx:
             done = rc.converge(ctx, inputs.specs, {})
         rc.raise_failures(f"pool {inputs.pool}", done.results)
-        return CreateResult(f"pool-{inputs.connection.maas.site}-{inputs.pool}", _outputs(props, done.records))
+        return CreateResult(f"pool-{inputs.connection.maas.site}-{inputs.pool}",
+                            self.outputs(props, _result(done.records)))
 
     def update(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
         inputs = typed_inputs(PoolInputs, news)
@@ -118,29 +82,17 @@ class MachinePoolProvider(ResourceProvider):
         old_specs = {moved.get(h, h): s for h, s in old_specs.items()}
         wanted = set(inputs.machines)
         leaving = [(s, prior.get(h)) for h, s in old_specs.items() if h not in wanted]
-        with self._session(inputs.connection, inputs.policy, inputs.pool, inputs.owner) as ctx:
-            done = rc.converge(ctx, inputs.specs, prior, leaving)
-            rc.raise_failures(f"pool {inputs.pool}", done.results)
-            for spec in inputs.specs:
-                record = done.records[spec.hostname]
-                if record.system_id and spec.hostname in old_specs:
-                    rc.apply_in_place(ctx, old_specs[spec.hostname], spec, record.system_id)
-            # Renamed / a declared tag removed by hand: one bulk read, repaired and read back.
-            ids = {s.hostname: done.records[s.hostname].system_id for s in inputs.specs}
-            repair_identity(ctx.ops, [(s, sid) for s in inputs.specs if (sid := ids[s.hostname])])
-            if plain(olds).get("owner") != inputs.owner:  # a pool's first update since it records its name
-                rc.claim(ctx, [sid for sid in ids.values() if sid])
-        return UpdateResult(_outputs(news, done.records))
+        with self.session(inputs.connection, inputs.policy, f"pool {inputs.pool}", inputs.owner) as ctx:
+            done = self.update_sequence(
+                ctx, f"pool {inputs.pool}", inputs.specs, prior, old_specs, leaving=leaving,
+                claim=plain(olds).get("owner") != inputs.owner)  # a pool's first update since it records its name
+        return UpdateResult(self.outputs(news, _result(done.records)))
 
-    def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
+    def observe(self, id_: str, props: dict[str, Any]) -> dict[str, Any]:
         state = plain(props)
-        connection = Connection.model_validate(state["connection"])
         records = pool_records(state)
-        maas = _runtime().maas_client(
-            connection, getattr(self, "_credentials", None), time_scale=getattr(self, "_time_scale", 1.0)
-        )
         idents = {h: ident for h, r in records.items() if (ident := r.identity()) is not None}
-        return ReadResult(id_, _outputs(state, rc.observe(maas, records, idents)))
+        return _result(rc.observe(self.maas(Connection.model_validate(state["connection"])), records, idents))
 
     def delete(self, id_: str, props: dict[str, Any]) -> None:
         state = plain(props)
@@ -152,7 +104,7 @@ class MachinePoolProvider(ResourceProvider):
         )
         owner = state.get("owner")
         owner = owner if isinstance(owner, str) else None
-        with self._session(connection, policy, str(state.get("pool")), owner) as ctx:
+        with self.session(connection, policy, f"pool {state.get('pool')}", owner) as ctx:
             results = rc.release(ctx, items)
         rc.raise_failures(f"pool {state.get('pool')}", results)
 
@@ -175,17 +127,13 @@ def machines_changed(records: dict[str, MachineRecord], news: dict[str, Any]) ->
     return bool(moved or p.join or p.reidentify or p.redeploy or p.in_place or p.leave or p.repair)
 
 
-def _outputs(props: dict[str, Any], records: dict[str, MachineRecord]) -> dict[str, Any]:
-    raw = plain(props)
+def _result(records: dict[str, MachineRecord]) -> dict[str, Any]:
+    """What a pool's outputs record besides its kept inputs: each machine's record and the counts by outcome."""
     counts: dict[str, int] = {}
     for r in records.values():
         key = r.outcome.value if r.outcome else "unknown"
         counts[key] = counts.get(key, 0) + 1
-    return {
-        **{k: raw[k] for k in KEPT_INPUTS if k in raw},
-        "machines_state": {h: r.state() for h, r in records.items()},
-        "counts": counts,
-    }
+    return {"machines_state": {h: r.state() for h, r in records.items()}, "counts": counts}
 
 
 class MachinePool(Resource, module="gpuaas", name="MachinePool"):

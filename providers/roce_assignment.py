@@ -9,21 +9,10 @@ from collections.abc import Mapping
 from typing import Any
 
 import pulumi
-from pulumi.dynamic import (
-    CheckFailure,
-    CheckResult,
-    ConfigureRequest,
-    CreateResult,
-    DiffResult,
-    ReadResult,
-    Resource,
-    ResourceProvider,
-    UpdateResult,
-)
-from pydantic import ValidationError
+from pulumi.dynamic import CheckFailure, CheckResult, Resource
 
-from clients.vault import credentials_from_config
-from providers.common import has_unknown, plain, spec_failures
+from providers.base import KindProvider
+from providers.common import has_unknown, plain
 from providers.kind import KindDescriptor, register
 from providers.sites.roce import (
     MISSING,
@@ -51,59 +40,50 @@ DESCRIPTOR = register(KindDescriptor(
 INPUTS = ("site", "pools", "groups", "table", "maas", "vault", "stack")
 
 
-def _comparable(props: Mapping[str, Any]) -> dict[str, Any]:
-    # State written before listed every machine and recorded rows (with MACs): the same groups and addresses.
-    out = grouped(plain(props))
-    if isinstance(out.get("table"), Mapping) and not has_unknown(out["table"]):
-        out["table"] = canonical_table(out["table"])
-    return out
-
-
-class RoceAssignmentProvider(ResourceProvider):
-    serialize_as_secret_always = False  # pickled by reference; holds nothing secret
-
-    def configure(self, req: ConfigureRequest) -> None:
-        self._credentials = credentials_from_config(req.config)
+class RoceAssignmentProvider(KindProvider):
+    descriptor = DESCRIPTOR
+    spec_model = RoceSpec
+    inputs = INPUTS
 
     def _rec(self, props: dict[str, Any]) -> RoceReconciler:
-        return RoceReconciler(RoceSpec.model_validate(plain(props)), getattr(self, "_credentials", None))
+        return RoceReconciler(RoceSpec.model_validate(plain(props)), self.credentials)
 
-    def check(self, olds: dict[str, Any], news: dict[str, Any]) -> CheckResult:
-        if has_unknown(news):
-            return CheckResult(news, [])
-        try:
-            spec = RoceSpec.model_validate(plain(news))
-        except ValidationError as e:
-            return CheckResult(news, spec_failures(e, f"{SOURCE}[site={news.get('site')}]"))
+    def source(self, news: dict[str, Any]) -> str:
+        return f"{SOURCE}[site={news.get('site')}]"
+
+    def check_spec(self, olds: dict[str, Any], news: dict[str, Any], spec: Any) -> CheckResult:
         if refused := spec.refusals():
             return CheckResult(news, [CheckFailure("machines", r) for r in refused])
         try:  # the update's allocation, planned (collisions and exhausted pools are refused here)
-            table = RoceReconciler(spec, getattr(self, "_credentials", None)).plan(olds.get("table"))
+            table = RoceReconciler(spec, self.credentials).plan(olds.get("table"))
         except AllocationError as e:
             return CheckResult(news, [CheckFailure("pools", str(e))])
         return CheckResult({**news, "table": table}, [])
 
-    def diff(self, id_: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
-        d = DESCRIPTOR.diff(_comparable(olds), _comparable(news), inputs=INPUTS)
+    def comparable(self, props: Mapping[str, Any]) -> dict[str, Any]:
+        # State written before listed every machine and recorded rows (with MACs): the same groups and addresses.
+        out = grouped(plain(props))
+        if isinstance(out.get("table"), Mapping) and not has_unknown(out["table"]):
+            out["table"] = canonical_table(out["table"])
+        return out
+
+    def drifted(self, olds: dict[str, Any], news: dict[str, Any]) -> bool:
         # a refresh found links removed by hand: update re-links them
-        relink = any(str(v).startswith(MISSING) for v in (olds.get("link_status") or {}).values())
-        return DiffResult(changes=d.changed or relink, replaces=list(d.replaces),
-                          delete_before_replace=DESCRIPTOR.delete_before_replace)
+        return any(str(v).startswith(MISSING) for v in (olds.get("link_status") or {}).values())
 
-    def create(self, props: dict[str, Any]) -> CreateResult:
-        table, status = self._rec(props).converge(None)
-        return CreateResult(f"roce-{props['site']}", {**plain(props), "table": table, "link_status": status})
+    def converge(self, props: dict[str, Any], olds: dict[str, Any] | None) -> dict[str, Any]:
+        table, status = self._rec(props).converge(None if olds is None else olds.get("table"))
+        return {"table": table, "link_status": status}
 
-    def update(self, id_: str, olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
-        table, status = self._rec(news).converge(olds.get("table"))
-        return UpdateResult({**plain(news), "table": table, "link_status": status})
+    def id_of(self, props: dict[str, Any], result: Any) -> str:
+        return f"roce-{props['site']}"
 
-    def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
+    def observe(self, id_: str, props: dict[str, Any]) -> dict[str, Any]:
         """The table lives in state; refresh checks that linked machines still have their links.
         Outputs keep exactly the shape create/update wrote (a refresh after up shows no drift)."""
-        props = {**plain(props), "table": canonical_table(props.get("table"))}
-        status = self._rec(props).observe(props["table"], props.get("link_status") or {})
-        return ReadResult(id_, {**props, "link_status": status})
+        table = canonical_table(props.get("table"))
+        status = self._rec({**plain(props), "table": table}).observe(table, props.get("link_status") or {})
+        return {"table": table, "link_status": status}
 
     def delete(self, id_: str, props: dict[str, Any]) -> None:
         self._rec(props).release(props.get("table") or {})

@@ -8,21 +8,11 @@ from __future__ import annotations
 from typing import Any
 
 import pulumi
-from pulumi.dynamic import (
-    CheckFailure,
-    CheckResult,
-    ConfigureRequest,
-    CreateResult,
-    DiffResult,
-    ReadResult,
-    Resource,
-    ResourceProvider,
-    UpdateResult,
-)
+from pulumi.dynamic import CheckFailure, CheckResult, Resource
 from pydantic import ValidationError
 
-from clients.vault import credentials_from_config
-from providers.common import has_unknown, plain, spec_failures
+from providers.base import KindProvider
+from providers.common import has_unknown, plain
 from providers.kind import KindDescriptor, register
 from providers.sites.profile import (
     SOURCE,
@@ -45,6 +35,7 @@ DESCRIPTOR = register(KindDescriptor(
 ))
 INPUTS = ("tier", "site", "profile", "bundles", "vault", "platform", "store")
 
+
 def _last(props: dict[str, Any]) -> ProfileResult:
     """Recorded outputs; v1 state may lack `scripts_registered` (it equalled `scripts` then)."""
     p = plain(props)
@@ -52,60 +43,49 @@ def _last(props: dict[str, Any]) -> ProfileResult:
                                          or {}})
 
 
-class SiteProfileProvider(ResourceProvider):
-    serialize_as_secret_always = False  # pickled by reference; holds nothing secret
-
-    def configure(self, req: ConfigureRequest) -> None:
-        self._credentials = credentials_from_config(req.config)
+class SiteProfileProvider(KindProvider):
+    descriptor = DESCRIPTOR
+    spec_model = SiteProfileSpec
+    inputs = kept_inputs = INPUTS
 
     def _rec(self, props: dict[str, Any]) -> SiteProfileReconciler:
-        return SiteProfileReconciler(SiteProfileSpec.model_validate(plain(props)), getattr(self, "_credentials", None))
+        return SiteProfileReconciler(SiteProfileSpec.model_validate(plain(props)), self.credentials)
 
-    def check(self, olds: dict[str, Any], news: dict[str, Any]) -> CheckResult:
+    def check_inputs(self, news: dict[str, Any]) -> dict[str, Any] | None:
         # The bundles are other resources' outputs, unknown in a preview that changes them; the site and
         # profile come from the environment and are always known: validate them regardless.
         bundles_known = not has_unknown(news.get("bundles"))
-        inputs = plain({**news, "bundles": news.get("bundles") if bundles_known else {}})
-        if has_unknown(inputs):
-            return CheckResult(news, [])
-        name = (inputs.get("site") or {}).get("name")
-        try:
-            spec = SiteProfileSpec.model_validate(inputs)
-        except ValidationError as e:
-            return CheckResult(news, spec_failures(e, f"{SOURCE}[{name}]"))
+        return super().check_inputs({**news, "bundles": news.get("bundles") if bundles_known else {}})
+
+    def source(self, news: dict[str, Any]) -> str:
+        return f"{SOURCE}[{(plain(news).get('site') or {}).get('name')}]"
+
+    def check_spec(self, olds: dict[str, Any], news: dict[str, Any], spec: Any) -> CheckResult:
         failures = [CheckFailure("profile", f) for f in policy_findings(spec)]
+        bundles_known = not has_unknown(news.get("bundles"))
         missing = [ref for ref in spec.profile.bundle_refs() if bundles_known and ref not in spec.bundles]
-        failures += [CheckFailure("bundles", f"REF003 {SOURCE}[{name}]: profile {spec.profile.name} names bundle "
+        failures += [CheckFailure("bundles", f"REF003 {self.source(news)}: profile {spec.profile.name} names bundle "
                                   f"{ref!r}, which is not passed in; fix: declare it under bootstrap_bundles for "
                                   "this site") for ref in missing]
         return CheckResult(news, failures)
 
-    def diff(self, id_: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
-        d = DESCRIPTOR.diff(olds, news, inputs=INPUTS)
+    def drifted(self, olds: dict[str, Any], news: dict[str, Any]) -> bool:
         try:
-            drift = self._rec(olds).drift(olds)
+            return bool(self._rec(olds).drift(olds))
         except ValidationError:
-            drift = []
-        return DiffResult(changes=d.changed or bool(drift), replaces=list(d.replaces),
-                          delete_before_replace=DESCRIPTOR.delete_before_replace)
+            return False
 
-    @staticmethod
-    def _outs(props: dict[str, Any], r: ProfileResult) -> dict[str, Any]:
-        p = plain(props)
-        return {**{k: p[k] for k in INPUTS if k in p}, **r.model_dump(mode="json")}
+    def converge(self, props: dict[str, Any], olds: dict[str, Any] | None) -> ProfileResult:
+        if olds is None:
+            return self._rec(props).converge()
+        return self._rec(props).converge(previous_scripts=list(_last(olds).scripts_registered))
 
-    def create(self, props: dict[str, Any]) -> CreateResult:
-        r = self._rec(props).converge()
-        return CreateResult(f"{r.site_id}/{r.profile_id}", self._outs(props, r))
+    def id_of(self, props: dict[str, Any], result: Any) -> str:
+        return f"{result.site_id}/{result.profile_id}"
 
-    def update(self, id_: str, olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
-        r = self._rec(news).converge(previous_scripts=list(_last(olds).scripts_registered))
-        return UpdateResult(self._outs(news, r))
-
-    def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
+    def observe(self, id_: str, props: dict[str, Any]) -> ProfileResult | None:
         """Refresh: the policy as the platform has it, the scripts as MAAS has them (drift -> diff)."""
-        r = self._rec(props).observe(_last(props))
-        return ReadResult(id_, self._outs(props, r)) if r else ReadResult("", {})
+        return self._rec(props).observe(_last(props))
 
     def delete(self, id_: str, props: dict[str, Any]) -> None:
         last = _last(props)

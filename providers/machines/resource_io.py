@@ -7,10 +7,9 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import Any, TypeVar, cast
 
-from pulumi.dynamic import CheckFailure
 from pydantic import BaseModel, ConfigDict, Json, TypeAdapter, ValidationError, model_validator
 
-from providers.common import has_unknown, plain, spec_failures
+from providers.common import has_unknown, plain
 
 from .plan import MachineRecord, parse_records, written_for
 from .spec import Connection, LifecyclePolicy, MachineSpec
@@ -87,19 +86,6 @@ def _as_written(spec: dict[str, Any]) -> dict[str, Any]:
         return MachineSpec.model_validate(spec).model_dump(mode="json", exclude_none=True)
     except ValidationError:
         return spec
-
-
-def check_inputs(
-    model: type[BaseModel], news: dict[str, Any], source: str
-) -> tuple[dict[str, Any], list[CheckFailure]]:
-    """Validate inputs at `check`; unknowns (preview) are accepted as they are."""
-    if has_unknown(news):
-        return news, []
-    try:
-        model.model_validate(plain(news))
-    except ValidationError as e:
-        return news, spec_failures(e, source)
-    return news, []
 
 
 M = TypeVar("M", bound=BaseModel)
