@@ -74,13 +74,13 @@ def drift(olds: dict[str, Any], news: dict[str, Any]) -> list[str]:
     return outstanding(spec, plain(olds))
 
 
-class AppInstanceProvider(KindProvider):
+class AppInstanceProvider(KindProvider[AppInstanceSpec]):
     descriptor = DESCRIPTOR
     spec_model = AppInstanceSpec
     inputs = kept_inputs = INPUT_KEYS
 
     def _rec(self, props: dict[str, Any]) -> AppInstanceReconciler:
-        return AppInstanceReconciler(parse_spec(_inputs(props)), self.credentials)
+        return AppInstanceReconciler(self.spec_of(props), self.credentials)
 
     def check_inputs(self, news: dict[str, Any]) -> dict[str, Any] | None:
         # Node ids of machines not created yet and other instances' endpoints are unknown at preview:
@@ -101,7 +101,7 @@ class AppInstanceProvider(KindProvider):
     def source(self, news: dict[str, Any]) -> str:
         return f"{SOURCE}[{_get(_inputs(news), 'instance.name')}]"
 
-    def check_spec(self, olds: dict[str, Any], news: dict[str, Any], spec: Any) -> CheckResult:
+    def check_spec(self, olds: dict[str, Any], news: dict[str, Any], spec: AppInstanceSpec) -> CheckResult:
         return CheckResult(news, [CheckFailure(p, msg) for p, msg in rule_failures(spec)])
 
     def drifted(self, olds: dict[str, Any], news: dict[str, Any]) -> bool:
@@ -113,7 +113,7 @@ class AppInstanceProvider(KindProvider):
         return self._rec(props).converge(plain(olds).get("instance_id"), _hosts(olds))
 
     def id_of(self, props: dict[str, Any], result: Any) -> str:
-        spec = parse_spec(_inputs(props))
+        spec = self.spec_of(props)
         return f"{spec.project_id}/{spec.name}"
 
     def read(self, id_: str, props: dict[str, Any]) -> ReadResult:

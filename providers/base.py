@@ -20,7 +20,7 @@ provider process (a field set in `__init__` would change every resource's `__pro
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Generic, TypeVar
 
 from pulumi.dynamic import (
     CheckResult,
@@ -39,15 +39,16 @@ from providers.kind import InputDiff, KindDescriptor
 
 Result = BaseModel | Mapping[str, Any]
 """What a reconciler's verb returns, as the outputs record it (a model is dumped as JSON)."""
+S = TypeVar("S", bound=BaseModel)
 
 
-class KindProvider(ResourceProvider):
-    """The shared part of the seven adapters; see the module doc for the hooks."""
+class KindProvider(ResourceProvider, Generic[S]):
+    """The shared part of the seven adapters, over the kind's spec model `S`; see the module doc for the hooks."""
 
     serialize_as_secret_always = False  # pickled by reference: the state holds a class name, nothing secret
 
     descriptor: ClassVar[KindDescriptor]
-    spec_model: ClassVar[type[BaseModel]]
+    spec_model: type[S]
     inputs: ClassVar[tuple[str, ...]]
     """The input keys `diff` compares (the descriptor classifies their paths)."""
     kept_inputs: ClassVar[tuple[str, ...] | None] = None
@@ -61,6 +62,11 @@ class KindProvider(ResourceProvider):
     def credentials(self) -> VaultCredentials | None:
         """The configure()d Vault credentials (None when called without configure, as unit tests do)."""
         return getattr(self, "_credentials", None)
+
+    def spec_of(self, props: Mapping[str, Any]) -> S:
+        """The kind's spec out of inputs or state (state also holds the outputs: only the spec's fields)."""
+        raw = plain(props)
+        return self.spec_model.model_validate({k: raw[k] for k in self.spec_model.model_fields if k in raw})
 
     # --- check -------------------------------------------------------------------------------------
     def check(self, olds: dict[str, Any], news: dict[str, Any]) -> CheckResult:
@@ -84,7 +90,7 @@ class KindProvider(ResourceProvider):
         """Where a check failure points: `<document>[<object>]`."""
         return self.descriptor.name
 
-    def check_spec(self, olds: dict[str, Any], news: dict[str, Any], spec: Any) -> CheckResult:
+    def check_spec(self, olds: dict[str, Any], news: dict[str, Any], spec: S) -> CheckResult:
         """The kind's own rules over a valid spec; may return checked inputs (values planned at check)."""
         return CheckResult(news, [])
 

@@ -13,7 +13,7 @@ import pulumi
 from pulumi.dynamic import CheckFailure, CheckResult, ConfigureRequest, Resource
 
 from providers.base import KindProvider
-from providers.common import config_get, plain
+from providers.common import config_get
 from providers.kind import KindDescriptor, register
 from providers.sites.bundle import (
     SOURCE,
@@ -39,7 +39,7 @@ DESCRIPTOR = register(KindDescriptor(
 INPUTS = (*BundleSpec.model_fields, "digest")
 
 
-class BootstrapBundleProvider(KindProvider):
+class BootstrapBundleProvider(KindProvider[BundleSpec]):
     descriptor = DESCRIPTOR
     spec_model = BundleSpec
     inputs = INPUTS
@@ -50,13 +50,12 @@ class BootstrapBundleProvider(KindProvider):
         self._root = Path(root) if root else TEMPLATES_ROOT
 
     def _publisher(self, props: dict[str, Any]) -> BundlePublisher:
-        spec = BundleSpec.model_validate(plain(props))
-        return BundlePublisher(spec, self.credentials, getattr(self, "_root", TEMPLATES_ROOT))
+        return BundlePublisher(self.spec_of(props), self.credentials, getattr(self, "_root", TEMPLATES_ROOT))
 
     def source(self, news: dict[str, Any]) -> str:
         return f"{SOURCE}[{news.get('name')}]"
 
-    def check_spec(self, olds: dict[str, Any], news: dict[str, Any], spec: Any) -> CheckResult:
+    def check_spec(self, olds: dict[str, Any], news: dict[str, Any], spec: BundleSpec) -> CheckResult:
         try:
             files = render_bundle(spec, getattr(self, "_root", TEMPLATES_ROOT))
         except TemplateError as e:

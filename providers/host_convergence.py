@@ -14,7 +14,7 @@ from pulumi.dynamic import CheckFailure, CheckResult, DiffResult, ReadResult
 from pydantic import ValidationError
 
 from providers.base import KindProvider
-from providers.common import plain, spec_failures, vault_reader
+from providers.common import spec_failures, vault_reader
 from providers.hosts.convergence import (
     SOURCE,
     ConvergenceFailed,
@@ -51,12 +51,7 @@ def _outputs(spec: HostConvergenceSpec, result: ConvergenceResult) -> dict[str, 
 INPUTS = (*HostConvergenceSpec.model_fields, "content_hash")
 
 
-def _spec(props: Mapping[str, Any]) -> HostConvergenceSpec:
-    return HostConvergenceSpec.model_validate(
-        {k: v for k, v in plain(props).items() if k in HostConvergenceSpec.model_fields})
-
-
-class HostConvergenceProvider(KindProvider):
+class HostConvergenceProvider(KindProvider[HostConvergenceSpec]):
     """Thin adapter. Nothing on self but the configure()d Vault credentials config (DESIGN 3.1)."""
 
     serialize_as_secret_always = True  # as state written before holds this provider (a secret)
@@ -76,7 +71,7 @@ class HostConvergenceProvider(KindProvider):
     def source(self, news: dict[str, Any]) -> str:
         return f"{SOURCE}[{news.get('environment')}]"
 
-    def check_spec(self, olds: dict[str, Any], news: dict[str, Any], spec: Any) -> CheckResult:
+    def check_spec(self, olds: dict[str, Any], news: dict[str, Any], spec: HostConvergenceSpec) -> CheckResult:
         try:
             p = plan(spec)
         except ValidationError as e:
@@ -92,7 +87,7 @@ class HostConvergenceProvider(KindProvider):
 
     def diff(self, id_: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
         result = super().diff(id_, olds, news)
-        if result.changes and self.check_inputs(news) is not None and (spec := _spec(news)).preview_check:
+        if result.changes and self.check_inputs(news) is not None and (spec := self.spec_of(news)).preview_check:
             self._print_preview(self._check_run(spec))
         return result
 
@@ -114,14 +109,14 @@ class HostConvergenceProvider(KindProvider):
             return e.result  # a preview reports; the real run is the one that fails
 
     def converge(self, props: dict[str, Any], olds: dict[str, Any] | None) -> ConvergenceResult:
-        spec = _spec(props)
+        spec = self.spec_of(props)
         return converge(spec, self._reader(spec))
 
     def id_of(self, props: dict[str, Any], result: Any) -> str:
-        return f"hostconvergence-{_spec(props).environment}"
+        return f"hostconvergence-{self.spec_of(props).environment}"
 
     def outputs(self, props: Mapping[str, Any], result: Any) -> dict[str, Any]:
-        return _outputs(_spec(props), result)
+        return _outputs(self.spec_of(props), result)
 
     def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
         return ReadResult(id_, props)  # nothing to read back: the next up's check-mode run is the observation

@@ -26,7 +26,6 @@ from providers.machines.resource_io import (
     canonical,
     machine_record,
     machine_spec_of,
-    typed_inputs,
 )
 
 MAAS_MACHINE = register(
@@ -51,7 +50,7 @@ MAAS_MACHINE = register(
 INPUTS = tuple(MachineInputs.model_fields)
 
 
-class MaasMachineProvider(MachinesProvider):
+class MaasMachineProvider(MachinesProvider[MachineInputs]):
     descriptor = MAAS_MACHINE
     spec_model = MachineInputs
     inputs = tuple(SHARED_INPUT_RULES)  # the machine spec is compared by the plan's rule, below
@@ -76,7 +75,7 @@ class MaasMachineProvider(MachinesProvider):
         return DiffResult(changes=changed, replaces=[*d.replaces, *replaces], delete_before_replace=True)
 
     def create(self, props: dict[str, Any]) -> CreateResult:
-        inputs = typed_inputs(MachineInputs, props)
+        inputs = self.spec_of(props)
         with self._session(inputs) as ctx:
             done = rc.converge(ctx, [inputs.machine], {})
         rc.raise_failures(f"machine {inputs.machine.hostname}", done.results)
@@ -86,7 +85,7 @@ class MaasMachineProvider(MachinesProvider):
         return CreateResult(record.system_id, self.outputs(props, record.state(identity=False)))
 
     def update(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
-        inputs = typed_inputs(MachineInputs, news)
+        inputs = self.spec_of(news)
         spec, old = inputs.machine, machine_spec_of(olds)
         prior = machine_record(olds, _id)
         if prior is not None and prior.hostname != spec.hostname:
@@ -100,7 +99,7 @@ class MaasMachineProvider(MachinesProvider):
 
     def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
         state = {k: v for k, v in plain(props).items() if k not in DROPPED_OUTPUTS}
-        inputs = typed_inputs(MachineInputs, state)
+        inputs = self.spec_of(state)
         record = machine_record(state, id_)
         if record is None:
             return ReadResult(id_, state)
@@ -109,7 +108,7 @@ class MaasMachineProvider(MachinesProvider):
         return ReadResult(id_, self.outputs(state, fresh.state(identity=False)))
 
     def delete(self, id_: str, props: dict[str, Any]) -> None:
-        inputs = typed_inputs(MachineInputs, props)
+        inputs = self.spec_of(props)
         record = machine_record(props, id_)
         with self._session(inputs) as ctx:
             results = rc.release(ctx, [(inputs.machine, record)])

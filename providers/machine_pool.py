@@ -28,7 +28,6 @@ from providers.machines.resource_io import (
     PoolInputs,
     canonical,
     pool_records,
-    typed_inputs,
 )
 from providers.machines.spec import Connection, LifecyclePolicy, MachineSpec
 
@@ -52,7 +51,7 @@ INPUTS = tuple(PoolInputs.model_fields)
 KEPT_INPUTS = tuple(k for k in INPUTS if k != "machines")
 
 
-class MachinePoolProvider(MachinesProvider):
+class MachinePoolProvider(MachinesProvider[PoolInputs]):
     descriptor = MACHINE_POOL
     spec_model = PoolInputs
     inputs = kept_inputs = KEPT_INPUTS  # the machine specs: planned per machine (`machines_changed`)
@@ -66,7 +65,7 @@ class MachinePoolProvider(MachinesProvider):
         return attention or machines_changed(records, news)
 
     def create(self, props: dict[str, Any]) -> CreateResult:
-        inputs = typed_inputs(PoolInputs, props)
+        inputs = self.spec_of(props)
         with self.session(inputs.connection, inputs.policy, f"pool {inputs.pool}", inputs.owner) as ctx:
             done = rc.converge(ctx, inputs.specs, {})
         rc.raise_failures(f"pool {inputs.pool}", done.results)
@@ -74,7 +73,7 @@ class MachinePoolProvider(MachinesProvider):
                             self.outputs(props, _result(done.records)))
 
     def update(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
-        inputs = typed_inputs(PoolInputs, news)
+        inputs = self.spec_of(news)
         records = pool_records(olds)
         old_specs = {h: ident for h, r in records.items() if (ident := r.identity()) is not None}
         moved = renames(old_specs, inputs.specs)  # renamed in place, not released and redeployed

@@ -40,18 +40,18 @@ DESCRIPTOR = register(KindDescriptor(
 INPUTS = ("site", "pools", "groups", "table", "maas", "vault", "stack")
 
 
-class RoceAssignmentProvider(KindProvider):
+class RoceAssignmentProvider(KindProvider[RoceSpec]):
     descriptor = DESCRIPTOR
     spec_model = RoceSpec
     inputs = INPUTS
 
     def _rec(self, props: dict[str, Any]) -> RoceReconciler:
-        return RoceReconciler(RoceSpec.model_validate(plain(props)), self.credentials)
+        return RoceReconciler(self.spec_of(props), self.credentials)
 
     def source(self, news: dict[str, Any]) -> str:
         return f"{SOURCE}[site={news.get('site')}]"
 
-    def check_spec(self, olds: dict[str, Any], news: dict[str, Any], spec: Any) -> CheckResult:
+    def check_spec(self, olds: dict[str, Any], news: dict[str, Any], spec: RoceSpec) -> CheckResult:
         if refused := spec.refusals():
             return CheckResult(news, [CheckFailure("machines", r) for r in refused])
         try:  # the update's allocation, planned (collisions and exhausted pools are refused here)

@@ -43,13 +43,13 @@ def _last(props: dict[str, Any]) -> ProfileResult:
                                          or {}})
 
 
-class SiteProfileProvider(KindProvider):
+class SiteProfileProvider(KindProvider[SiteProfileSpec]):
     descriptor = DESCRIPTOR
     spec_model = SiteProfileSpec
     inputs = kept_inputs = INPUTS
 
     def _rec(self, props: dict[str, Any]) -> SiteProfileReconciler:
-        return SiteProfileReconciler(SiteProfileSpec.model_validate(plain(props)), self.credentials)
+        return SiteProfileReconciler(self.spec_of(props), self.credentials)
 
     def check_inputs(self, news: dict[str, Any]) -> dict[str, Any] | None:
         # The bundles are other resources' outputs, unknown in a preview that changes them; the site and
@@ -60,7 +60,7 @@ class SiteProfileProvider(KindProvider):
     def source(self, news: dict[str, Any]) -> str:
         return f"{SOURCE}[{(plain(news).get('site') or {}).get('name')}]"
 
-    def check_spec(self, olds: dict[str, Any], news: dict[str, Any], spec: Any) -> CheckResult:
+    def check_spec(self, olds: dict[str, Any], news: dict[str, Any], spec: SiteProfileSpec) -> CheckResult:
         failures = [CheckFailure("profile", f) for f in policy_findings(spec)]
         bundles_known = not has_unknown(news.get("bundles"))
         missing = [ref for ref in spec.profile.bundle_refs() if bundles_known and ref not in spec.bundles]

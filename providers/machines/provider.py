@@ -12,7 +12,7 @@ from typing import Any
 
 from pulumi.dynamic import ConfigureRequest
 
-from providers.base import KindProvider
+from providers.base import KindProvider, S
 
 from . import reconciler as rc
 from .drift import repair_identity
@@ -29,7 +29,7 @@ def _runtime() -> ModuleType:
     return runtime
 
 
-class MachinesProvider(KindProvider):
+class MachinesProvider(KindProvider[S]):
     """The machines adapters' shared part; `source` (check's) is the kind's name."""
 
     def configure(self, req: ConfigureRequest) -> None:

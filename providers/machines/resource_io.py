@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping
-from typing import Any, TypeVar, cast
+from typing import Any, cast
 
 from pydantic import BaseModel, ConfigDict, Json, TypeAdapter, ValidationError, model_validator
 
@@ -86,15 +86,6 @@ def _as_written(spec: dict[str, Any]) -> dict[str, Any]:
         return MachineSpec.model_validate(spec).model_dump(mode="json", exclude_none=True)
     except ValidationError:
         return spec
-
-
-M = TypeVar("M", bound=BaseModel)
-
-
-def typed_inputs(model: type[M], props: Mapping[str, Any]) -> M:
-    """The model's fields out of inputs or state (state also holds outputs)."""
-    raw = plain(props)
-    return model.model_validate({k: raw[k] for k in model.model_fields if k in raw})
 
 
 def canonical(model: type[BaseModel], props: Mapping[str, Any], only: tuple[str, ...] | None = None) -> dict[str, Any]:

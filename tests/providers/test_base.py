@@ -110,6 +110,11 @@ def test_create_update_read_keep_the_inputs_and_add_the_result() -> None:
     assert (gone.id, gone.outs) == ("", {})
 
 
+def test_the_spec_comes_out_of_state_that_also_holds_outputs() -> None:
+    state = {"name": "a", "size": 2.0, "thing_id": "t-a", "status": "ready", "__provider": "p"}
+    assert ThingProvider().spec_of(state) == ThingSpec(name="a", size=2)
+
+
 def test_credentials_come_from_configure_and_are_none_without_it(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("VAULT_TOKEN", raising=False)
     p = ThingProvider()
