@@ -64,9 +64,13 @@ class KindProvider(ResourceProvider, Generic[S]):
         return getattr(self, "_credentials", None)
 
     def spec_of(self, props: Mapping[str, Any]) -> S:
-        """The kind's spec out of inputs or state (state also holds the outputs: only the spec's fields)."""
+        """The kind's spec out of inputs or state (state also holds the outputs). A model refusing unknown
+        fields is given only its own; one ignoring them sees every key (its validators may read keys
+        older state wrote)."""
         raw = plain(props)
-        return self.spec_model.model_validate({k: raw[k] for k in self.spec_model.model_fields if k in raw})
+        if self.spec_model.model_config.get("extra") == "forbid":
+            raw = {k: raw[k] for k in self.spec_model.model_fields if k in raw}
+        return self.spec_model.model_validate(raw)
 
     # --- check -------------------------------------------------------------------------------------
     def check(self, olds: dict[str, Any], news: dict[str, Any]) -> CheckResult:

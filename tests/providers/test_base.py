@@ -11,7 +11,7 @@ import dill
 import pytest
 from pulumi.dynamic import CheckFailure, CheckResult, ConfigureRequest
 from pulumi.dynamic.dynamic import serialize_provider
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, model_validator
 
 from providers.base import KindProvider
 from providers.kind import KIND_MODULES, UNKNOWN, KindDescriptor
@@ -113,6 +113,20 @@ def test_create_update_read_keep_the_inputs_and_add_the_result() -> None:
 def test_the_spec_comes_out_of_state_that_also_holds_outputs() -> None:
     state = {"name": "a", "size": 2.0, "thing_id": "t-a", "status": "ready", "__provider": "p"}
     assert ThingProvider().spec_of(state) == ThingSpec(name="a", size=2)
+
+    class Lenient(BaseModel):  # ignores unknown keys: its validator reads a key older state wrote
+        model_config = ConfigDict(extra="ignore")
+        name: str
+
+        @model_validator(mode="before")
+        @classmethod
+        def _older(cls, data: Any) -> Any:
+            return {"name": data["label"]} if "label" in data else data
+
+    class Old(ThingProvider):
+        spec_model = Lenient  # type: ignore[assignment]
+
+    assert Old().spec_of({"label": "a", "thing_id": "t-a"}) == Lenient(name="a")
 
 
 def test_credentials_come_from_configure_and_are_none_without_it(monkeypatch: pytest.MonkeyPatch) -> None:
