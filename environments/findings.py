@@ -69,6 +69,7 @@ class Code(StrEnum):
     TLS_OFF_IN_PROD = "POL004"
     EMBEDDED_IN_REAL_TIER = "POL005"
     SECRET_IN_VALUES = "POL006"
+    HW_SYNC_INTERVAL_DIFFERS = "POL007"
     INVALID_TAG = "NAME003"
     UNKNOWN_SERIES = "ENV010"
     # Private CAs
@@ -233,6 +234,10 @@ CATALOGUE: dict[Code, tuple[str, str]] = {
     Code.EMBEDDED_IN_REAL_TIER: (
         "embedded endpoint in a staging or prod environment",
         "name the site's real URL; `embedded` exists only for the local stack",
+    ),
+    Code.HW_SYNC_INTERVAL_DIFFERS: (
+        "profiles of one site declare different hardware sync intervals",
+        "give every profile of the site the same hardware_sync_interval: it is MAAS's one region setting",
     ),
     Code.SECRET_IN_VALUES: (
         "secret-looking bundle value",

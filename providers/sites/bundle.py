@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 import jinja2
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from clients.s3 import ArtifactStore, S3Error, S3ErrorKind, S3Location, StoredObject, s3_credentials
 from clients.vault import VaultCredentials
@@ -40,7 +40,7 @@ from providers.common import VaultInputs, vault_reader
 from providers.hosts.mounts import MountSet, bundle_files
 from providers.sites.bundle_checks import APPLIED, problems
 from providers.sites.bundle_node import AptSourceSpec, LoginUserCheck, node_files
-from providers.wire import FabricMode
+from providers.wire import FabricMode, drop_retired
 
 TEMPLATES_ROOT = Path(__file__).resolve().parents[1] / "bundle_templates"
 MANIFEST = "manifest.json"
@@ -92,7 +92,6 @@ class BundleProfile(BaseModel):
     fabric_mode: FabricMode = FabricMode.ETHERNET
     storage_layout_profile: str = "flat"
     require_hw_sync: bool = True
-    hardware_sync_interval: int = 900
     enable_phase2_roce: bool = False
     data_devices: tuple[str, ...] = ()
     """The storage layout's data devices on the SKU (`/dev/<name>`), in order: the storage step makes
@@ -101,6 +100,11 @@ class BundleProfile(BaseModel):
     """The profile's vendor apt sources (bundle_node.py: `apt/sources.json`, added by the packages step)."""
     login_user: LoginUserCheck | None = None
     """The profile's login user as its validation checks it (bundle_node.py: `validation/05-login-user.sh`)."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _retired_fields(cls, data: Any) -> Any:
+        return drop_retired(data)
 
 
 class BundleSpec(BaseModel):

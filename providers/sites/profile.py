@@ -10,8 +10,12 @@ failure leaves nothing changed:
   3. fetch the commissioning / validation bundles from S3 and verify their sha256 digests
   4. platform: adopt-or-create the site, then the profile; update only what differs
   5. MAAS node scripts: upload each bundle script whose body differs (named by its metadata header)
+  6. MAAS's region setting `hardware_sync_interval`: set when it differs, read back (MAAS holds one interval
+     per region: validation (POL007) makes a site's profiles agree; deleting a profile leaves the setting)
 Outputs: site_id, profile_id, the effective policy (as the platform stored it), the registered
-script names per type (the machine lifecycle commissions with them) and their sha256.
+script names per type (the machine lifecycle commissions with them) and their sha256, and MAAS's
+interval as read back. The interval is not deploy-time: no bundle carries it (a change redeploys nothing;
+MAAS renders each deploy's hardware-sync timer from its setting and reports `sync_interval` from it).
 A policy field change is an in-place update (diff never asks for replacement except on a rename).
 """
 
@@ -161,6 +165,9 @@ class ProfileResult(BaseModel):
     """script name -> sha256 as MAAS has it ("missing" when a refresh found it gone)."""
     scripts_registered: dict[str, str]
     """script name -> sha256 this stack registered (scripts != scripts_registered: drift)."""
+    maas_hardware_sync_interval: int | None = None
+    """MAAS's region `hardware_sync_interval` in seconds as last read (None: state from before it was managed,
+    or a value MAAS holds that is not a time span)."""
 
 
 class SiteProfileReconciler:
@@ -257,14 +264,29 @@ class SiteProfileReconciler:
                 self._put_script(maas, sc, replace=have is not None)
         for name in sorted(set(previous_scripts or ()) - {sc.name for sc in scripts}):
             maas.delete_script(name)  # registered by a previous bundle, gone from the new one
+        interval = self._ensure_hw_sync_interval(maas)  # 6
         registered = {x.name: x.sha256 for x in scripts}
         return ProfileResult(
             site_id=site_id, profile_id=prof.profile_id, effective_policy=prof.policy.model_dump(mode="json"),
             commissioning_scripts=[x.name for x in scripts if x.script_type == "commissioning"],
             testing_scripts=[x.name for x in scripts if x.script_type == "testing"],
             commissioning_testing_scripts=list(self.commissioning_testing),
-            scripts=registered, scripts_registered=dict(registered),
+            scripts=registered, scripts_registered=dict(registered), maas_hardware_sync_interval=interval,
         )
+
+    def _ensure_hw_sync_interval(self, maas: MaasSiteClient) -> int:
+        """MAAS's region interval: set when it differs, then read back (what is reported is what MAAS holds)."""
+        wanted = self.spec.profile.hardware_sync_interval
+        if maas.hardware_sync_interval() == wanted:
+            return wanted
+        maas.set_hardware_sync_interval(wanted)
+        got = maas.hardware_sync_interval()
+        if got != wanted:
+            s = self.spec.site
+            raise MaasError(f"site {s.name}: MAAS at {s.maas_url} holds hardware_sync_interval {got}s after "
+                            f"setting it to {wanted}s (another writer changed it meanwhile?); fix: check who "
+                            "else manages this MAAS's settings, then run up again", status=409)
+        return got
 
     def _put_script(self, maas: MaasSiteClient, sc: Script, replace: bool) -> None:
         """Register a script; "already exists" (another run or profile registered it meanwhile) adopts it when
@@ -290,9 +312,11 @@ class SiteProfileReconciler:
             prof = next((p for p in api.list_profiles(last.site_id) if p.profile_id == last.profile_id), None)
         if prof is None:
             return None
-        present = self._maas(vault).scripts()
+        maas = self._maas(vault)
+        present = maas.scripts()
         actual = {n: (present[n].sha256 if n in present else "missing") for n in last.scripts_registered}
-        return last.model_copy(update={"effective_policy": prof.policy.model_dump(mode="json"), "scripts": actual})
+        return last.model_copy(update={"effective_policy": prof.policy.model_dump(mode="json"), "scripts": actual,
+                                       "maas_hardware_sync_interval": maas.hardware_sync_interval()})
 
     def release(self, site_id: str, profile_id: str, scripts: list[str]) -> None:
         """Unregister the profile (the site stays: other profiles and machines may use it) and its scripts."""
@@ -320,6 +344,9 @@ class SiteProfileReconciler:
         found = last.get("effective_policy")
         if found is not None and plain(found) != self.spec.policy().model_dump(mode="json"):
             out.append("effective_policy")
+        if "maas_hardware_sync_interval" in last and plain(last["maas_hardware_sync_interval"]) != \
+                self.spec.profile.hardware_sync_interval:
+            out.append("maas_hardware_sync_interval")  # a hand change in MAAS (or a value it cannot read: None)
         return out
 
 

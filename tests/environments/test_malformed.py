@@ -301,6 +301,14 @@ CASES: list[tuple[str, str, Callable[[Doc], None], Code, str]] = [
         Code.HANDOFF_SITE_ERASES,
         "sites[1].profiles[0].release_erase_mode",
     ),
+    (
+        "hw-sync-interval-differs-within-a-site",
+        "prod",
+        _do(lambda d: d["sites"][0]["profiles"].append(
+            {**d["sites"][0]["profiles"][0], "name": "h200-slow-sync", "hardware_sync_interval": 1800})),
+        Code.HW_SYNC_INTERVAL_DIFFERS,
+        "sites[0].profiles[1].hardware_sync_interval",
+    ),
     # --- app instances
     (
         "member-nodes-exceed-count",

@@ -53,7 +53,7 @@ def test_the_descriptor_is_the_plans_rule_as_pulumi_sees_it() -> None:
         want = Change.REPLACE if rule.change is PlanChange.REIDENTIFY else Change.UPDATE
         assert MAAS_MACHINE.rule(f"machine.{field}") is want, field
         assert MAAS_MACHINE.rule(f"machine.{field}.x") is want, field
-    for path in ("policy.hardware_sync_interval", "connection.platform.url"):
+    for path in ("policy.batch_max_parallel", "connection.platform.url"):
         assert MAAS_MACHINE.rule(path) is Change.UPDATE, path
     assert MAAS_MACHINE.rule("connection.maas.site") is Change.REPLACE
     assert MAAS_MACHINE.delete_before_replace

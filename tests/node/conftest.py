@@ -52,7 +52,7 @@ def bundle_spec(packages: bool = True, **profile: Any) -> BundleSpec:
         packages=Packages(**(lists if packages else {})),
         site_context=BundleSite(name="lab"),
         profile=BundleProfile(**{"fabric_mode": "roce", "storage_layout_profile": "h200-boss-flat",
-                                 "data_devices": DEVICES, "hardware_sync_interval": 600, **profile}),
+                                 "data_devices": DEVICES, **profile}),
         store={"endpoint_url": "http://127.0.0.1:1", "bucket": BUCKET, "credentials_path": "x/y#z"},
         vault={"address": "http://127.0.0.1:2"},
     )

@@ -26,8 +26,7 @@ def props(bao: OpenBaoDevServer, s3: MotoS3Server, bucket: str, **over: object) 
         "name": "lab-h200", "site": "lab", "template_set": "h200",
         "packages": {"driver": ["nvidia-driver-550-server"], "runtime": [], "fabric": ["doca-ofed"]},
         "site_context": {"name": "lab"},
-        "profile": {"fabric_mode": "roce", "storage_layout_profile": "h200-boss-flat", "require_hw_sync": True,
-                    "hardware_sync_interval": 900.0},  # numbers arrive as floats
+        "profile": {"fabric_mode": "roce", "storage_layout_profile": "h200-boss-flat", "require_hw_sync": True},
         "store": {"endpoint_url": s3.endpoint_url, "bucket": bucket, "credentials_path": S3_CREDS_REF},
         "vault": {"address": bao.address, "kv_mount": "gpuaas", "auth_method": "token"},
     }

@@ -23,8 +23,7 @@ def spec(**over: object) -> BundleSpec:
         "name": "lab-h200", "site": "lab", "template_set": "h200",
         "packages": {"driver": ["nvidia-driver-550-server"], "runtime": ["lambda-stack-cuda"], "fabric": ["doca-ofed"]},
         "site_context": {"name": "lab"},
-        "profile": {"fabric_mode": "roce", "storage_layout_profile": "h200-boss-flat", "require_hw_sync": True,
-                    "hardware_sync_interval": 900},
+        "profile": {"fabric_mode": "roce", "storage_layout_profile": "h200-boss-flat", "require_hw_sync": True},
         "store": STORE, "vault": VAULT,
     }
     base.update(over)
@@ -37,13 +36,14 @@ def test_renders_every_part_of_the_h200_set() -> None:
             "validation/10-gpu-check.sh", "packages/driver.txt", "manifest.json"} <= set(files)
     assert b"nvidia-driver-550-server" in files["packages/driver.txt"]
     assert b"doca-ofed" in files["cloud-init/10-packages.yaml"]  # roce site: fabric stack installed
-    assert b"GPUAAS_HW_SYNC_INTERVAL=900" in files["cloud-init/30-hw-sync.yaml"]
+    assert b"GPUAAS_REQUIRE_HW_SYNC=true" in files["cloud-init/30-hw-sync.yaml"]
+    assert b"INTERVAL" not in files["cloud-init/30-hw-sync.yaml"] + files["steps/50-hw-sync.sh"], \
+        "the interval is MAAS's setting: no bundle pins it"
     assert b"name: gpuaas-lab-h200-inventory" in files["commissioning/50-gpuaas-inventory.sh"]
 
 
 def test_ethernet_profile_leaves_fabric_packages_out() -> None:
-    prof = {"fabric_mode": "ethernet", "storage_layout_profile": "flat", "require_hw_sync": False,
-            "hardware_sync_interval": 900}
+    prof = {"fabric_mode": "ethernet", "storage_layout_profile": "flat", "require_hw_sync": False}
     files = render_bundle(spec(profile=prof))
     assert b"doca-ofed" not in files["cloud-init/10-packages.yaml"]
 

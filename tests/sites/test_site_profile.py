@@ -41,8 +41,8 @@ def world(openbao: OpenBaoDevServer, moto_s3: MotoS3Server, maas_sim: Any, platf
     creds = VaultCredentials(token=SecretStr(openbao.root_token))
     bspec = BundleSpec.model_validate({
         "name": "lab-h200", "site": "lab", "template_set": "h200", "site_context": {"name": "lab"}, "profile": {
-            "fabric_mode": "roce", "storage_layout_profile": "h200-boss-flat", "require_hw_sync": True,
-            "hardware_sync_interval": 900}, "store": store, "vault": vault})
+            "fabric_mode": "roce", "storage_layout_profile": "h200-boss-flat", "require_hw_sync": True},
+        "store": store, "vault": vault})
     pub = BundlePublisher(bspec, creds).converge()
     props = {
         "tier": "local",
@@ -104,6 +104,37 @@ def test_policy_change_is_an_in_place_update(world: dict[str, Any]) -> None:
     renamed = copy.deepcopy(props)
     renamed["profile"]["name"] = "h200-other"
     assert p.diff("x", outs, renamed).replaces == ["profile.name"]
+
+
+def test_the_hardware_sync_interval_is_maas_setting_set_read_back_and_repaired(world: dict[str, Any]) -> None:
+    """MAAS's region `hardware_sync_interval` is the profile's: set at create, changed in place (no bundle,
+    so no machine, changes), found drifted by a refresh after a hand change in MAAS and set again by up."""
+    p, props = world["provider"], world["props"]
+    maas = MaasSiteClient(world["maas"].url, world["maas"].api_key, tls_verify=False)
+    maas.set_hardware_sync_interval(120)  # someone's earlier setting: the profile's default (900 s) wins
+    outs = p.create(props).outs
+    assert outs["maas_hardware_sync_interval"] == 900 and maas.hardware_sync_interval() == 900
+    news = copy.deepcopy(props)
+    news["profile"]["hardware_sync_interval"] = 1800.0
+    d = p.diff("x", outs, news)
+    assert d.changes and not d.replaces
+    outs = p.update("x", outs, news).outs
+    assert outs["maas_hardware_sync_interval"] == 1800 and maas.hardware_sync_interval() == 1800
+    assert outs["bundles"] == props["bundles"], "the bundle is not touched"
+    assert not p.diff("x", p.read("x", outs).outs, news).changes, "read back: no drift"
+    maas.set_hardware_sync_interval(300)  # a hand change in MAAS
+    seen = p.read("x", outs).outs
+    assert seen["maas_hardware_sync_interval"] == 300 and p.diff("x", seen, news).changes
+    repaired = p.update("x", seen, news).outs
+    assert repaired["maas_hardware_sync_interval"] == 1800 and maas.hardware_sync_interval() == 1800
+
+
+def test_state_from_before_the_interval_was_managed_reads_without_drift(world: dict[str, Any]) -> None:
+    p, props = world["provider"], world["props"]
+    outs = p.create(props).outs
+    old = {k: v for k, v in outs.items() if k != "maas_hardware_sync_interval"}
+    assert not p.diff("x", old, props).changes
+    assert p.read("x", old).outs["maas_hardware_sync_interval"] == 900
 
 
 @pytest.mark.parametrize(("field", "value", "code"), [
