@@ -294,3 +294,4 @@ def test_concurrent_creators_converge_on_one_site_and_profile(world: dict[str, A
         t.join(timeout=120)
     assert not errors, errors
     assert len({r["profile_id"] for r in results}) == 1 and [x.name for x in platform_profiles(world)] == ["h200-lab"]
+
