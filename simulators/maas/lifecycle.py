@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 from pydantic import BaseModel, ConfigDict, Field
 
 from . import errors, script_results
+from .config import hw_sync_interval
 from .enroll import find_enrollment, post_enrollment
 from .enums import (
     ABORTABLE,
@@ -35,7 +36,6 @@ from .enums import (
 from .faults import DATASOURCE_ERROR, DATASOURCE_EVENT, DATASOURCE_EVENT_TYPE, FaultBook
 from .node_deploys import NodeDeploys
 from .observe import Stats
-from .config import hw_sync_interval
 from .state import Machine, Store
 
 if TYPE_CHECKING:
