@@ -101,7 +101,8 @@ def roce_spec(env: Environment, settings: StackSettings, site: Site) -> RoceSpec
         groups=nic_groups([MachineNics(hostname=m.hostname, profile=m.profile,
                               fabric_mode=FabricMode(env.profile(site.name, m.profile).fabric_mode.value),
                               enable_phase2_roce=env.profile(site.name, m.profile).enable_phase2_roce,
-                              interfaces=list(env.sku(m.sku).fabric_interfaces)) for m in machines]),
+                              interfaces=list(env.sku(m.sku).fabric_interfaces), pxe_mac=str(m.pxe_mac))
+                              for m in machines]),
         stack=pulumi.get_stack(),
         maas=MaasInputs(url=settings.endpoint(site.maas_url, "maas"), api_key_path=site.maas_api_key_path,
                         tls_verify=site.tls_verify, ca_bundle=env.ca_bundles.maas),

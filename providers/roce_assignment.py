@@ -32,6 +32,7 @@ from providers.sites.roce import (
     RoceReconciler,
     RoceSpec,
     canonical_table,
+    carried_table,
     grouped,
 )
 
@@ -78,7 +79,7 @@ class RoceAssignmentProvider(ResourceProvider):
         if refused := spec.refusals():
             return CheckResult(news, [CheckFailure("machines", r) for r in refused])
         try:  # the update's allocation, planned (collisions and exhausted pools are refused here)
-            table = RoceReconciler(spec, getattr(self, "_credentials", None)).plan(olds.get("table"))
+            table = RoceReconciler(spec, getattr(self, "_credentials", None)).plan(carried_table(plain(olds), spec))
         except AllocationError as e:
             return CheckResult(news, [CheckFailure("pools", str(e))])
         return CheckResult({**news, "table": table}, [])
@@ -95,7 +96,8 @@ class RoceAssignmentProvider(ResourceProvider):
         return CreateResult(f"roce-{props['site']}", {**plain(props), "table": table, "link_status": status})
 
     def update(self, id_: str, olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
-        table, status = self._rec(news).converge(olds.get("table"))
+        rec = self._rec(news)
+        table, status = rec.converge(carried_table(plain(olds), rec.spec))
         return UpdateResult({**plain(news), "table": table, "link_status": status})
 
     def read(self, id_: str, props: dict[str, Any]) -> ReadResult:

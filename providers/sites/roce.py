@@ -155,6 +155,8 @@ class MachineNics(_M):
     enable_phase2_roce: bool
     interfaces: list[str]
     """fabric_interfaces of the machine's SKU: interfaces[r] is on rail r."""
+    pxe_mac: str = ""
+    """The hardware (a declared rename keeps the addresses of the machine with this PXE MAC); empty: unknown."""
 
 
 class NicGroup(_M):
@@ -166,14 +168,27 @@ class NicGroup(_M):
     enable_phase2_roce: bool
     interfaces: list[str]
     hostnames: list[str]
+    pxe_macs: list[str] = []
+    """hostnames[i]'s PXE MAC (what names the hardware); empty in state written before."""
+
+    @model_validator(mode="after")
+    def _parallel(self) -> NicGroup:
+        if self.pxe_macs and len(self.pxe_macs) != len(self.hostnames):
+            raise ValueError("pxe_macs must list one MAC per hostname, in the same order")
+        return self
 
 
 def nic_groups(machines: list[MachineNics]) -> list[NicGroup]:
-    groups: dict[tuple[str, FabricMode, bool, tuple[str, ...]], list[str]] = {}
+    groups: dict[tuple[str, FabricMode, bool, tuple[str, ...]], list[MachineNics]] = {}
     for m in machines:
-        groups.setdefault((m.profile, m.fabric_mode, m.enable_phase2_roce, tuple(m.interfaces)), []).append(m.hostname)
-    return [NicGroup(profile=p, fabric_mode=f, enable_phase2_roce=e, interfaces=list(i), hostnames=sorted(h))
-            for (p, f, e, i), h in sorted(groups.items(), key=lambda kv: (kv[0][0], kv[0][3]))]
+        groups.setdefault((m.profile, m.fabric_mode, m.enable_phase2_roce, tuple(m.interfaces)), []).append(m)
+    out = []
+    for (p, f, e, i), ms in sorted(groups.items(), key=lambda kv: (kv[0][0], kv[0][3])):
+        ms = sorted(ms, key=lambda m: m.hostname)
+        macs = [m.pxe_mac for m in ms] if all(m.pxe_mac for m in ms) else []
+        out.append(NicGroup(profile=p, fabric_mode=f, enable_phase2_roce=e, interfaces=list(i),
+                            hostnames=[m.hostname for m in ms], pxe_macs=macs))
+    return out
 
 
 def grouped(props: Mapping[str, Any]) -> dict[str, Any]:
@@ -214,8 +229,9 @@ class RoceSpec(BaseModel):
     @cached_property
     def machines(self) -> list[MachineNics]:
         return [MachineNics(hostname=h, profile=g.profile, fabric_mode=g.fabric_mode,
-                            enable_phase2_roce=g.enable_phase2_roce, interfaces=g.interfaces)
-                for g in self.groups for h in g.hostnames]
+                            enable_phase2_roce=g.enable_phase2_roce, interfaces=g.interfaces,
+                            pxe_mac=g.pxe_macs[n] if g.pxe_macs else "")
+                for g in self.groups for n, h in enumerate(g.hostnames)]
 
     def refusals(self) -> list[str]:
         return [f"{Code.ROCE_NEEDS_ROCE_FABRIC.value} site {self.site}: host {m.hostname} (profile {m.profile}, "
@@ -270,6 +286,21 @@ def canonical_table(table: Mapping[str, Any] | None) -> Table:
     return out
 
 
+def carried_table(old_props: Mapping[str, Any], spec: RoceSpec) -> Table:
+    """The recorded table with each renamed machine's addresses under its new hostname. A machine is the same
+    hardware when its PXE MAC is: a declared rename (an in-place change of the machine) keeps its addresses,
+    so its RoCE links, and so its deploy, do not change. Records without MACs (state written before) carry
+    nothing."""
+    table = canonical_table(old_props.get("table") if isinstance(old_props.get("table"), Mapping) else None)
+    old_groups = [NicGroup.model_validate(g) for g in grouped(old_props).get("groups") or ()]
+    was = {mac: h for g in old_groups for h, mac in zip(g.hostnames, g.pxe_macs, strict=False)}
+    moves = {old: m.hostname for m in spec.machines
+             if m.pxe_mac and (old := was.get(m.pxe_mac)) and old != m.hostname and old in table}
+    out = {h: a for h, a in table.items() if h not in moves and h not in moves.values()}
+    out.update({new: table[old] for old, new in moves.items()})
+    return out
+
+
 def addresses_of(table: Mapping[str, Any] | None, hostname: str) -> set[str]:
     return set(canonical_table({hostname: (table or {}).get(hostname) or []})[hostname])
 
@@ -302,18 +333,20 @@ class RoceReconciler:
         if refused := self.spec.refusals():
             raise ValueError("; ".join(refused))
         try:
-            entries = self._allocate(self.maas(), old_table)
+            entries, _applied = self._allocate(self.maas(), old_table)
         except (VaultError, MaasError):
             entries = allocate(self.spec.pools, self.spec.nics(), self.spec.existing(old_table))
         return table_of(entries, [m.hostname for m in self.spec.machines])
 
-    def _allocate(self, maas: MaasSiteClient, old_table: Mapping[str, Any] | None) -> dict[Key, Entry]:
+    def _allocate(self, maas: MaasSiteClient,
+                  old_table: Mapping[str, Any] | None) -> tuple[dict[Key, Entry], set[Key]]:
         """Allocate against the record and MAAS. What MAAS holds on one of our interfaces, in that rail's
         pool, is its address (MAAS is the truth of what is applied). A recorded address MAAS gives to a
         machine under another name is still ours when that machine is managed by this stack (MAAS owner data
         `gpuaas_resource`: renamed by hand, or mid-rename); when it is not (another stack's machine linked it
         first), the address is not applied to us and is offered again, never failed on. Addresses held by
-        others are never offered (`held` names the holder)."""
+        others are never offered (`held` names the holder). Returns the table's entries and the keys MAAS
+        already holds for us (under their name or another)."""
         recorded = self.spec.existing(old_table)
         rail_of = {(n.hostname, n.interface): n.rail for n in self.spec.nics()}
         pool_of = {p.rail: p for p in self.spec.pools}
@@ -335,7 +368,8 @@ class RoceReconciler:
         taken = set(applied.values())
         existing = {k: a for k, a in recorded.items() if a not in held and a not in taken}
         existing.update(applied)
-        return allocate(self.spec.pools, self.spec.nics(), existing, held)
+        entries = allocate(self.spec.pools, self.spec.nics(), existing, held)
+        return entries, {k for k, e in entries.items() if applied.get(k) == e.address}
 
     def _ours_under_other_names(self, maas: MaasSiteClient, recorded: Mapping[Key, str],
                                 foreign: Mapping[str, StaticHolding]) -> dict[Key, str]:
@@ -357,9 +391,9 @@ class RoceReconciler:
             maas = self.maas()
             ours = {m.hostname for m in self.spec.machines}
             # Everything is decided before the first mutation: an error leaves MAAS untouched.
-            entries = self._allocate(maas, old_table)
+            entries, applied = self._allocate(maas, old_table)
             machines = maas.machine_nics(sorted(ours))
-            plan = {host: self._plan_links(host, machines.get(host), entries) for host in sorted(ours)}
+            plan = {host: self._plan_links(host, machines.get(host), entries, applied) for host in sorted(ours)}
             for _status, actions in plan.values():
                 for system_id, nic_id, e in actions:
                     maas.link_static(system_id, nic_id, e.subnet, e.address)
@@ -367,9 +401,12 @@ class RoceReconciler:
                 self._unlink_machine(maas, host, old_table or {})
         return table_of(entries, sorted(ours)), {host: st for host, (st, _a) in plan.items()}
 
-    def _plan_links(self, host: str, m: MaasMachineNics | None,
-                    entries: dict[Key, Entry]) -> tuple[str, list[tuple[str, int, Entry]]]:
+    def _plan_links(self, host: str, m: MaasMachineNics | None, entries: dict[Key, Entry],
+                    applied: set[Key]) -> tuple[str, list[tuple[str, int, Entry]]]:
         """(link status, the links to make). Raises before anything is changed."""
+        mine = [k for k in entries if k[0] == host]
+        if m is None and mine and all(k in applied for k in mine):
+            return "linked", []  # under its old name: a declared rename the machine pool applies next
         if m is None:
             return "pending: not in MAAS", []  # the machine lifecycle links it (its RoCE stage)
         if m.status not in NETWORK_EDITABLE:

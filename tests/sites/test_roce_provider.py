@@ -13,6 +13,7 @@ from clients.maas import MaasSiteClient
 from clients.vault import VaultCredentials
 from providers.roce_assignment import RoceAssignmentProvider
 from providers.sites.roce import RoceSpec
+from simulators.maas.enums import NodeStatus
 from simulators.openbao import OpenBaoDevServer
 
 from .conftest import KV
@@ -41,7 +42,7 @@ def world(openbao: OpenBaoDevServer, maas_sim: Any) -> dict[str, Any]:
     p = RoceAssignmentProvider()
     p._credentials = VaultCredentials(token=SecretStr(openbao.root_token))
     maas = MaasSiteClient(maas_sim.url, maas_sim.api_key, tls_verify=False)
-    return {"props": props, "p": p, "maas": maas}
+    return {"props": props, "p": p, "maas": maas, "sim": maas_sim}
 
 
 def holdings(maas: MaasSiteClient) -> dict[tuple[str, str], str]:
@@ -223,8 +224,39 @@ def test_a_machine_renamed_by_hand_keeps_its_addresses_another_stacks_does_not(w
     for owner, kept in (("local/pool-a", True), ("other/pool-b", False)):
         maas = SimpleNamespace(static_holdings=lambda _c: held, read_many=lambda sids, o=owner: [
             SimpleNamespace(system_id=s, owner_data={"gpuaas_resource": o}) for s in sids])
-        entries = RoceReconciler(spec, None)._allocate(maas, table)  # type: ignore[arg-type]
+        entries, _applied = RoceReconciler(spec, None)._allocate(maas, table)  # type: ignore[arg-type]
         got = [entries[("gpu-a-001", i)].address for i in IFACES]
         assert (got == table["gpu-a-001"]) is kept, (owner, got)
         if not kept:
             assert not set(got) & set(table["gpu-a-001"]), got
+
+
+def test_a_declared_rename_keeps_the_machines_addresses(world: dict[str, Any]) -> None:
+    """A machine is the hardware its PXE MAC names: renamed in the environment (an in-place change the machine
+    pool applies after this resource), it keeps its addresses, so its RoCE links and its deploy do not change.
+    Until the pool renames it, MAAS shows it under the old name holding them: linked, and never unlinked."""
+    p, props, maas = world["p"], world["props"], world["maas"]
+    macs = {"gpu-a-001": "b0:7b:25:00:00:01", "gpu-a-002": "b0:7b:25:00:00:02"}
+    first = copy.deepcopy(props)
+    first["machines"] = [{**machine(h), "pxe_mac": macs[h]} for h in sorted(macs)]
+    first["stack"] = "local"
+    outs = p.create(p.check({}, first).inputs).outs
+    before = holdings(maas)
+    sid = maas.machine_nics(["gpu-a-001"])["gpu-a-001"].system_id
+    maas.deploy(sid, user_data=b"#cloud-config\n", distro_series="jammy", hwe_kernel=None, enable_hw_sync=False)
+    world["sim"].admin.wait_for_status(sid, NodeStatus.DEPLOYED)
+    maas.set_owner_data(sid, {"gpuaas_resource": "local/pool-a"})  # the pool's machine
+    renamed = copy.deepcopy(first)
+    renamed["machines"] = [{**machine("gpu-a-101"), "pxe_mac": macs["gpu-a-001"]},
+                           {**machine("gpu-a-002"), "pxe_mac": macs["gpu-a-002"]}]
+    checked = p.check(outs, renamed).inputs
+    assert checked["table"]["gpu-a-101"] == outs["table"]["gpu-a-001"], "planned: the same addresses"
+    assert "gpu-a-001" not in checked["table"]
+    outs2 = p.update("x", outs, checked).outs
+    assert outs2["table"] == checked["table"]
+    assert outs2["link_status"]["gpu-a-101"] == "linked"
+    assert holdings(maas) == before, "nothing unlinked or relinked"
+    maas.set_hostname(sid, "gpu-a-101")  # the pool's in-place rename
+    again = p.check(outs2, renamed).inputs
+    assert again["table"] == outs2["table"] and not p.diff("x", outs2, again).changes
+    assert p.read("x", outs2).outs["link_status"]["gpu-a-101"] == "linked"

@@ -5,9 +5,9 @@ MAAS agree with the machines plan's rule (providers/machines/plan.py), for the s
 through the rule, both adapters' diffs, the lifecycle's trigger and the note without a stack.
 
 Not walked here, each for a reason: `site` (another MAAS region: the local world has one; the rule makes
-it other hardware), `hostname` (the standalone machine's resource name is `machine-<hostname>`, a new
-Pulumi resource; a pool machine's rename changes the site's RoCE table, keyed by hostname, which a preview
-shows only after apply until the table is planned at check: issue 25), `profile` of a pool machine (a pool
+it other hardware), `hostname` of the standalone machine (its resource name is `machine-<hostname>`, a new
+Pulumi resource; a pool machine's rename is walked: it keeps its RoCE addresses, the hardware being named by
+its PXE MAC, so nothing redeploys), `profile` of a pool machine (a pool
 holds one profile: validation refuses the mix), `sku` (the only other SKU, cpu-small, fails an H200's
 preflight) and `pxe_interface` and `storage` on their own (they follow the SKU and the profile)."""
 
@@ -103,6 +103,7 @@ WALK: list[tuple[str, Callable[[Doc, str], None], tuple[str, ...]]] = [
     ("roce_links", _rail_mtu, ("local-gpu-1", "local-gpu-2", "local-gpu-3", "local-gpu-4")),
     ("pxe_mac", _spare, ("local-gpu-1", "local-gpu-3")),
     ("power_type", _set(power_type="manual"), ("local-gpu-1", "local-gpu-3")),
+    ("hostname", _set(hostname="local-gpu-3r"), ("local-gpu-3",)),  # last: the steps above name local-gpu-3
 ]
 
 
@@ -182,6 +183,8 @@ def test_every_field_does_what_the_plan_says(engine_factory: Any, world: tuple[L
             assert {h: maas.power_settings(now[h]["system_id"]).power_address for h in hosts} == IPMI
         if field == "power_user_path":
             assert {maas.power_settings(now[h]["system_id"]).power_user for h in hosts} == {"walker"}
+        if field == "hostname":
+            assert now["local-gpu-3r"]["system_id"] == before_ids["local-gpu-3"] and "local-gpu-3" not in now
         if field == "power_type":
             assert {maas.power_settings(now[h]["system_id"]).power_type for h in hosts} == {"manual"}
         clean = engine.preview(expect_no_changes=True)
