@@ -29,7 +29,7 @@ sys.path.insert(0, str(REPO))
 
 import yaml  # noqa: E402
 
-from clients.platform.client import PlatformClient  # noqa: E402
+from clients.platform import PlatformClient  # noqa: E402
 from clients.platform.models import sites as site_models  # noqa: E402
 from components.machines import policy_input  # noqa: E402
 from environments import load_environment  # noqa: E402

@@ -14,8 +14,7 @@ from contextlib import contextmanager
 from urllib.parse import parse_qs, urlsplit
 
 from clients.maas import DEFAULT_BUDGET, MaasSiteClient
-from clients.platform.client import PlatformClient
-from clients.platform.errors import PlatformApiError
+from clients.platform import PlatformApiError, PlatformClient
 from clients.platform.models import nodes as node_models
 from clients.s3 import ArtifactStore, s3_credentials
 from clients.vault import VaultCredentials, VaultReader

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from clients.maas import MaasSiteClient
-from clients.platform.client import PlatformClient
+from clients.platform import PlatformClient
 from clients.platform.models import sites as site_models
 from environments import Environment, load_environment
 from providers.machines.records import Context

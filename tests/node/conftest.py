@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 import yaml
 
-from clients.platform.client import PlatformClient
+from clients.platform import PlatformClient
 from clients.platform.models import nodes as node_models
 from clients.platform.models import sites as site_models
 from clients.s3 import ArtifactStore, S3Credentials, S3Location

@@ -25,13 +25,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from clients.platform.client import PlatformClient
+from clients.platform import PlatformClient
 from clients.platform.models import nodes as node_models
 from clients.platform.models import sites as site_models
 from clients.s3 import ArtifactStore, S3Credentials, S3Location
-from providers.machines.lifecycle import Context
 from providers.machines.node_trust import node_ca_bundle
-from providers.machines.records import Goal, LifecycleRecord
+from providers.machines.records import Context, Goal, LifecycleRecord
 from providers.machines.runtime import PlatformEnrollment, bundle_presigner
 from providers.machines.spec import AptKeyPin, Deadlines, LifecyclePolicy, LoginUserSpec, MachineSpec
 from providers.machines.user_data import deploy_user_data
