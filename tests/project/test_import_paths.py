@@ -9,7 +9,9 @@ And whatever a module binds by an import, no file of the repository (product, te
 imports from it: `from providers.common import is_unknown` is wrong when providers/kind.py defines it.
 
 A package `__init__.py` that IS its package's public API may gather its submodules' names (PACKAGE_APIS);
-outside such a package, its names are then imported from the package, not from its submodules.
+outside such a package, its names are then imported from the package, not from its submodules, and a package
+that gathers all its submodules' names (WHOLE_APIS: the clients) is the only way in: `from clients.platform.models
+import nodes` is refused as well.
 """
 
 from __future__ import annotations
@@ -32,6 +34,9 @@ PACKAGE_APIS: dict[str, str] = {
     "clients.platform.models": "the platform API contract's pydantic models, one namespace like the OpenAPI document",
     "environments": "loading and validating an environment: load_environment, the compiled Environment",
 }
+# APIs that gather (nearly) all their submodules' names: outside the package, its submodules are not imported
+# at all. `environments` is a narrow API: its rules, findings and model modules are imported by name.
+WHOLE_APIS = ("clients.maas", "clients.platform", "clients.platform.models")
 
 
 @dataclass
@@ -110,16 +115,23 @@ def _in_api(module: str) -> str | None:
     return max((p for p in PACKAGE_APIS if module == p or module.startswith(p + ".")), key=len, default=None)
 
 
-def _imports_of(path: Path) -> list[tuple[int, str, str]]:
-    """(line, source module, name) of every `from <product module> import <name>` in `path`."""
+def _imports_of(path: Path, modules: bool = False) -> list[tuple[int, str, str]]:
+    """(line, source module, name) of every `from <product module> import <name>` in `path`; with `modules`,
+    the product modules it imports instead, as (line, module, "")."""
     mod = _parse(path)
     tree = ast.parse(path.read_text(), filename=str(path))
     out = []
     for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom):
             source = _resolve(node, mod.name, mod.is_package)
-            if source in _modules():
+            if source not in _modules():
+                continue
+            if modules:
+                out += [(node.lineno, f"{source}.{a.name}", "") for a in node.names if _is_module(f"{source}.{a.name}")]
+            else:
                 out += [(node.lineno, source, a.name) for a in node.names if not _is_module(f"{source}.{a.name}")]
+        elif isinstance(node, ast.Import) and modules:
+            out += [(node.lineno, a.name, "") for a in node.names if _is_module(a.name)]
     return out
 
 
@@ -163,6 +175,11 @@ def second_paths() -> list[str]:
                              f"{origin.rsplit('.', 1)[0]}")
             elif api and api != source and not _in_api(importer) and name in _modules()[api].all_names:
                 wrong.append(f"{_where(path, line)} imports {name} from {source}; {api} is its public API")
+        for line, module, _ in _imports_of(path, modules=True):
+            api = _in_api(module)
+            if api in WHOLE_APIS and api != module and not _in_api(importer):
+                wrong.append(f"{_where(path, line)} imports the module {module}; import its names from {api}, "
+                             "the package's public API")
     return wrong
 
 
@@ -181,7 +198,7 @@ def test_the_checks_can_fail() -> None:
     probe = REPO / "providers" / "_reexport_probe.py"
     user = REPO / "providers" / "_reexport_user.py"
     probe.write_text('from providers.kind import is_unknown, register\n\n__all__ = ["register"]\n')
-    user.write_text("from providers._reexport_probe import is_unknown\n")
+    user.write_text("from providers._reexport_probe import is_unknown\nfrom clients.platform.models import nodes\n")
     try:
         _parse.cache_clear()
         _modules.cache_clear()
@@ -194,3 +211,4 @@ def test_the_checks_can_fail() -> None:
     assert any("_reexport_probe.py re-exports is_unknown" in w for w in found), found
     assert any("_reexport_probe.py lists register" in w for w in found), found
     assert any("_reexport_user.py:1 imports is_unknown from providers._reexport_probe" in w for w in paths), paths
+    assert any("_reexport_user.py:2 imports the module clients.platform.models.nodes" in w for w in paths), paths
