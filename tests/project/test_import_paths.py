@@ -72,8 +72,13 @@ def _files(roots: tuple[str, ...]) -> list[Path]:
 
 
 @cache
+def _tree(path: Path) -> ast.Module:
+    return ast.parse(path.read_text(), filename=str(path))
+
+
+@cache
 def _parse(path: Path) -> Module:
-    tree = ast.parse(path.read_text(), filename=str(path))
+    tree = _tree(path)
     mod = Module(_dotted(path), path, path.name == "__init__.py")
     for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom):
@@ -119,7 +124,7 @@ def _imports_of(path: Path, modules: bool = False) -> list[tuple[int, str, str]]
     """(line, source module, name) of every `from <product module> import <name>` in `path`; with `modules`,
     the product modules it imports instead, as (line, module, "")."""
     mod = _parse(path)
-    tree = ast.parse(path.read_text(), filename=str(path))
+    tree = _tree(path)
     out = []
     for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom):
@@ -139,10 +144,11 @@ def _where(path: Path, line: int) -> str:
     return f"{path.relative_to(REPO)}:{line}"
 
 
-def reexports() -> list[str]:
-    """Names a product module binds by an import and hands on: in `__all__`, or unused but imported from it."""
+def reexports(files: list[Path] | None = None) -> list[str]:
+    """Names a product module binds by an import and hands on: in `__all__`, or unused but imported from it
+    (by one of `files`, every scanned file by default)."""
     importers: dict[tuple[str, str], list[str]] = {}
-    for path in _files(SCANNED):
+    for path in _files(SCANNED) if files is None else files:
         for line, source, name in _imports_of(path):
             importers.setdefault((source, name), []).append(_where(path, line))
     wrong = []
@@ -160,11 +166,11 @@ def reexports() -> list[str]:
     return wrong
 
 
-def second_paths() -> list[str]:
+def second_paths(files: list[Path] | None = None) -> list[str]:
     """`from M import X` where M only imported X (M's own package API aside), or where M's package is a public
     API and the importer, outside that package, reaches past it into a submodule."""
     wrong = []
-    for path in _files(SCANNED):
+    for path in _files(SCANNED) if files is None else files:
         importer = _dotted(path)
         for line, source, name in _imports_of(path):
             mod = _modules()[source]
@@ -200,12 +206,12 @@ def test_the_checks_can_fail() -> None:
     probe.write_text('from providers.kind import is_unknown, register\n\n__all__ = ["register"]\n')
     user.write_text("from providers._reexport_probe import is_unknown\nfrom clients.platform.models import nodes\n")
     try:
-        _parse.cache_clear()
         _modules.cache_clear()
-        found, paths = reexports(), second_paths()
+        found, paths = reexports([user]), second_paths([user])
     finally:
         probe.unlink()
         user.unlink()
+        _tree.cache_clear()
         _parse.cache_clear()
         _modules.cache_clear()
     assert any("_reexport_probe.py re-exports is_unknown" in w for w in found), found
