@@ -29,12 +29,12 @@ from pydantic import BaseModel
 
 from clients.platform import PlatformApiError, PlatformClient
 from clients.platform import models as pm
-from clients.platform.models.codes import ErrorCode
+from clients.platform.models import ErrorCode
 from clients.vault import VaultCredentials
 from environments.rules_tls import resolve_ca
 from providers.common import vault_reader
 
-from .failures import MESSAGE_CHARS, REFUSED, SHOWN_FAILURES, AppInstanceFailed, OpFailure, idempotency_key  # noqa: F401
+from .failures import REFUSED, AppInstanceFailed, OpFailure, idempotency_key
 from .plan import Action, ActionKind, Observed, Phase, plan_members
 from .routes import converge_routes
 from .spec import AppInstanceSpec
