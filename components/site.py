@@ -27,7 +27,8 @@ from providers.site_profile import SiteProfile
 from providers.sites.bundle import BundleProfile, BundleSite, BundleSpec, Packages
 from providers.sites.bundle_node import AptSourceSpec, LoginUserCheck
 from providers.sites.profile import PlatformInputs, ProfileInputs, SiteInputs, SiteProfileArgs
-from providers.sites.roce import MaasInputs, MachineNics, Pool, RoceSpec, nic_groups
+from providers.sites.roce import MaasInputs, Pool, RoceSpec
+from providers.sites.roce_table import MachineNics, nic_groups
 from providers.wire import FabricMode, Tier
 
 from .mounts import bundle_mount_sets

@@ -31,10 +31,8 @@ from providers.sites.roce import (
     AllocationError,
     RoceReconciler,
     RoceSpec,
-    canonical_table,
-    carried_table,
-    grouped,
 )
+from providers.sites.roce_table import canonical_table, carried_table, grouped
 
 DESCRIPTOR = register(KindDescriptor(
     name="RoceAssignment",
@@ -79,7 +77,8 @@ class RoceAssignmentProvider(ResourceProvider):
         if refused := spec.refusals():
             return CheckResult(news, [CheckFailure("machines", r) for r in refused])
         try:  # the update's allocation, planned (collisions and exhausted pools are refused here)
-            table = RoceReconciler(spec, getattr(self, "_credentials", None)).plan(carried_table(plain(olds), spec))
+            rec = RoceReconciler(spec, getattr(self, "_credentials", None))
+            table = rec.plan(carried_table(plain(olds), spec.machines))
         except AllocationError as e:
             return CheckResult(news, [CheckFailure("pools", str(e))])
         return CheckResult({**news, "table": table}, [])
@@ -97,7 +96,7 @@ class RoceAssignmentProvider(ResourceProvider):
 
     def update(self, id_: str, olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
         rec = self._rec(news)
-        table, status = rec.converge(carried_table(plain(olds), rec.spec))
+        table, status = rec.converge(carried_table(plain(olds), rec.spec.machines))
         return UpdateResult({**plain(news), "table": table, "link_status": status})
 
     def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
