@@ -56,8 +56,10 @@ class CodedError(Exception):
     reconcilers (never with a secret in `message`: name the Vault path, not the value)."""
 
     def __init__(self, code: FailureCode, where: str, message: str, hint: str, details: Iterable[str] = ()) -> None:
-        """`details`: lines under the head (one per host or finding), indented."""
+        """`details`: lines under the head (one per host or finding), indented. `source`: the client error it
+        translates (kept for callers that branch on its kind; not chained, so the operator reads one line)."""
         self.code, self.where, self.message, self.hint = code, where, message, hint
+        self.source: Exception | None = None
         super().__init__(line(code.value, where, message, hint) + "".join(f"\n  {d}" for d in details))
 
 
@@ -73,7 +75,9 @@ def coded_errors(where: str, codes: Mapping[type[Exception], FailureCode]) -> It
     except tuple(codes) as e:
         code = next(c for t, c in codes.items() if isinstance(e, t))
         message, _, hint = str(e).partition(FIX)
-        raise code(where, message, hint or None) from None
+        err = code(where, message, hint or None)
+        err.source = e
+        raise err from None
 
 
 F = TypeVar("F", bound=Callable[..., Any])
