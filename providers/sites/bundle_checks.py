@@ -1,14 +1,7 @@
 """What a rendered bundle must be before it is published, checked at `check` (so at preview) with the
-bundle's template file, a stable code (`BundleFail`, docs/sites-bundles-roce.md) and the problem named
-(docs/node-bootstrap.md, "cloud-init parts"):
-
-| code | what |
-|---|---|
-| BND001 | a cloud-init part that does not start with `#cloud-config` (cloud-init would skip it) |
-| BND002 | a cloud-init part that is not valid YAML |
-| BND003 | a cloud-init part that is not a mapping of modules |
-| BND004 | a cloud-init part using a module the launcher's cloud-init step does not apply (it would be dropped) |
-| BND005 | a script a node runs (launcher steps, validation, MAAS commissioning/testing) without an interpreter line |
+bundle's template file, a stable code and the problem named: BND001-005 of `failures.BundleFail` (a part
+without `#cloud-config`, not YAML, not a mapping, a module the launcher does not apply; a node script without
+an interpreter line), listed in docs/sites-bundles-roce.md; docs/node-bootstrap.md, "cloud-init parts".
 
 Every key of a part is applied or refused, never dropped: `APPLIED` maps each key the cloud-init step
 applies to the cloud-init module that applies it; the step template renders the same table.
