@@ -31,14 +31,15 @@ def test_the_docs_tables_are_the_catalogues() -> None:
 
 
 def test_the_check_can_fail() -> None:
-    doc = CATALOGUES[FailureCode.__subclasses__()[0]]
+    doc = next(iter(CATALOGUES.values()))
     text = doc.read_text()
     bent = re.sub(r"\| `(\w+)` \| [^|]+ \|", r"| `\1` | something else |", text, count=1)
     assert bent != text and rewritten(doc, bent) != bent
 
 
 def test_every_catalogue_is_documented() -> None:
-    assert set(FailureCode.__subclasses__()) == set(CATALOGUES)
+    product = {c for c in FailureCode.__subclasses__() if c.__module__.split(".")[0] in ("providers", "components")}
+    assert product == set(CATALOGUES)
 
 
 def test_codes_are_unique_and_each_kind_has_a_prefix_of_its_own() -> None:
