@@ -28,7 +28,8 @@ class SiteProfileFail(FailureCode):
     STORE = ("SPR006", "the artifact store did not give the bundle", "check the store and its credentials")
     PLATFORM = ("SPR007", "the platform API refused or failed a site/profile call",
                 "the message has the platform's code and correlation id; fix the cause, then run up again")
-    MAAS = ("SPR008", "MAAS refused or failed a script call", "see MAAS's answer in the message; run up again")
+    MAAS = ("SPR008", "MAAS refused or failed a call (scripts, settings)",
+            "see MAAS's answer in the message; run up again")
 
 
 @unique
@@ -46,7 +47,7 @@ class RoceFail(FailureCode):
     INTERFACE_MISSING = ("ROC007", "MAAS has no such interface on the machine",
                          "commission the machine or correct the SKU's fabric_interfaces")
     VAULT = ("ROC008", "the MAAS key could not be read from Vault", "the message names the path and cause")
-    MAAS = ("ROC009", "MAAS refused or failed a link call", "see MAAS's answer in the message; run up again")
+    MAAS = ("ROC009", "MAAS refused or failed a call (reads, links)", "see MAAS's answer in the message; run up again")
 
 
 @unique
