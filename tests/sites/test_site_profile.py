@@ -156,6 +156,36 @@ def test_maas_key_rejected_changes_nothing(world: dict[str, Any]) -> None:
     assert platform_profiles(world) == []
 
 
+def test_a_bundle_whose_bytes_miss_their_digest_changes_nothing(world: dict[str, Any]) -> None:
+    props = copy.deepcopy(world["props"])
+    props["bundles"]["lab-h200"]["digest"] = "0" * 64
+    with pytest.raises(CodedError, match=r"^SPR003 site profile lab/h200-lab: bundle lab-h200: s3://\S+ does not "
+                       r"match its digest 0{64}; nothing was changed; fix: run up again"):
+        world["provider"].create(props)
+    assert platform_profiles(world) == []
+
+
+def test_a_script_registered_meanwhile_with_other_content_is_named(world: dict[str, Any],
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """Another run (or another profile's bundle) registers a script of the same name between our read and our
+    create: adopted when it is the same script, SPR004 naming both digests when it is not."""
+    maas = MaasSiteClient(world["maas"].url, world["maas"].api_key, tls_verify=False)
+    maas.put_script("gpuaas-lab-h200-inventory", "commissioning", b"#!/bin/sh\necho other\n")
+    reads = {"n": 0}
+    real = MaasSiteClient.scripts
+
+    def first_read_misses_it(self: MaasSiteClient) -> Any:
+        reads["n"] += 1
+        return {} if reads["n"] == 1 else real(self)
+
+    monkeypatch.setattr(MaasSiteClient, "scripts", first_read_misses_it)
+    with pytest.raises(CodedError) as err:
+        world["provider"].create(world["props"])
+    text = str(err.value)
+    assert text.startswith("SPR004 site profile lab/h200-lab: MAAS script gpuaas-lab-h200-inventory was registered "
+                           "meanwhile with other content") and "; fix: two bundles name one script" in text
+
+
 def test_vault_sealed_changes_nothing(world: dict[str, Any], maas_sim: Any, platform_sim: Any) -> None:
     with OpenBaoDevServer() as bao:  # a private server: sealing the shared one would break other tests
         bao.put_secret(KV, "t/maas", {"api_key": maas_sim.api_key})
