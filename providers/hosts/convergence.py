@@ -27,7 +27,16 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 
-from clients.ansible import ANSIBLE_DIR, SITE_PLAYBOOK, PlaybookRun, RunResult, TaskEvent, TaskStatus, run_playbook
+from clients.ansible import (
+    ANSIBLE_DIR,
+    SITE_PLAYBOOK,
+    AnsibleWorkerFailed,
+    PlaybookRun,
+    RunResult,
+    TaskEvent,
+    TaskStatus,
+    run_playbook,
+)
 from clients.vault import VaultError
 from environments.coded import CodedError, coded_errors, line
 from environments.findings import Finding, Level
@@ -266,7 +275,8 @@ def converge(spec: HostConvergenceSpec, read_secret: SecretReader, *, check: boo
         ssh_key = read_secret(spec.ssh_key_ref)
     run = PlaybookRun(playbook=SITE_PLAYBOOK, inventory=p.inventory, extravars={**p.extravars, **secrets},
                       ssh_private_key=ssh_key, check=check, diff=check, timeout_s=spec.timeout_s)
-    result = run_playbook(run, on_event)
+    with coded_errors(where(spec), {AnsibleWorkerFailed: HostFail.ANSIBLE_WORKER}):
+        result = run_playbook(run, on_event)
     hosts = _report(result, [h.hostname for h in spec.hosts])
     out = ConvergenceResult(content_hash=p.content_hash, check=check, hosts=hosts, changes=result.changes,
                             duration_s=result.duration_s, error=result.error)

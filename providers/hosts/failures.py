@@ -20,3 +20,5 @@ class HostFail(FailureCode):
              "the message names the address, path and cause; fill or grant it, then run up again")
     NO_VAULT = ("HST005", "the resource was given no Vault settings (input 'vault')",
                 "declare the environment's vault settings (components/host_roles.py passes them)")
+    ANSIBLE_WORKER = ("HST006", "the ansible worker could not run the playbook (it crashed, or ansible-runner "
+                      "raised)", "its stderr, shown above the line, says why; fix that, then run up again")

@@ -14,6 +14,7 @@ from pydantic import SecretStr, ValidationError
 
 import providers.host_convergence as hc
 import providers.hosts.convergence as core
+from clients.ansible import AnsibleWorkerFailed
 from clients.vault import VaultError, VaultErrorKind
 from components.host_roles import HostRolesInvalid, inventory_hosts, spec_for
 from components.settings import HostRolesSettings, StackSettings
@@ -277,6 +278,18 @@ def test_an_unreadable_secret_stops_the_run_before_ansible_with_its_code(monkeyp
     assert exc.value.code is HostFail.VAULT and msg.startswith("HST004 host convergence hosts[dev]: Vault path missing")
     assert spec.ssh_key_ref in msg and "; fix: write the secret there" in msg
     assert SECRET["dev/slurm/munge#key"] not in msg and calls == []
+
+
+def test_a_worker_that_cannot_run_the_playbook_fails_with_its_code(monkeypatch: pytest.MonkeyPatch) -> None:
+    def crashed(*_a: object, **_k: object) -> None:
+        raise AnsibleWorkerFailed("the ansible worker exited -9 without a result")
+
+    monkeypatch.setattr(core, "run_playbook", crashed)
+    with pytest.raises(CodedError) as exc:
+        converge(dev_spec(), lambda ref: SecretStr(SECRET[ref]))
+    assert str(exc.value) == ("HST006 host convergence hosts[dev]: the ansible worker exited -9 without a result; "
+                              f"fix: {HostFail.ANSIBLE_WORKER.fix}")
+    assert isinstance(exc.value.source, AnsibleWorkerFailed)
 
 
 def test_a_provider_given_no_vault_settings_fails_with_its_code() -> None:
