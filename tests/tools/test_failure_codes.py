@@ -37,6 +37,12 @@ def test_the_check_can_fail() -> None:
     assert bent != text and rewritten(doc, bent) != bent
 
 
+def test_every_machine_code_is_in_the_machines_doc() -> None:
+    """FailCode keeps its meanings as comments; docs/machines.md names each code in its prose list."""
+    text = (REPO / "docs" / "machines.md").read_text()
+    assert [c.value for c in FailCode if c.value not in text] == []
+
+
 def test_every_catalogue_is_documented() -> None:
     product = {c for c in FailureCode.__subclasses__() if c.__module__.split(".")[0] in ("providers", "components")}
     assert product == set(CATALOGUES)
