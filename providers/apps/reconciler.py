@@ -29,13 +29,13 @@ from pydantic import BaseModel
 
 from clients.platform import PlatformApiError, PlatformClient
 from clients.platform import models as pm
-from clients.platform.models.codes import ErrorCode
+from clients.platform.models import ErrorCode
 from clients.vault import VaultCredentials, VaultError
 from environments.coded import coded_errors
 from environments.rules_tls import resolve_ca
 from providers.common import vault_reader
 
-from .failures import MESSAGE_CHARS, REFUSED, SHOWN_FAILURES, AppFail, AppInstanceFailed, OpFailure, idempotency_key  # noqa: F401
+from .failures import REFUSED, AppFail, AppInstanceFailed, OpFailure, idempotency_key
 from .plan import Action, ActionKind, Observed, Phase, plan_members
 from .routes import converge_routes
 from .spec import AppInstanceSpec

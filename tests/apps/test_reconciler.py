@@ -65,7 +65,7 @@ def test_create_same_scale_rebind_upgrade_remove(lab: Lab) -> None:
 
 
 def test_failure_reports_are_bounded_with_full_detail_on_stderr(capsys: pytest.CaptureFixture[str]) -> None:
-    from providers.apps.reconciler import MESSAGE_CHARS, SHOWN_FAILURES, AppInstanceFailed, OpFailure
+    from providers.apps.failures import MESSAGE_CHARS, SHOWN_FAILURES, AppInstanceFailed, OpFailure
 
     failures = [OpFailure(action=f"add worker[{i}]", code="adapter_step_failed", message="x" * 5000 + f" end-{i}",
                           correlation_id=f"corr-{i}", operation_id=f"op-{i}") for i in range(40)]

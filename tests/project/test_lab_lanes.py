@@ -10,7 +10,8 @@ from pathlib import Path
 import yaml
 
 from ci_lint.lint import lint
-from environments import LogicalRole, load_environment
+from environments import load_environment
+from environments.model import LogicalRole
 
 REPO = Path(__file__).resolve().parents[2]
 CI_FILE = REPO / ".gitlab-ci.yml"
