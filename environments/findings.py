@@ -12,6 +12,8 @@ from enum import StrEnum
 
 from pydantic import BaseModel, ConfigDict
 
+from .coded import block
+
 
 class Level(StrEnum):
     ERROR = "error"
@@ -406,7 +408,7 @@ class Finding(BaseModel):
 
     def render(self) -> str:
         where = f"{self.file}: {self.path}" if self.path else self.file
-        return f"{self.level.value.upper()} {self.code.value} {where}\n    {self.message}\n    fix: {self.hint}"
+        return block(self.code.value, where, self.message, self.hint, self.level.value)
 
 
 def finding(

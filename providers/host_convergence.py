@@ -22,6 +22,7 @@ from pulumi.dynamic import (
 from pydantic import ValidationError
 
 from clients.vault import credentials_from_config
+from environments.coded import CodedError
 from providers.common import has_unknown, plain, spec_failures, vault_reader
 from providers.hosts.convergence import (
     SOURCE,
@@ -33,7 +34,9 @@ from providers.hosts.convergence import (
     SecretReader,
     converge,
     plan,
+    where,
 )
+from providers.hosts.failures import HostFail
 from providers.kind import KindDescriptor, register
 
 DESCRIPTOR = register(KindDescriptor(
@@ -79,7 +82,7 @@ class HostConvergenceProvider(ResourceProvider):
 
     def _reader(self, spec: HostConvergenceSpec) -> SecretReader:
         if spec.vault is None:
-            raise ValueError("HostConvergence needs the environment's vault settings (input 'vault')")
+            raise HostFail.NO_VAULT(where(spec), "HostConvergence needs the environment's vault settings")
         return vault_reader(spec.vault, getattr(self, "_credentials", None)).read
 
     def check(self, olds: dict[str, Any], news: dict[str, Any]) -> CheckResult:
@@ -92,7 +95,7 @@ class HostConvergenceProvider(ResourceProvider):
             return CheckResult(news, spec_failures(e, f"{SOURCE}[{news.get('environment')}]"))
         except RoleRulesViolated as e:
             return CheckResult(news, [CheckFailure("hosts", str(e))])
-        except ValueError as e:  # a machine identity for a host the inventory lacks (plan())
+        except CodedError as e:  # HST002: a machine identity for a host the inventory lacks (plan())
             return CheckResult(news, [CheckFailure("machines", str(e))])
         if spec.preview_check and not olds:
             # A first creation has no diff() call: its preview is the check-mode run, here.

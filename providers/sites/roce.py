@@ -1,21 +1,19 @@
 """RoceAssignment: static RoCE addresses per (site, hostname, interface), applied as MAAS STATIC links.
 
-One resource per *site* holds the whole site's table (docs/sites-bundles-roce.md explains why):
-the allocation sees every holding of the site in one place (its own state), so four provider
-threads can never race two machines onto one address, and `check` can compute the table, which
-makes it known at preview; machines consume `table[hostname]`, which stays equal for machines
-that did not change, so adding one machine shows no change on the others.
+One resource per *site* holds the whole site's table (docs/sites-bundles-roce.md explains why): the
+allocation sees every holding of the site in one place (its own state), so four provider threads can
+never race two machines onto one address, and `check` can compute the table (known at preview);
+machines consume `table[hostname]`, equal for machines that did not change.
 
 Pure core: `allocate(pools, nics, existing, held)`: existing assignments are kept (never
 renumbered); new interfaces, in (hostname, rail) order, take the lowest free address of their
-rail's pool range that nobody holds (state or MAAS). Errors name the pool and the hostname and
-carry the environment's finding codes (ROCE003 exhausted, ROCE004 no pool, ADDR001 collision).
+rail's pool range that nobody holds (state or MAAS). Errors name the pool and the hostname and carry
+a `failures.RoceFail` code (ROC0xx: docs/sites-bundles-roce.md), as every failure of the kind does.
 Reconciler: `plan` allocates with MAAS's holdings of the pools' subnets (any owner: a second stack
 declaring the same pools, a hand link) and is what `check` records, so a preview shows the exact
 addresses; `converge` makes the same allocation at create/update, then links interfaces of machines
 MAAS lets us edit (Ready, Allocated, ...); machines not yet in MAAS, or deployed, are linked by
-the machine lifecycle's RoCE stage from this table. The recorded table is addresses only, in rail
-order (`Table`).
+the machine lifecycle's RoCE stage from this table. The recorded table: addresses in rail order (`Table`).
 """
 
 from __future__ import annotations
@@ -31,10 +29,12 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from clients.maas import MaasError, MaasSiteClient, MaasStatus, StaticHolding
 from clients.maas import MachineNics as MaasMachineNics
 from clients.vault import VaultCredentials, VaultError
+from environments.coded import CodedError, line, raises_coded
 from environments.findings import Code
 from environments.rules_tls import resolve_ca
 from providers.common import VaultInputs, vault_reader
 from providers.machines.records import OWNER_RESOURCE
+from providers.sites.failures import ROCE_CLIENTS, RoceFail
 from providers.sites.roce_table import MachineNics, NicGroup, Table, addresses_of, canonical_table, grouped
 from providers.wire import FabricMode
 
@@ -84,10 +84,10 @@ class Entry(_M):
     vlan: int | None = None
 
 
-class AllocationError(Exception):
-    def __init__(self, code: Code, pool: str, hostname: str, message: str, hint: str) -> None:
-        self.code, self.pool, self.hostname = code, pool, hostname
-        super().__init__(f"{code.value} {pool}: host {hostname}: {message}; fix: {hint}")
+class AllocationError(CodedError):
+    def __init__(self, code: RoceFail, pool: str, hostname: str, message: str) -> None:
+        self.pool, self.hostname = pool, hostname
+        super().__init__(code, f"{pool}: host {hostname}", message, code.fix)
 
 
 def allocate(pools: list[Pool], nics: list[Nic], existing: Mapping[Key, str],
@@ -105,9 +105,8 @@ def allocate(pools: list[Pool], nics: list[Nic], existing: Mapping[Key, str],
     ordered = sorted(nics, key=lambda n: (n.hostname, n.rail, n.interface))
     for n in ordered:
         if n.rail not in by_rail:
-            raise AllocationError(Code.ROCE_RAIL_MISSING, f"site {pools[0].site if pools else '?'} rail {n.rail}",
-                                  n.hostname, f"interface {n.interface} is on rail {n.rail}, which has no pool",
-                                  "declare a roce_pools entry for that rail")
+            raise AllocationError(RoceFail.RAIL_WITHOUT_POOL, f"site {pools[0].site if pools else '?'} rail {n.rail}",
+                                  n.hostname, f"interface {n.interface} is on rail {n.rail}, which has no pool")
     # 1. keep what is already assigned (stable), checking it is still valid
     for n in ordered:
         old = existing.get((n.hostname, n.interface))
@@ -115,17 +114,14 @@ def allocate(pools: list[Pool], nics: list[Nic], existing: Mapping[Key, str],
             continue
         p, a = by_rail[n.rail], ipaddress.IPv4Address(old)
         if not p.contains(a):
-            raise AllocationError(Code.ROCE_RANGE_INVALID, p.label(), n.hostname,
-                                  f"{n.interface} holds {a}, outside the pool's range now",
-                                  "widen the range back to include it (assignments are never renumbered)")
+            raise AllocationError(RoceFail.OUTSIDE_RANGE, p.label(), n.hostname,
+                                  f"{n.interface} holds {a}, outside the pool's range now")
         if a in taken:
-            raise AllocationError(Code.DUPLICATE_ADDRESS, p.label(), n.hostname,
-                                  f"{n.interface} and {taken[a][0]}/{taken[a][1]} both hold {a}",
-                                  "remove one assignment from the stack state, then run up again")
+            raise AllocationError(RoceFail.ADDRESS_TWICE, p.label(), n.hostname,
+                                  f"{n.interface} and {taken[a][0]}/{taken[a][1]} both hold {a}")
         if str(a) in held:
-            raise AllocationError(Code.DUPLICATE_ADDRESS, p.label(), n.hostname,
-                                  f"{n.interface} holds {a}, which MAAS also gives to {held[str(a)]}",
-                                  "unlink the other interface in MAAS or release its address")
+            raise AllocationError(RoceFail.ADDRESS_HELD, p.label(), n.hostname,
+                                  f"{n.interface} holds {a}, which MAAS also gives to {held[str(a)]}")
         taken[a] = (n.hostname, n.interface)
         out[(n.hostname, n.interface)] = entry(n, p, a)
     # 2. new interfaces: lowest free address of the rail's range
@@ -139,8 +135,8 @@ def allocate(pools: list[Pool], nics: list[Nic], existing: Mapping[Key, str],
         while i <= hi and (ipaddress.IPv4Address(i) in taken or str(ipaddress.IPv4Address(i)) in held):
             i += 1
         if i > hi:
-            raise AllocationError(Code.ROCE_POOL_TOO_SMALL, p.label(), n.hostname,
-                                  f"no free address left for {n.interface}", "widen the pool's range")
+            raise AllocationError(RoceFail.POOL_EXHAUSTED, p.label(), n.hostname,
+                                  f"no free address left for {n.interface}")
         a = ipaddress.IPv4Address(i)
         cursor[n.rail] = i + 1
         taken[a] = (n.hostname, n.interface)
@@ -182,10 +178,9 @@ class RoceSpec(BaseModel):
                 for g in self.groups for n, h in enumerate(g.hostnames)]
 
     def refusals(self) -> list[str]:
-        return [f"{Code.ROCE_NEEDS_ROCE_FABRIC.value} site {self.site}: host {m.hostname} (profile {m.profile}, "
-                f"fabric_mode {m.fabric_mode.value}, enable_phase2_roce {str(m.enable_phase2_roce).lower()}): "
-                "phase-2 RoCE assignment refused; fix: set fabric_mode: roce and enable_phase2_roce: true on the "
-                "profile, or leave the machine out of RoCE"
+        return [line(Code.ROCE_NEEDS_ROCE_FABRIC.value, f"site {self.site}: host {m.hostname}",
+                     f"profile {m.profile} (fabric_mode {m.fabric_mode.value}, enable_phase2_roce "
+                     f"{str(m.enable_phase2_roce).lower()}): phase-2 RoCE assignment refused", RoceFail.NOT_ROCE.fix)
                 for m in self.machines if not (m.fabric_mode is FabricMode.ROCE and m.enable_phase2_roce)]
 
     def nics(self) -> list[Nic]:
@@ -230,6 +225,11 @@ def _site_lock(site: str) -> threading.Lock:
 class RoceReconciler:
     def __init__(self, spec: RoceSpec, credentials: VaultCredentials | None) -> None:
         self.spec, self._credentials = spec, credentials
+        self.where = f"RoCE assignment site {spec.site}"
+
+    def _refuse(self) -> None:
+        if refused := self.spec.refusals():
+            raise RoceFail.NOT_ROCE(self.where, f"refused for {len(refused)} machine(s)", details=refused)
 
     def maas(self) -> MaasSiteClient:
         key = vault_reader(self.spec.vault, self._credentials).read(self.spec.maas.api_key_path)
@@ -242,8 +242,7 @@ class RoceReconciler:
         by an identity that may not read the MAAS key, or MAAS unavailable) it is planned from the record
         alone: the same table unless MAAS holds one of the addresses it offers, and `update` allocates with
         MAAS's holdings whatever the preview said."""
-        if refused := self.spec.refusals():
-            raise ValueError("; ".join(refused))
+        self._refuse()
         try:
             entries, _applied = self._allocate(self.maas(), old_table)
         except (VaultError, MaasError):
@@ -295,10 +294,10 @@ class RoceReconciler:
                 if str(v.owner_data.get(OWNER_RESOURCE, "")).startswith(f"{self.spec.stack}/")}
         return {k: a for k, a in suspects.items() if foreign[a].system_id in mine}
 
+    @raises_coded(ROCE_CLIENTS)
     def converge(self, old_table: Mapping[str, Any] | None) -> tuple[Table, dict[str, str]]:
         """Allocate against state + MAAS, then link what MAAS lets us link. Returns (table, link status)."""
-        if refused := self.spec.refusals():
-            raise ValueError("; ".join(refused))
+        self._refuse()
         with _site_lock(self.spec.site):
             maas = self.maas()
             ours = {m.hostname for m in self.spec.machines}
@@ -329,9 +328,8 @@ class RoceReconciler:
                 continue
             nic = m.nics.get(iface)
             if nic is None:
-                raise ValueError(f"site {self.spec.site}: host {host} ({m.system_id}) has no interface {iface} in "
-                                 "MAAS; fix: commission the machine or correct the SKU's fabric_interfaces; "
-                                 "nothing was changed")
+                raise RoceFail.INTERFACE_MISSING(self.where, f"host {host} ({m.system_id}) has no interface {iface} "
+                                                 "in MAAS; nothing was changed")
             # Already linked with this address: nothing to do (idempotent).
             if not any(ip == e.address and cidr == e.subnet for _l, _m, cidr, ip in nic.links):
                 actions.append((m.system_id, nic.id, e))
@@ -347,6 +345,7 @@ class RoceReconciler:
                 if ip in addresses and cidr in subnets:
                     maas.unlink(m.system_id, nic.id, link_id)
 
+    @raises_coded(ROCE_CLIENTS)
     def observe(self, table: Mapping[str, Any], link_status: Mapping[str, str]) -> dict[str, str]:
         """Link status per host: do the machines linked before still have their links in MAAS?"""
         status = dict(link_status)
@@ -362,6 +361,7 @@ class RoceReconciler:
             status[host] = f"{MISSING} {len(lost)} link(s): {', '.join(lost)}" if lost else "linked"
         return status
 
+    @raises_coded(ROCE_CLIENTS)
     def release(self, old_table: Mapping[str, Any]) -> None:
         with _site_lock(self.spec.site):
             maas = self.maas()

@@ -80,6 +80,9 @@ EXCEPTIONS: dict[str, tuple[str | None, str]] = {
                          "kinds' contract"),
     "providers.hosts.convergence": ("tests/ansible/test_host_convergence.py", "HostConvergence's core; tested with "
                                     "its adapter"),
+    "providers.hosts.failures": ("tests/tools/test_failure_codes.py", "HostConvergence's failure catalogue; checked "
+                                 "against its doc with every catalogue, each code raised in "
+                                 "tests/ansible/test_host_convergence.py"),
     "providers.machines.cloud_init": ("tests/node/test_nspawn_node.py", "the deploy's user_data; run by real "
                                       "cloud-init on nspawn nodes"),
     "providers.machines.ports": (None, "protocols only; the fakes of tests/machines implement them"),
@@ -95,6 +98,8 @@ EXCEPTIONS: dict[str, tuple[str | None, str]] = {
                                       "with the rendering"),
     "providers.sites.bundle_node": ("tests/node/test_node_trust.py", "a bundle's vendor apt sources; tested on "
                                     "real nodes with a signed vendor repository"),
+    "providers.sites.failures": ("tests/tools/test_failure_codes.py", "the site kinds' failure catalogues; checked "
+                                 "against their doc with every catalogue, the codes raised in the kinds' tests"),
     "providers.sites.profile": ("tests/sites/test_site_profile.py", "SiteProfile's core; tested with its adapter "
                                 "against the simulators"),
     "providers.wire": (None, "the providers' enums and scalar types (their state compatibility: tests/compat)"),

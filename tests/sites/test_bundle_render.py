@@ -107,11 +107,14 @@ def test_every_declared_environment_bundle_renders() -> None:
 @pytest.mark.parametrize(
     ("path", "body", "expected"),
     [
-        ("cloud-init/40-bad.yaml.j2", "#cloud-config\nruncmd: [a, b\n", "renders invalid YAML at rendered line"),
-        ("cloud-init/41-plain.yaml.j2", "packages: [jq]\n", "does not start with `#cloud-config`"),
-        ("cloud-init/42-list.yaml.j2", "#cloud-config\n- a\n- b\n", "not a mapping of modules"),
-        ("validation/30-nointerp.sh.j2", "# name: nointerp\nnvidia-smi\n", "without an interpreter line"),
-        ("commissioning/70-nointerp.sh.j2", "echo hi\n", "without an interpreter line"),
+        ("cloud-init/40-bad.yaml.j2", "#cloud-config\nruncmd: [a, b\n", "BND002 renders invalid YAML at rendered line"),
+        ("cloud-init/41-plain.yaml.j2", "packages: [jq]\n",
+         "BND001 renders a cloud-init part that does not start with `#cloud-config`"),
+        ("cloud-init/42-list.yaml.j2", "#cloud-config\n- a\n- b\n",
+         "BND003 renders a cloud-config that is a list, not a mapping of modules"),
+        ("validation/30-nointerp.sh.j2", "# name: nointerp\nnvidia-smi\n",
+         "BND005 renders a script without an interpreter line"),
+        ("commissioning/70-nointerp.sh.j2", "echo hi\n", "BND005 renders a script without an interpreter line"),
         ("cloud-init/43-apt.yaml.j2", "#cloud-config\napt:\n  sources: {x: {source: 'deb http://x y z'}}\n",
          "BND004 uses the cloud-init key `apt`, which the bundle's cloud-init step does not apply"),
         ("cloud-init/44-bootcmd.yaml.j2", "#cloud-config\nwrite_files: []\nbootcmd: [[echo, hi]]\n",
@@ -121,13 +124,14 @@ def test_every_declared_environment_bundle_renders() -> None:
 def test_a_rendered_part_a_node_could_not_run_is_refused_naming_the_template(
     tmp_path: Path, path: str, body: str, expected: str
 ) -> None:
-    """Refused at render (so at the bundle's check, i.e. preview), naming the bundle's template file."""
+    """Refused at render (so at the bundle's check, i.e. preview): the code, the bundle's template file, what."""
     root = tmp_path / "templates"
     shutil.copytree(TEMPLATES_ROOT, root)
     (root / "h200" / path).write_text(body)
     with pytest.raises(TemplateError) as err:
         render_bundle(spec(), root)
-    assert f"h200/{path}" in str(err.value) and expected in str(err.value), str(err.value)
+    code, what = expected.split(" ", 1)
+    assert str(err.value).startswith(f"{code} template h200/{path}: {what}"), str(err.value)
 
 
 def test_each_part_key_is_applied_or_refused_with_the_module_named(tmp_path: Path) -> None:

@@ -11,7 +11,9 @@ from pydantic import SecretStr
 
 from clients.maas import MaasSiteClient
 from clients.vault import VaultCredentials
+from environments.coded import CodedError
 from providers.roce_assignment import RoceAssignmentProvider
+from providers.sites.failures import RoceFail
 from providers.sites.roce import RoceSpec
 from simulators.maas.enums import NodeStatus
 from simulators.openbao import OpenBaoDevServer
@@ -140,8 +142,10 @@ def test_non_roce_profiles_are_refused(world: dict[str, Any]) -> None:
     ib["machines"] = [machine("gpu-a-001", fabric="ib", phase2=False)]
     failures = p.check({}, ib).failures
     assert failures and failures[0].reason.startswith("POL001") and "gpu-a-001" in failures[0].reason
-    with pytest.raises(ValueError, match="phase-2 RoCE assignment refused"):
+    with pytest.raises(CodedError) as err:
         p.create(ib)
+    assert err.value.code is RoceFail.NOT_ROCE and str(err.value).startswith("ROC001 RoCE assignment site site-a: ")
+    assert "\n  POL001 site site-a: host gpu-a-001: " in str(err.value)
     assert holdings(world["maas"]) == {}
 
 
@@ -150,7 +154,7 @@ def test_exhausted_pool_fails_check_naming_pool_and_host(world: dict[str, Any]) 
     small = copy.deepcopy(props)
     small["pools"][3]["end"] = "172.16.3.10"
     failures = p.check({}, small).failures
-    assert failures and "ROCE003 pool site-a/rail3" in failures[0].reason and "gpu-a-002" in failures[0].reason
+    assert failures and failures[0].reason.startswith("ROC006 pool site-a/rail3") and "gpu-a-002" in failures[0].reason
 
 
 def test_delete_unlinks_everything(world: dict[str, Any]) -> None:
@@ -183,15 +187,14 @@ def test_an_interface_missing_in_maas_fails_before_any_link(world: dict[str, Any
     p, props = world["p"], world["props"]
     wrong = copy.deepcopy(props)
     wrong["machines"][1]["interfaces"] = IFACES[:7] + ["ens9f0np0"]  # gpu-a-002: no such NIC
-    with pytest.raises(ValueError, match=r"host gpu-a-002 \(\w+\) has no interface ens9f0np0.*nothing was changed"):
+    with pytest.raises(CodedError, match=r"^ROC007 RoCE assignment site site-a: host gpu-a-002 \(\w+\) has no "
+                       r"interface ens9f0np0.*nothing was changed; fix: commission the machine"):
         p.create(p.check({}, wrong).inputs)
     assert holdings(world["maas"]) == {}  # not even gpu-a-001 was linked
 
 
 def test_vault_unreachable_links_nothing(world: dict[str, Any]) -> None:
     import socket
-
-    from clients.vault import VaultError, VaultErrorKind
 
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -201,9 +204,11 @@ def test_vault_unreachable_links_nothing(world: dict[str, Any]) -> None:
     # a preview without Vault (or MAAS) plans from the record alone; the create that needs MAAS fails
     checked = world["p"].check({}, props)
     assert checked.inputs["table"]["gpu-a-001"] == [f"172.16.{r}.10" for r in range(8)]
-    with pytest.raises(VaultError) as err:
+    with pytest.raises(CodedError) as err:
         world["p"].create(checked.inputs)
-    assert err.value.kind is VaultErrorKind.UNREACHABLE
+    assert err.value.code is RoceFail.VAULT and str(err.value).startswith("ROC008 RoCE assignment site site-a: Vault "
+                                                                         "unreachable: ")
+    assert "; fix: check the Vault address" in str(err.value)
     assert holdings(world["maas"]) == {}
 
 

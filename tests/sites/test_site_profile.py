@@ -13,8 +13,10 @@ from pydantic import SecretStr
 from clients.maas import MaasSiteClient
 from clients.platform import PlatformClient
 from clients.vault import VaultCredentials, VaultError, VaultErrorKind
+from environments.coded import CodedError
 from providers.site_profile import SiteProfileProvider
 from providers.sites.bundle import BundlePublisher, BundleSpec
+from providers.sites.failures import SiteProfileFail
 from simulators.openbao import OpenBaoDevServer
 from simulators.s3 import MotoS3Server
 
@@ -165,9 +167,11 @@ def test_check_applies_policy_rules_and_accepts_unknowns(world: dict[str, Any]) 
 def test_vault_path_missing_changes_nothing(world: dict[str, Any]) -> None:
     props = copy.deepcopy(world["props"])
     props["site"]["maas_api_key_path"] = "t/nowhere/maas#api_key"
-    with pytest.raises(VaultError) as err:
+    with pytest.raises(CodedError) as err:
         world["provider"].create(props)
-    assert err.value.kind is VaultErrorKind.PATH_MISSING and "t/nowhere/maas" in str(err.value)
+    assert str(err.value).startswith("SPR005 site profile lab/h200-lab: Vault path missing: ") and \
+        "t/nowhere/maas" in str(err.value) and "; fix: write the secret there" in str(err.value)
+    assert isinstance(err.value.source, VaultError) and err.value.source.kind is VaultErrorKind.PATH_MISSING
     assert platform_profiles(world) == []
 
 
@@ -176,10 +180,41 @@ def test_maas_key_rejected_changes_nothing(world: dict[str, Any]) -> None:
     world["openbao"].put_secret(KV, f"t/{tag}/badkey", {"api_key": "aaa:bbb:ccc"})
     props = copy.deepcopy(world["props"])
     props["site"]["maas_api_key_path"] = f"t/{tag}/badkey#api_key"
-    with pytest.raises(RuntimeError, match=r"rejected the API key read from Vault path 't/\w+/badkey#api_key'") as err:
+    with pytest.raises(CodedError, match=r"^SPR001 site profile lab/h200-lab: MAAS at \S+ rejected the API key read "
+                       r"from Vault path 't/\w+/badkey#api_key'.*; fix: write a valid key there") as err:
         world["provider"].create(props)
     assert "aaa:bbb:ccc" not in str(err.value)
     assert platform_profiles(world) == []
+
+
+def test_a_bundle_whose_bytes_miss_their_digest_changes_nothing(world: dict[str, Any]) -> None:
+    props = copy.deepcopy(world["props"])
+    props["bundles"]["lab-h200"]["digest"] = "0" * 64
+    with pytest.raises(CodedError, match=r"^SPR003 site profile lab/h200-lab: bundle lab-h200: s3://\S+ does not "
+                       r"match its digest 0{64}; nothing was changed; fix: run up again"):
+        world["provider"].create(props)
+    assert platform_profiles(world) == []
+
+
+def test_a_script_registered_meanwhile_with_other_content_is_named(world: dict[str, Any],
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """Another run (or another profile's bundle) registers a script of the same name between our read and our
+    create: adopted when it is the same script, SPR004 naming both digests when it is not."""
+    maas = MaasSiteClient(world["maas"].url, world["maas"].api_key, tls_verify=False)
+    maas.put_script("gpuaas-lab-h200-inventory", "commissioning", b"#!/bin/sh\necho other\n")
+    reads = {"n": 0}
+    real = MaasSiteClient.scripts
+
+    def first_read_misses_it(self: MaasSiteClient) -> Any:
+        reads["n"] += 1
+        return {} if reads["n"] == 1 else real(self)
+
+    monkeypatch.setattr(MaasSiteClient, "scripts", first_read_misses_it)
+    with pytest.raises(CodedError) as err:
+        world["provider"].create(world["props"])
+    text = str(err.value)
+    assert text.startswith("SPR004 site profile lab/h200-lab: MAAS script gpuaas-lab-h200-inventory was registered "
+                           "meanwhile with other content") and "; fix: two bundles name one script" in text
 
 
 def test_vault_sealed_changes_nothing(world: dict[str, Any], maas_sim: Any, platform_sim: Any) -> None:
@@ -190,9 +225,10 @@ def test_vault_sealed_changes_nothing(world: dict[str, Any], maas_sim: Any, plat
         props["site"]["maas_api_key_path"] = "t/maas#api_key"
         world["provider"]._credentials = VaultCredentials(token=SecretStr(bao.root_token))
         bao.seal()
-        with pytest.raises(VaultError) as err:
+        with pytest.raises(CodedError) as err:
             world["provider"].create(props)
-        assert err.value.kind is VaultErrorKind.SEALED
+        assert err.value.code is SiteProfileFail.VAULT and isinstance(err.value.source, VaultError)
+        assert err.value.source.kind is VaultErrorKind.SEALED
     assert platform_profiles(world) == []
 
 
