@@ -331,3 +331,16 @@ def test_concurrent_creators_converge_on_one_site_and_profile(world: dict[str, A
     assert not errors, errors
     assert len({r["profile_id"] for r in results}) == 1 and [x.name for x in platform_profiles(world)] == ["h200-lab"]
 
+
+
+def test_an_interval_maas_does_not_hold_after_setting_it_is_spr009(world: dict[str, Any]) -> None:
+    """Another writer (a second stack of the site with another interval) changed it between set and read."""
+    from types import SimpleNamespace
+
+    props = copy.deepcopy(world["props"])
+    props["profile"]["hardware_sync_interval"] = 1800.0
+    other = SimpleNamespace(hardware_sync_interval=lambda: 600, set_hardware_sync_interval=lambda _s: None)
+    with pytest.raises(Exception) as err:
+        world["provider"]._rec(props)._ensure_hw_sync_interval(other)
+    assert str(err.value).startswith("SPR009 ") and "holds hardware_sync_interval 600s after setting it to 1800s" \
+        in str(err.value) and "; fix: " in str(err.value)
