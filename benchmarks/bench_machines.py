@@ -29,8 +29,7 @@ sys.path.insert(0, str(REPO))
 
 import yaml  # noqa: E402
 
-from clients.platform.client import PlatformClient  # noqa: E402
-from clients.platform.models import sites as site_models  # noqa: E402
+from clients.platform import PlatformClient, models  # noqa: E402
 from components.machines import policy_input  # noqa: E402
 from environments import load_environment  # noqa: E402
 from providers.machines.records import Context  # noqa: E402
@@ -85,14 +84,14 @@ def register(world: LocalStack, env: Any) -> tuple[str, str]:
     assert world.platform is not None and world.maas is not None
     admin = PlatformClient(world.platform.url, world.platform_admin_token)
     site = admin.create_site(
-        site_models.MaasSiteCreate(
+        models.MaasSiteCreate(
             name="local",
             maas_url=world.maas.url,
-            credential_ref=site_models.VaultCredentialRef(path="local/maas/local"),
+            credential_ref=models.VaultCredentialRef(path="local/maas/local"),
         )
     )
     profile = admin.create_profile(
-        site.site_id, site_models.SiteProfileCreate(name="h200-lab", policy=site_models.SiteProfilePolicy())
+        site.site_id, models.SiteProfileCreate(name="h200-lab", policy=models.SiteProfilePolicy())
     )
     return site.site_id, profile.profile_id
 

@@ -23,7 +23,7 @@ sys.path.insert(0, str(REPO))
 
 import orjson  # noqa: E402
 
-from clients.maas.client import MaasClient  # noqa: E402
+from clients.maas import MaasClient  # noqa: E402
 from environments import load_environment  # noqa: E402
 from providers.machines.resolve import resolve_machines  # noqa: E402
 from providers.machines.spec import MachineSpec  # noqa: E402

@@ -79,7 +79,7 @@ def scaled_environment(tmp: Path, n: int, p: int) -> tuple[Path, Path]:
 def per_machine_time(world: LocalStack, racked: Path, p: int) -> float:
     """One machine's lifecycle alone (create -> Deployed + enrolled), with the profile the stack made."""
     from clients.maas import MaasClient
-    from clients.platform.client import PlatformClient
+    from clients.platform import PlatformClient
     from providers.machines.records import Context
     from providers.machines.runtime import PlatformEnrollment
     from providers.machines.scheduler import Scheduler

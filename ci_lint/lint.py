@@ -29,6 +29,7 @@ from ci_lint.rules import (
     pipeline_findings,
 )
 from ci_lint.stacks import split_findings
+from environments.coded import line
 
 RESERVED = frozenset(
     {
@@ -200,7 +201,7 @@ def project_findings(doc: dict[str, Any], stacks_dir: Path | None = None) -> lis
 
 
 def lint(path: Path, stacks_dir: Path | None = None) -> list[str]:
-    """Every problem in the file, as `file: path: CODE message (hint)` lines; empty when clean. The split-stack
+    """Every problem in the file, as `CODE file: path: message; fix: hint` lines; empty when clean. The split-stack
     rules read the stack files in `stacks_dir` (default: `stacks/` beside the file, when it exists)."""
     if stacks_dir is None and (path.parent / "stacks").is_dir():
         stacks_dir = path.parent / "stacks"
@@ -214,9 +215,9 @@ def lint(path: Path, stacks_dir: Path | None = None) -> list[str]:
         mark = getattr(exc, "problem_mark", None)
         where = f"line {mark.line + 1} column {mark.column + 1}" if mark else "(parse)"
         problem = getattr(exc, "problem", None) or str(exc)
-        return [f"{path}: {where}: CI000 not valid YAML: {problem}"]
+        return [line("CI000", f"{path}: {where}", f"not valid YAML: {problem}", "fix the YAML syntax there")]
     if not isinstance(doc, dict):
-        return [f"{path}: (top level): CI000 expected a mapping of keywords and jobs"]
+        return [line("CI000", f"{path}: (top level)", "expected a mapping of keywords and jobs")]
     findings = schema_findings(doc) + project_findings(doc, stacks_dir)
     root = stacks_dir.resolve().parent if stacks_dir is not None else path.resolve().parent  # the repository
     findings += executor_findings(doc, resolve_jobs(doc)[0], root)
@@ -229,8 +230,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("file", nargs="?", type=Path, default=Path(".gitlab-ci.yml"))
     args = parser.parse_args(argv)
     problems = lint(args.file)
-    for line in problems:
-        print(line, file=sys.stderr)
+    for problem in problems:
+        print(problem, file=sys.stderr)
     if problems:
         print(f"ci-lint: {len(problems)} problem(s) in {args.file}", file=sys.stderr)
         return 1

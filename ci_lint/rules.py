@@ -7,6 +7,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
+from environments.coded import line
+
 STAGES = ("validate", "test", "preview", "deploy")
 ALLOWED_TAGS = ("platform-control", "sim", "app-control", "worker-compute")
 GPU_TAG = "worker-compute"
@@ -30,7 +32,7 @@ class Finding(BaseModel):
     hint: str = ""
 
     def render(self, file: str) -> str:
-        return f"{file}: {self.path}: {self.code} {self.message}" + (f" ({self.hint})" if self.hint else "")
+        return line(self.code, f"{file}: {self.path}", self.message, self.hint)
 
 
 def _tokens(expr: str) -> list[tuple[str, str]]:

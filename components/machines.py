@@ -125,7 +125,6 @@ def lifecycle_policy(env: Environment, site: str, profile_name: str, scripts: li
     return LifecyclePolicy(
         strict_pxe_preflight=p.strict_pxe_preflight,
         require_hw_sync=p.require_hw_sync,
-        hardware_sync_interval=p.hardware_sync_interval,
         release_fallback_no_erase=p.release_fallback_no_erase,
         enable_deploy_retry_on_datasource_failure=p.enable_deploy_retry_on_datasource_failure,
         max_deploy_retry_attempts=p.max_deploy_retry_attempts,

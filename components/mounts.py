@@ -13,7 +13,8 @@ machine finds its pool's set whichever bundle it deploys with. Validation (MOUNT
 from __future__ import annotations
 
 from environments import Environment
-from environments.model import MaasMachine, StorageMount
+from environments.model import MaasMachine
+from environments.model_runtime import StorageMount
 from providers.hosts.mounts import MountDecl, MountSet
 from providers.wire import LabStandIn, MountPurpose
 

@@ -16,6 +16,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from environments import Environment
+from environments.coded import line
 from environments.findings import Code, Finding, finding
 from providers.common import VaultInputs
 from providers.sites.bundle import StoreInputs
@@ -203,11 +204,10 @@ class StackSettings(BaseModel):
         if value != "embedded":
             return value
         if kind not in self.embedded:
-            raise EmbeddedEndpointMissing(
-                f"environment {self.environment!r} uses the embedded {kind} endpoint, but stack config "
-                f"{NAMESPACE}:{EMBEDDED_KEYS[kind]} is not set; run the stack through `make demo`, "
-                f"or set it: pulumi config set {EMBEDDED_KEYS[kind]} <url>"
-            )
+            raise EmbeddedEndpointMissing(line(
+                Code.STACK_CONFIG_INVALID.value, f"{stack_file(self.stack)}: {NAMESPACE}:{EMBEDDED_KEYS[kind]}",
+                f"environment {self.environment!r} uses the embedded {kind} endpoint, but the key is not set",
+                f"run the stack through `make demo`, or set it: pulumi config set {EMBEDDED_KEYS[kind]} <url>"))
         return self.embedded[kind]
 
     def unresolved_endpoints(self, env: Environment) -> list[str]:

@@ -27,7 +27,8 @@ from providers.site_profile import SiteProfile
 from providers.sites.bundle import BundleProfile, BundleSite, BundleSpec, Packages
 from providers.sites.bundle_node import AptSourceSpec, LoginUserCheck
 from providers.sites.profile import PlatformInputs, ProfileInputs, SiteInputs, SiteProfileArgs
-from providers.sites.roce import MaasInputs, MachineNics, Pool, RoceSpec, nic_groups
+from providers.sites.roce import MaasInputs, Pool, RoceSpec
+from providers.sites.roce_table import MachineNics, nic_groups
 from providers.wire import FabricMode, Tier
 
 from .mounts import bundle_mount_sets
@@ -101,7 +102,8 @@ def roce_spec(env: Environment, settings: StackSettings, site: Site) -> RoceSpec
         groups=nic_groups([MachineNics(hostname=m.hostname, profile=m.profile,
                               fabric_mode=FabricMode(env.profile(site.name, m.profile).fabric_mode.value),
                               enable_phase2_roce=env.profile(site.name, m.profile).enable_phase2_roce,
-                              interfaces=list(env.sku(m.sku).fabric_interfaces)) for m in machines]),
+                              interfaces=list(env.sku(m.sku).fabric_interfaces), pxe_mac=str(m.pxe_mac))
+                              for m in machines]),
         stack=pulumi.get_stack(),
         maas=MaasInputs(url=settings.endpoint(site.maas_url, "maas"), api_key_path=site.maas_api_key_path,
                         tls_verify=site.tls_verify, ca_bundle=env.ca_bundles.maas),

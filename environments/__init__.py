@@ -1,26 +1,17 @@
-"""The environment model: validated once, compiled into an immutable `Environment`."""
+"""The environment model: validated once, compiled into an immutable `Environment`.
 
-from .findings import CATALOGUE, Code, EnvironmentInvalid, Finding, Level
+This package's public surface is loading and validating: `load_environment`, `validate_environment`,
+`declared_environments`, the compiled `Environment` and the `EnvironmentInvalid` it raises. Every other name
+is imported from the module that defines it (`environments.findings.Code`, `environments.model.HostRole`).
+"""
+
+from .findings import EnvironmentInvalid
 from .loader import declared_environments, load_environment, validate_environment
-from .model import (
-    Environment,
-    FabricMode,
-    HostRole,
-    LogicalRole,
-    Tier,
-)
+from .model import Environment
 
 __all__ = [
-    "CATALOGUE",
-    "Code",
     "Environment",
     "EnvironmentInvalid",
-    "FabricMode",
-    "Finding",
-    "HostRole",
-    "Level",
-    "LogicalRole",
-    "Tier",
     "declared_environments",
     "load_environment",
     "validate_environment",

@@ -12,6 +12,8 @@ from enum import StrEnum
 
 from pydantic import BaseModel, ConfigDict
 
+from .coded import block
+
 
 class Level(StrEnum):
     ERROR = "error"
@@ -69,6 +71,7 @@ class Code(StrEnum):
     TLS_OFF_IN_PROD = "POL004"
     EMBEDDED_IN_REAL_TIER = "POL005"
     SECRET_IN_VALUES = "POL006"
+    HW_SYNC_INTERVAL_DIFFERS = "POL007"
     INVALID_TAG = "NAME003"
     UNKNOWN_SERIES = "ENV010"
     # Private CAs
@@ -233,6 +236,10 @@ CATALOGUE: dict[Code, tuple[str, str]] = {
     Code.EMBEDDED_IN_REAL_TIER: (
         "embedded endpoint in a staging or prod environment",
         "name the site's real URL; `embedded` exists only for the local stack",
+    ),
+    Code.HW_SYNC_INTERVAL_DIFFERS: (
+        "profiles of one site declare different hardware sync intervals",
+        "give every profile of the site the same hardware_sync_interval: it is MAAS's one region setting",
     ),
     Code.SECRET_IN_VALUES: (
         "secret-looking bundle value",
@@ -401,7 +408,7 @@ class Finding(BaseModel):
 
     def render(self) -> str:
         where = f"{self.file}: {self.path}" if self.path else self.file
-        return f"{self.level.value.upper()} {self.code.value} {where}\n    {self.message}\n    fix: {self.hint}"
+        return block(self.code.value, where, self.message, self.hint, self.level.value)
 
 
 def finding(

@@ -74,4 +74,4 @@ class LoginUser(_Model):
     password: PasswordPolicy = PasswordPolicy()
 
 
-__all__ = ["AptSigningKey", "AptSource", "LoginUser", "Name", "PasswordMode", "PasswordPolicy", "SudoMode"]
+__all__ = ["AptSigningKey", "AptSource", "LoginUser", "PasswordMode", "PasswordPolicy", "SudoMode"]

@@ -16,6 +16,7 @@ from .model import (
     EnvironmentDocument,
     EraseMode,
     FabricMode,
+    Site,
     Tier,
 )
 from .rules_apps import app_instances
@@ -337,6 +338,7 @@ def profile_policy(
 def policy_combinations(doc: EnvironmentDocument, bp: Blueprint, file: str) -> Iterator[Finding]:
     for si, s in enumerate(doc.sites):
         yield from site_tls(s.name, s.tls_verify, doc.tier, file, f"sites[{si}].tls_verify")
+        yield from one_hw_sync_interval(s, file, f"sites[{si}]")
         for pi, p in enumerate(s.profiles):
             yield from profile_policy(
                 s.name,
@@ -350,6 +352,19 @@ def policy_combinations(doc: EnvironmentDocument, bp: Blueprint, file: str) -> I
                 file=file,
                 base=f"sites[{si}].profiles[{pi}]",
             )
+
+
+def one_hw_sync_interval(site: Site, file: str, base: str) -> Iterator[Finding]:
+    """MAAS holds one hardware_sync_interval per region, which each site profile sets: they must agree."""
+    if not site.profiles:
+        return
+    first = site.profiles[0]
+    for pi, p in enumerate(site.profiles[1:], start=1):
+        if p.hardware_sync_interval != first.hardware_sync_interval:
+            yield finding(Code.HW_SYNC_INTERVAL_DIFFERS, file, f"{base}.profiles[{pi}].hardware_sync_interval",
+                          f"site {site.name}: profile {p.name} asks MAAS for a hardware sync every "
+                          f"{p.hardware_sync_interval}s, profile {first.name} every {first.hardware_sync_interval}s; "
+                          "MAAS holds one interval for the region")
 
 
 RULES: tuple[Rule, ...] = (

@@ -1,7 +1,7 @@
 """Small helpers shared by the dynamic-provider adapters.
 
 - `is_unknown` / `has_unknown`: preview sends unresolved values as Pulumi's UNKNOWN sentinel
-  (`is_unknown` is providers/kind.py's, re-exported).
+  (`is_unknown` lives in providers/kind.py; import it from there).
 - `plain`: Pulumi hands numbers over as floats (4 -> 4.0) and adds `__provider`; undo both.
 - `spec_failures`: a provider input model's pydantic ValidationError as CheckFailures carrying the
   catalogue's finding codes (ENV002/ENV003/ENV004/ENV005), so `check` speaks the same language as

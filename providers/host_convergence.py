@@ -13,6 +13,7 @@ import pulumi
 from pulumi.dynamic import CheckFailure, CheckResult, DiffResult, ReadResult
 from pydantic import ValidationError
 
+from environments.coded import CodedError
 from providers.base import KindProvider
 from providers.common import spec_failures, vault_reader
 from providers.hosts.convergence import (
@@ -25,7 +26,9 @@ from providers.hosts.convergence import (
     SecretReader,
     converge,
     plan,
+    where,
 )
+from providers.hosts.failures import HostFail
 from providers.kind import KindDescriptor, register
 
 DESCRIPTOR = register(KindDescriptor(
@@ -61,7 +64,7 @@ class HostConvergenceProvider(KindProvider[HostConvergenceSpec]):
 
     def _reader(self, spec: HostConvergenceSpec) -> SecretReader:
         if spec.vault is None:
-            raise ValueError("HostConvergence needs the environment's vault settings (input 'vault')")
+            raise HostFail.NO_VAULT(where(spec), "HostConvergence needs the environment's vault settings")
         return vault_reader(spec.vault, getattr(self, "_credentials", None)).read
 
     def check_inputs(self, news: dict[str, Any]) -> dict[str, Any] | None:
@@ -78,7 +81,7 @@ class HostConvergenceProvider(KindProvider[HostConvergenceSpec]):
             return CheckResult(news, spec_failures(e, self.source(news)))
         except RoleRulesViolated as e:
             return CheckResult(news, [CheckFailure("hosts", str(e))])
-        except ValueError as e:  # a machine identity for a host the inventory lacks (plan())
+        except CodedError as e:  # HST002: a machine identity for a host the inventory lacks (plan())
             return CheckResult(news, [CheckFailure("machines", str(e))])
         if spec.preview_check and not olds:
             # A first creation has no diff() call: its preview is the check-mode run, here.

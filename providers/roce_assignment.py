@@ -20,9 +20,8 @@ from providers.sites.roce import (
     AllocationError,
     RoceReconciler,
     RoceSpec,
-    canonical_table,
-    grouped,
 )
+from providers.sites.roce_table import canonical_table, carried_table, grouped
 
 DESCRIPTOR = register(KindDescriptor(
     name="RoceAssignment",
@@ -55,7 +54,7 @@ class RoceAssignmentProvider(KindProvider[RoceSpec]):
         if refused := spec.refusals():
             return CheckResult(news, [CheckFailure("machines", r) for r in refused])
         try:  # the update's allocation, planned (collisions and exhausted pools are refused here)
-            table = RoceReconciler(spec, self.credentials).plan(olds.get("table"))
+            table = RoceReconciler(spec, self.credentials).plan(carried_table(plain(olds), spec.machines))
         except AllocationError as e:
             return CheckResult(news, [CheckFailure("pools", str(e))])
         return CheckResult({**news, "table": table}, [])
@@ -72,7 +71,8 @@ class RoceAssignmentProvider(KindProvider[RoceSpec]):
         return any(str(v).startswith(MISSING) for v in (olds.get("link_status") or {}).values())
 
     def converge(self, props: dict[str, Any], olds: dict[str, Any] | None) -> dict[str, Any]:
-        table, status = self._rec(props).converge(None if olds is None else olds.get("table"))
+        rec = self._rec(props)
+        table, status = rec.converge(None if olds is None else carried_table(plain(olds), rec.spec.machines))
         return {"table": table, "link_status": status}
 
     def id_of(self, props: dict[str, Any], result: Any) -> str:

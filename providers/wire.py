@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from enum import StrEnum
-from typing import Annotated
+from typing import Annotated, Any
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
@@ -19,6 +19,17 @@ class Wire(BaseModel):
     """A frozen provider input model that refuses unknown fields."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+RETIRED_FIELDS = frozenset({"hardware_sync_interval"})
+"""Fields state written by an earlier version may still carry in a model that no longer has them (the
+hardware sync interval moved from the bundle and the machine policy to MAAS's setting, set by the site
+profile): dropped when read back, so old state validates; new inputs never carry them."""
+
+
+def drop_retired(data: Any) -> Any:
+    """A model's `mode="before"` validator body: `data` without the retired fields."""
+    return {k: v for k, v in data.items() if k not in RETIRED_FIELDS} if isinstance(data, dict) else data
 
 
 class Tier(StrEnum):

@@ -8,6 +8,7 @@ A subclass of the machine client: same session, loop and errors.
   c.subnets() -> [SubnetView]            c.machine_nics([hostnames]) -> {hostname: MachineNics}
   c.static_holdings({cidr, ...}) -> [StaticHolding]   (each subnet's own address list)
   c.link_static(...) (inherited)          c.unlink(system_id, interface_id, link_id)
+  c.hardware_sync_interval() -> seconds  c.set_hardware_sync_interval(seconds)   (the region's setting)
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import ipaddress
+import re
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict
@@ -93,9 +95,41 @@ def _nics(raw: dict[str, Any]) -> dict[str, NicView]:
     return out
 
 
+_SPAN = re.compile(r"\s*(\d+)\s*(h|m|s)")
+_SPAN_UNITS = (("h", 3600), ("m", 60), ("s", 1))
+
+
+def timespan(seconds: int) -> str:
+    """Seconds as MAAS writes a systemd time span: 900 -> '15m', 5400 -> '1h30m', 90 -> '1m30s'."""
+    out, rest = "", seconds
+    for unit, size in _SPAN_UNITS:
+        if rest >= size:
+            out, rest = out + f"{rest // size}{unit}", rest % size
+    return out or "0s"
+
+
+def timespan_seconds(text: str) -> int | None:
+    """A systemd time span as MAAS accepts it ('15m', '1h 30m', '900s') in seconds; None when unreadable."""
+    pieces = _SPAN.findall(text)
+    if not pieces or _SPAN.sub("", text).strip():
+        return None
+    return sum(int(n) * dict(_SPAN_UNITS)[u] for n, u in pieces)
+
+
 class MaasSiteClient(MaasClient):
     def whoami(self) -> str:
         return str((self._call("Users", "whoami", read=True) or {}).get("username", ""))
+
+    def hardware_sync_interval(self) -> int | None:
+        """The region's `hardware_sync_interval` setting (MaasHandler get_config) in seconds; None when MAAS
+        holds a value this client cannot read (a drift to repair, never a crash)."""
+        raw = self._call("MAAS", "get_config", read=True, name="hardware_sync_interval")
+        return timespan_seconds(raw.decode() if isinstance(raw, bytes) else str(raw))
+
+    def set_hardware_sync_interval(self, seconds: int) -> None:
+        """Set the region's interval (MaasHandler set_config): an idempotent write, retried like a read."""
+        self._call("MAAS", "set_config", read=False, idempotent=True, name="hardware_sync_interval",
+                   value=timespan(seconds))
 
     def scripts(self, with_bodies: bool = True) -> dict[str, ScriptView]:
         out: dict[str, ScriptView] = {}

@@ -29,12 +29,13 @@ from pydantic import BaseModel
 
 from clients.platform import PlatformApiError, PlatformClient
 from clients.platform import models as pm
-from clients.platform.models.codes import ErrorCode
-from clients.vault import VaultCredentials
+from clients.platform.models import ErrorCode
+from clients.vault import VaultCredentials, VaultError
+from environments.coded import coded_errors
 from environments.rules_tls import resolve_ca
 from providers.common import vault_reader
 
-from .failures import MESSAGE_CHARS, REFUSED, SHOWN_FAILURES, AppInstanceFailed, OpFailure, idempotency_key  # noqa: F401
+from .failures import REFUSED, AppFail, AppInstanceFailed, OpFailure, idempotency_key
 from .plan import Action, ActionKind, Observed, Phase, plan_members
 from .routes import converge_routes
 from .spec import AppInstanceSpec
@@ -98,17 +99,18 @@ class AppInstanceReconciler:
     @contextmanager
     def client(self) -> Iterator[PlatformClient]:
         path = self.spec.instance.service_account_token_path
-        token = vault_reader(self.spec.vault, self._credentials).read(path)
+        with coded_errors(self.where, {VaultError: AppFail.VAULT}):
+            token = vault_reader(self.spec.vault, self._credentials).read(path)
         with PlatformClient(self.spec.platform_url, token, ca_bundle=resolve_ca(self.spec.platform_ca_bundle)) as api:
             try:
                 yield api
             except PlatformApiError as e:
                 if e.status in REFUSED:
-                    raise RuntimeError(
-                        f"{self.where}: the platform refused the service-account token read from Vault path "
-                        f"{path!r} ({e.status} {e.code}: {e.message}; correlation_id={e.correlation_id}); fix: "
+                    raise AppFail.TOKEN_REFUSED(
+                        self.where, f"the platform refused the service-account token read from Vault path {path!r} "
+                        f"({e.status} {e.code}: {e.message}; correlation_id={e.correlation_id})",
                         f"store there a token of a service account of project {self.spec.project_id}") from None
-                raise RuntimeError(f"{self.where}: {e}") from None
+                raise AppFail.PLATFORM(self.where, str(e)) from None
 
     # --- small effectful steps ---------------------------------------------------------------------
     def _await(self, api: PlatformClient, op: pm.Operation, action: str) -> tuple[pm.Operation, OpFailure | None]:
@@ -179,8 +181,8 @@ class AppInstanceReconciler:
             inst = self._get(api, inst.instance_id) or inst
         entry = ENTRY[inst.status]
         if entry is Entry.WAIT:
-            raise RuntimeError(f"{self.where}: instance {inst.instance_id} is still {inst.status.value} after "
-                               f"its operations' deadline ({self.spec.operation_timeout_s:.0f}s); run up again later")
+            raise AppFail.STILL_BUSY(self.where, f"instance {inst.instance_id} is still {inst.status.value} after its "
+                                     f"operations' deadline ({self.spec.operation_timeout_s:.0f}s)")
         if entry is Entry.REBUILD:
             self._decommission(api, inst)
             return None
@@ -304,8 +306,9 @@ class AppInstanceReconciler:
         """An input naming another instance's endpoint needs its URL: the consumer never runs without it."""
         for key, ref in self.spec.endpoint_inputs().items():
             if not self.spec.input_endpoints.get(key):
-                raise RuntimeError(f"{self.where}: input {key!r} needs endpoint {ref.endpoint!r} of instance "
-                                   f"{ref.instance!r}, which publishes none yet; run up again once {ref.instance} runs")
+                raise AppFail.ENDPOINT_MISSING(self.where, f"input {key!r} needs endpoint {ref.endpoint!r} of instance "
+                                               f"{ref.instance!r}, which publishes none yet",
+                                               f"run up again once {ref.instance} runs")
 
     def converge(self, instance_id: str | None = None, hosts: dict[str, str | None] | None = None) -> InstanceOut:
         self._require_endpoints()
@@ -318,8 +321,7 @@ class AppInstanceReconciler:
             converge_routes(api, self.spec, inst.instance_id, self.where)
             out = self._observe(api, inst.instance_id, kept)
         if out is None:
-            raise RuntimeError(f"{self.where}: instance {inst.instance_id} vanished while it was converged; "
-                               "run up again")
+            raise AppFail.VANISHED(self.where, f"instance {inst.instance_id} vanished while it was converged")
         return out
 
     apply = converge  # the name benchmarks/bench_apps.py still calls

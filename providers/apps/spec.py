@@ -17,6 +17,7 @@ from typing import Any
 from pydantic import Field
 
 from clients.platform.models import AppType
+from environments.coded import line
 from environments.findings import Code, Level
 from environments.rules_apps import ComponentBounds, app_instance, runtime_of
 from providers.common import VaultInputs
@@ -239,7 +240,7 @@ def rule_failures(spec: AppInstanceSpec) -> list[tuple[str, str]]:
     for f in found:
         if f.level is Level.ERROR:
             path = f.path.removeprefix("instance").lstrip(".") or "instance"
-            out.append(("instance", f"{f.code.value} {source}: {path}: {f.message}; fix: {f.hint}"))
+            out.append(("instance", line(f.code.value, f"{source}: {path}", f.message, f.hint)))
     return out
 
 

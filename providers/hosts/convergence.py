@@ -27,10 +27,22 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 
-from clients.ansible import ANSIBLE_DIR, SITE_PLAYBOOK, PlaybookRun, RunResult, TaskEvent, TaskStatus, run_playbook
+from clients.ansible import (
+    ANSIBLE_DIR,
+    SITE_PLAYBOOK,
+    AnsibleWorkerFailed,
+    PlaybookRun,
+    RunResult,
+    TaskEvent,
+    TaskStatus,
+    run_playbook,
+)
+from clients.vault import VaultError
+from environments.coded import CodedError, coded_errors, line
 from environments.findings import Finding, Level
 from environments.rules_hosts import host_role_mix
 from providers.common import VaultInputs
+from providers.hosts.failures import HostFail
 from providers.hosts.mounts import DROP_IN, MountDecl, unit_files
 from providers.wire import LogicalRole, VaultRef, Wire
 
@@ -132,25 +144,30 @@ class Plan(BaseModel):
     content_hash: str
 
 
-class RoleRulesViolated(Exception):
-    """The inventory breaks the model's role rules: nothing was run."""
+def where(spec: HostConvergenceSpec) -> str:
+    return f"host convergence {SOURCE}[{spec.environment}]"
 
-    def __init__(self, findings: list[Finding]) -> None:
+
+class RoleRulesViolated(CodedError):
+    """The inventory breaks the model's role rules: nothing was run. One finding a line under the head."""
+
+    def __init__(self, findings: list[Finding], at: str = "host convergence") -> None:
         self.findings = findings
-        super().__init__("inventory refused before ansible ran:\n" + "\n".join(
-            f"  {f.code.value} {f.file}: {f.path}: {f.message}; fix: {f.hint}" for f in findings))
+        super().__init__(HostFail.ROLE_RULES, at, "inventory refused before ansible ran", HostFail.ROLE_RULES.fix,
+                         [line(f.code.value, f"{f.file}: {f.path}", f.message, f.hint) for f in findings])
 
 
-class ConvergenceFailed(Exception):
-    def __init__(self, result: ConvergenceResult, failures: list[TaskEvent]) -> None:
+class ConvergenceFailed(CodedError):
+    def __init__(self, result: ConvergenceResult, failures: list[TaskEvent], at: str = "host convergence") -> None:
         self.result = result
         bad = {h: r.outcome.value for h, r in result.hosts.items() if r.outcome in (HostOutcome.FAILED,
                                                                                    HostOutcome.UNREACHABLE)}
-        lines = [f"  {e.host}: {e.status.value} in '{e.task}': {e.message}" for e in failures[:10]]
+        lines = [f"{e.host}: {e.status.value} in '{e.task}': {e.message}" for e in failures[:10]]
         if result.error:
-            lines.append(f"  ansible: {result.error}")
-        super().__init__(f"host convergence failed on {', '.join(f'{h} ({o})' for h, o in sorted(bad.items()))}"
-                         + ("\n" + "\n".join(lines) if lines else ""))
+            lines.append(f"ansible: {result.error}")
+        super().__init__(HostFail.CONVERGENCE_FAILED, at,
+                         f"failed on {', '.join(f'{h} ({o})' for h, o in sorted(bad.items()))}",
+                         HostFail.CONVERGENCE_FAILED.fix, lines)
 
 
 # --- planning (pure) -----------------------------------------------------------------------------
@@ -209,14 +226,15 @@ def content_hash(inventory: Mapping[str, Any], extravars: Mapping[str, Any], sec
 
 def plan(spec: HostConvergenceSpec) -> Plan:
     if found := role_findings(spec):
-        raise RoleRulesViolated(found)
+        raise RoleRulesViolated(found, where(spec))
     inventory = build_inventory(spec.hosts)
     extravars = {"gpuaas_environment": spec.environment, "gpuaas_apt_source": spec.apt_source,
                  "gpuaas_artifacts": {k: a.model_dump() for k, a in sorted(spec.artifacts.items())},
                  **spec.extra_vars}
     unknown = sorted(set(spec.machines) - {h.hostname for h in spec.hosts})
     if unknown:
-        raise ValueError(f"machines names hosts not in the inventory: {', '.join(unknown)}")
+        raise HostFail.UNKNOWN_MACHINE_HOST(where(spec), f"machines names hosts not in the inventory: "
+                                            f"{', '.join(unknown)}")
     refs = {**spec.secret_refs, **{f"gpuaas_runner_tokens.{h}.{t}": r for h, tags in spec.runner_token_refs.items()
                                    for t, r in tags.items()}}
     return Plan(inventory=inventory, extravars=extravars,
@@ -249,18 +267,20 @@ def converge(spec: HostConvergenceSpec, read_secret: SecretReader, *, check: boo
              on_event: Callable[[TaskEvent], None] | None = print_progress) -> ConvergenceResult:
     """Validate, fetch secrets, run the site playbook. Raises ConvergenceFailed naming the hosts."""
     p = plan(spec)  # raises RoleRulesViolated before anything touches a host
-    secrets: dict[str, Any] = {name: read_secret(ref).get_secret_value()
-                               for name, ref in sorted(spec.secret_refs.items())}
-    secrets["gpuaas_runner_tokens"] = {h: {t: read_secret(r).get_secret_value() for t, r in tags.items()}
-                                       for h, tags in sorted(spec.runner_token_refs.items())}
+    with coded_errors(where(spec), {VaultError: HostFail.VAULT}):
+        secrets: dict[str, Any] = {name: read_secret(ref).get_secret_value()
+                                   for name, ref in sorted(spec.secret_refs.items())}
+        secrets["gpuaas_runner_tokens"] = {h: {t: read_secret(r).get_secret_value() for t, r in tags.items()}
+                                           for h, tags in sorted(spec.runner_token_refs.items())}
+        ssh_key = read_secret(spec.ssh_key_ref)
     run = PlaybookRun(playbook=SITE_PLAYBOOK, inventory=p.inventory, extravars={**p.extravars, **secrets},
-                      ssh_private_key=read_secret(spec.ssh_key_ref), check=check, diff=check,
-                      timeout_s=spec.timeout_s)
-    result = run_playbook(run, on_event)
+                      ssh_private_key=ssh_key, check=check, diff=check, timeout_s=spec.timeout_s)
+    with coded_errors(where(spec), {AnsibleWorkerFailed: HostFail.ANSIBLE_WORKER}):
+        result = run_playbook(run, on_event)
     hosts = _report(result, [h.hostname for h in spec.hosts])
     out = ConvergenceResult(content_hash=p.content_hash, check=check, hosts=hosts, changes=result.changes,
                             duration_s=result.duration_s, error=result.error)
     if result.status != "successful" or any(r.outcome in (HostOutcome.FAILED, HostOutcome.UNREACHABLE)
                                              for r in hosts.values()):
-        raise ConvergenceFailed(out, result.failures)
+        raise ConvergenceFailed(out, result.failures, where(spec))
     return out

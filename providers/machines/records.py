@@ -10,6 +10,7 @@ from enum import StrEnum, unique
 from typing import Protocol
 
 from clients.maas import MachineDetail, MachineView, PortError
+from environments.coded import line
 
 from .lease import SlotLease
 from .ports import Enrollment, MachineOps
@@ -71,7 +72,7 @@ class FailCode(StrEnum):
     SLOT_LEASE = "MCH028"  # the batch_max_parallel slot lease in Vault could not be read or written
 
     def __call__(self, reason: str) -> str:
-        return f"{self.value} {reason}"
+        return line(self.value, "", reason)
 
 
 class StepKind(StrEnum):

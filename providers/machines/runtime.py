@@ -14,9 +14,7 @@ from contextlib import contextmanager
 from urllib.parse import parse_qs, urlsplit
 
 from clients.maas import DEFAULT_BUDGET, MaasSiteClient
-from clients.platform.client import PlatformClient
-from clients.platform.errors import PlatformApiError
-from clients.platform.models import nodes as node_models
+from clients.platform import PlatformApiError, PlatformClient, models
 from clients.s3 import ArtifactStore, s3_credentials
 from clients.vault import VaultCredentials, VaultReader
 from environments.rules_tls import resolve_ca
@@ -41,7 +39,7 @@ class PlatformEnrollment:
         try:
             grant = self._client.mint_enrollment_token(
                 self._site_id,
-                node_models.EnrollmentTokenRequest(profile_id=self._profile_id, hostname=hostname, system_id=system_id),
+                models.EnrollmentTokenRequest(profile_id=self._profile_id, hostname=hostname, system_id=system_id),
             )
         except PlatformApiError as e:
             raise _port_error(e, system_id) from None
@@ -83,18 +81,18 @@ class PlatformEnrollment:
                 raise _port_error(e, None) from None
 
 
-def _bootstrap_view(report: node_models.BootstrapReport | None) -> BootstrapView | None:
+def _bootstrap_view(report: models.BootstrapReport | None) -> BootstrapView | None:
     if report is None:
         return None
     failed = next((st for st in report.steps if st.step == report.failed_step), None)
     return BootstrapView(
         bundle_digest=report.bundle_digest,
-        ok=report.outcome is node_models.BootstrapOutcome.SUCCEEDED,
+        ok=report.outcome is models.BootstrapOutcome.SUCCEEDED,
         failed_step=report.failed_step,
         output_tail=failed.output_tail if failed else "",
         runner=report.runner.value,
         steps=tuple(st.step for st in report.steps),
-        pending=report.outcome is node_models.BootstrapOutcome.ENROLLED,
+        pending=report.outcome is models.BootstrapOutcome.ENROLLED,
         validation_digest=report.validation_bundle_digest,
     )
 

@@ -11,11 +11,13 @@ from __future__ import annotations
 import hashlib
 import json
 from enum import StrEnum
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from providers.common import VaultInputs
 from providers.sites.bundle import StoreInputs
+from providers.wire import drop_retired
 
 
 class PowerType(StrEnum):
@@ -70,7 +72,6 @@ class LifecyclePolicy(_Spec):
 
     strict_pxe_preflight: bool = True
     require_hw_sync: bool = True
-    hardware_sync_interval: int = 900
     release_fallback_no_erase: bool = False
     enable_deploy_retry_on_datasource_failure: bool = True
     max_deploy_retry_attempts: int = Field(3, ge=1, le=10)
@@ -83,6 +84,11 @@ class LifecyclePolicy(_Spec):
     machine to the customer as it is: it never erases and never powers off (HANDOFF_TEARDOWN_TABLE)."""
     commissioning_scripts: tuple[str, ...] = ()
     testing_scripts: tuple[str, ...] = ()
+
+    @model_validator(mode="before")
+    @classmethod
+    def _retired_fields(cls, data: Any) -> Any:
+        return drop_retired(data)
 
 
 class BootDiskHint(_Spec):

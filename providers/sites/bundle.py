@@ -31,16 +31,18 @@ from pathlib import Path
 from typing import Any
 
 import jinja2
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from clients.s3 import ArtifactStore, S3Error, S3ErrorKind, S3Location, StoredObject, s3_credentials
 from clients.vault import VaultCredentials
+from environments.coded import CodedError, raises_coded
 from environments.rules_tls import resolve_ca
 from providers.common import VaultInputs, vault_reader
 from providers.hosts.mounts import MountSet, bundle_files
 from providers.sites.bundle_checks import APPLIED, problems
 from providers.sites.bundle_node import AptSourceSpec, LoginUserCheck, node_files
-from providers.wire import FabricMode
+from providers.sites.failures import BUNDLE_CLIENTS, BundleFail
+from providers.wire import FabricMode, drop_retired
 
 TEMPLATES_ROOT = Path(__file__).resolve().parents[1] / "bundle_templates"
 MANIFEST = "manifest.json"
@@ -92,7 +94,6 @@ class BundleProfile(BaseModel):
     fabric_mode: FabricMode = FabricMode.ETHERNET
     storage_layout_profile: str = "flat"
     require_hw_sync: bool = True
-    hardware_sync_interval: int = 900
     enable_phase2_roce: bool = False
     data_devices: tuple[str, ...] = ()
     """The storage layout's data devices on the SKU (`/dev/<name>`), in order: the storage step makes
@@ -101,6 +102,11 @@ class BundleProfile(BaseModel):
     """The profile's vendor apt sources (bundle_node.py: `apt/sources.json`, added by the packages step)."""
     login_user: LoginUserCheck | None = None
     """The profile's login user as its validation checks it (bundle_node.py: `validation/05-login-user.sh`)."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _retired_fields(cls, data: Any) -> Any:
+        return drop_retired(data)
 
 
 class BundleSpec(BaseModel):
@@ -134,10 +140,10 @@ class BundleSpec(BaseModel):
         return f"bundles/{self.site}/{self.name}/{digest}.tar.gz"
 
 
-class TemplateError(Exception):
-    def __init__(self, template: str, message: str) -> None:
+class TemplateError(CodedError):
+    def __init__(self, code: BundleFail, template: str, message: str, hint: str = "") -> None:
         self.template = template
-        super().__init__(f"template {template}: {message}")
+        super().__init__(code, f"template {template}", message, hint)
 
 
 # --- pure core ------------------------------------------------------------------------------------
@@ -167,8 +173,8 @@ def render_bundle(spec: BundleSpec, root: Path = TEMPLATES_ROOT) -> dict[str, by
     tdir = root / spec.template_set
     if not tdir.is_dir():
         known = sorted(p.name for p in root.iterdir() if p.is_dir()) if root.is_dir() else []
-        raise TemplateError(f"{spec.template_set}/", f"template set {spec.template_set!r} does not exist "
-                            f"under {root}; use one of {known}")
+        raise TemplateError(BundleFail.NO_TEMPLATE_SET, f"{spec.template_set}/",
+                            f"template set {spec.template_set!r} does not exist under {root}", f"use one of {known}")
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(tdir)), undefined=jinja2.StrictUndefined,
                              keep_trailing_newline=True, autoescape=False)
     ctx = spec.context()
@@ -182,15 +188,15 @@ def render_bundle(spec: BundleSpec, root: Path = TEMPLATES_ROOT) -> dict[str, by
             line = _template_line(e, str(path))
             src = path.read_text().splitlines()[line - 1].strip() if line else ""
             at = f" at line {line}" if line else ""
-            raise TemplateError(shown, f"undefined variable {_undefined_name(e, src)!r}{at}; define it in the "
-                                f"bundle's values or fix the template") from None
+            raise TemplateError(BundleFail.UNDEFINED, shown, f"undefined variable {_undefined_name(e, src)!r}{at}",
+                                BundleFail.UNDEFINED.fix) from None
         except jinja2.TemplateSyntaxError as e:
-            raise TemplateError(shown, f"syntax error (line {e.lineno}): {e.message}") from None
+            raise TemplateError(BundleFail.SYNTAX, shown, f"syntax error (line {e.lineno}): {e.message}") from None
         files[rel.removesuffix(".j2")] = text.encode()
     bad = problems(spec.template_set, files)
     if bad:
         first, more = bad[0], bad[1:]
-        raise TemplateError(first.template, f"{first[1]} {first[2]}" + (
+        raise TemplateError(BundleFail(first[1]), first.template, first[2] + (
             f" (and {len(more)} more problem(s): " + ", ".join(f"{p[1]} {p.template}" for p in more) + ")"
             if more else ""))
     files.update(bundle_files(spec.mounts))
@@ -274,6 +280,10 @@ class BundlePublisher:
     def __init__(self, spec: BundleSpec, credentials: VaultCredentials | None, root: Path = TEMPLATES_ROOT):
         self.spec, self._credentials, self.root = spec, credentials, root
 
+    @property
+    def where(self) -> str:
+        return f"bundle {self.spec.site}/{self.spec.name}"
+
     def store(self) -> ArtifactStore:
         vault = vault_reader(self.spec.vault, self._credentials)
         s = self.spec.store
@@ -283,6 +293,7 @@ class BundlePublisher:
         data = pack(render_bundle(self.spec, self.root))
         return data, digest(data)
 
+    @raises_coded(BUNDLE_CLIENTS)
     def converge(self) -> Published:
         """Publish the bundle unless its key already holds that digest (a no-op)."""
         data, dg = self.build()
@@ -302,6 +313,7 @@ class BundlePublisher:
         return Published(ref=ref, digest=dg, size=obj.size, url=f"s3://{obj.bucket}/{obj.key}",
                          republished=republished)
 
+    @raises_coded(BUNDLE_CLIENTS)
     def observe(self, ref: dict[str, str], dg: str) -> bool:
         """Is the pinned version (the one nodes fetch) still there, with bytes of that digest? Its metadata
         alone would not say: a deleted version, or bytes replaced under the same key and metadata, are drift
@@ -317,5 +329,6 @@ class BundlePublisher:
             raise
         return digest(data) == dg
 
+    @raises_coded(BUNDLE_CLIENTS)
     def release(self, ref: dict[str, str]) -> None:
         self.store().delete_version(ref["key"], ref["version_id"])

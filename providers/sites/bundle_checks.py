@@ -1,13 +1,7 @@
 """What a rendered bundle must be before it is published, checked at `check` (so at preview) with the
-bundle's template file, a stable code and the problem named (docs/node-bootstrap.md, "cloud-init parts"):
-
-| code | what |
-|---|---|
-| BND001 | a cloud-init part that does not start with `#cloud-config` (cloud-init would skip it) |
-| BND002 | a cloud-init part that is not valid YAML |
-| BND003 | a cloud-init part that is not a mapping of modules |
-| BND004 | a cloud-init part using a module the launcher's cloud-init step does not apply (it would be dropped) |
-| BND005 | a script a node runs (launcher steps, validation, MAAS commissioning/testing) without an interpreter line |
+bundle's template file, a stable code and the problem named: BND001-005 of `failures.BundleFail` (a part
+without `#cloud-config`, not YAML, not a mapping, a module the launcher does not apply; a node script without
+an interpreter line), listed in docs/sites-bundles-roce.md; docs/node-bootstrap.md, "cloud-init parts".
 
 Every key of a part is applied or refused, never dropped: `APPLIED` maps each key the cloud-init step
 applies to the cloud-init module that applies it; the step template renders the same table.
@@ -16,6 +10,8 @@ applies to the cloud-init module that applies it; the step template renders the 
 from __future__ import annotations
 
 import yaml
+
+from .failures import BundleFail
 
 _SCRIPT_DIRS = ("steps/", "validation/", "commissioning/", "testing/")
 
@@ -62,30 +58,30 @@ def problems(template_set: str, files: dict[str, bytes]) -> list[Problem]:
             out += [Problem((shown, code, msg)) for code, msg in _cloud_config(text)]
         elif path.startswith(_SCRIPT_DIRS) and path.endswith(".sh") and not text.startswith("#!"):
             first = text.splitlines()[0][:60] if text.strip() else "(empty)"
-            out.append(Problem((shown, "BND005", f"renders a script without an interpreter line (first line: "
-                                f"{first!r}); start it with `#!/bin/bash` (or another interpreter)")))
+            out.append(Problem((shown, BundleFail.NO_INTERPRETER, "renders a script without an interpreter line "
+                                f"(first line: {first!r}); start it with `#!/bin/bash` (or another interpreter)")))
     return out
 
 
-def _cloud_config(text: str) -> list[tuple[str, str]]:
+def _cloud_config(text: str) -> list[tuple[BundleFail, str]]:
     if not text.startswith("#cloud-config"):
-        return [("BND001", "renders a cloud-init part that does not start with `#cloud-config` (cloud-init would "
-                 "skip it); make `#cloud-config` its first line")]
+        return [(BundleFail.NOT_CLOUD_CONFIG, "renders a cloud-init part that does not start with `#cloud-config` "
+                 "(cloud-init would skip it); make `#cloud-config` its first line")]
     try:
         doc = yaml.safe_load(text)
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         at = f" at rendered line {mark.line + 1}" if mark is not None else ""
         problem = getattr(e, "problem", None) or str(e).splitlines()[0]
-        return [("BND002", f"renders invalid YAML{at}: {problem}; fix the template (quote values that contain "
-                 "`: ` or `#`)")]
+        return [(BundleFail.CLOUD_CONFIG_YAML, f"renders invalid YAML{at}: {problem}; fix the template (quote "
+                 "values that contain `: ` or `#`)")]
     if doc is not None and not isinstance(doc, dict):
-        return [("BND003", f"renders a cloud-config that is a {type(doc).__name__}, not a mapping of modules; "
-                 "fix the template")]
+        return [(BundleFail.CLOUD_CONFIG_SHAPE, f"renders a cloud-config that is a {type(doc).__name__}, not a "
+                 "mapping of modules; fix the template")]
     out = []
     for key in sorted(k for k in (doc or {}) if k not in APPLIED):
         instead = INSTEAD.get(key, f"the launcher applies only {', '.join(sorted(APPLIED))}; move what `{key}` "
                                    "does into one of them (runcmd, write_files) or into a bundle step")
-        out.append(("BND004", f"uses the cloud-init key `{key}`, which the bundle's cloud-init step does not apply "
-                    f"(it would be dropped on the node); {instead}"))
+        out.append((BundleFail.CLOUD_CONFIG_KEY, f"uses the cloud-init key `{key}`, which the bundle's cloud-init "
+                    f"step does not apply (it would be dropped on the node); {instead}"))
     return out

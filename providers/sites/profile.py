@@ -5,13 +5,18 @@ at `check`, so bad values fail with the environment's codes), the published bund
 the profile names, and where Vault, the platform, and the artifact store are.
 Reconciler (`SiteProfileReconciler`: `converge`, `observe`, `release`); `converge`, in this order, so a
 failure leaves nothing changed:
-  1. read the MAAS key from Vault (path missing / sealed / unreachable -> VaultError, nothing mutated)
-  2. MAAS `whoami` with that key (rejected -> error naming site and Vault path, nothing mutated)
+  1. read the MAAS key from Vault (path missing / sealed / unreachable -> SPR005, nothing mutated)
+  2. MAAS `whoami` with that key (rejected -> SPR001 naming site and Vault path, nothing mutated)
   3. fetch the commissioning / validation bundles from S3 and verify their sha256 digests
   4. platform: adopt-or-create the site, then the profile; update only what differs
   5. MAAS node scripts: upload each bundle script whose body differs (named by its metadata header)
+  6. MAAS's region setting `hardware_sync_interval`: set when it differs, read back (MAAS holds one interval
+     per region: validation (POL007) makes a site's profiles agree; deleting a profile leaves the setting)
 Outputs: site_id, profile_id, the effective policy (as the platform stored it), the registered
-script names per type (the machine lifecycle commissions with them) and their sha256.
+script names per type (the machine lifecycle commissions with them) and their sha256, and MAAS's
+interval as read back. The interval is not deploy-time: no bundle carries it (a change redeploys nothing;
+MAAS renders each deploy's hardware-sync timer from its setting and reports `sync_interval` from it).
+Failures are coded (`failures.SiteProfileFail`, SPR0xx; client errors too: `PROFILE_CLIENTS`).
 A policy field change is an in-place update (diff never asks for replacement except on a rename).
 """
 
@@ -30,10 +35,12 @@ from clients.platform import models as pm
 from clients.s3 import ArtifactStore, s3_credentials
 from clients.vault import VaultCredentials, VaultReader, parse_ref
 from environments import rules
+from environments.coded import line, raises_coded
 from environments.findings import Level
 from environments.rules_tls import resolve_ca
 from providers.common import VaultInputs, plain, vault_reader
 from providers.sites.bundle import Script, StoreInputs, bundle_scripts
+from providers.sites.failures import PROFILE_CLIENTS, SiteProfileFail
 from providers.wire import EraseMode, FabricMode, Name, Tier, VaultRef, Wire
 
 SOURCE = "sites"
@@ -143,7 +150,7 @@ def policy_findings(spec: SiteProfileArgs) -> list[str]:
                                    retry_attempts_set="max_deploy_retry_attempts" in p.model_fields_set,
                                    customer_handoff=s.customer_handoff, release_erase_mode=p.release_erase_mode,
                                    file=source, base=base)]
-    return [f"{f.code.value} {f.file}: {f.path}: {f.message}; fix: {f.hint}" for f in found if f.level is Level.ERROR]
+    return [line(f.code.value, f"{f.file}: {f.path}", f.message, f.hint) for f in found if f.level is Level.ERROR]
 
 
 class ProfileResult(BaseModel):
@@ -161,6 +168,9 @@ class ProfileResult(BaseModel):
     """script name -> sha256 as MAAS has it ("missing" when a refresh found it gone)."""
     scripts_registered: dict[str, str]
     """script name -> sha256 this stack registered (scripts != scripts_registered: drift)."""
+    maas_hardware_sync_interval: int | None = None
+    """MAAS's region `hardware_sync_interval` in seconds as last read (None: state from before it was managed,
+    or a value MAAS holds that is not a time span)."""
 
 
 class SiteProfileReconciler:
@@ -169,6 +179,10 @@ class SiteProfileReconciler:
     def __init__(self, spec: SiteProfileSpec, credentials: VaultCredentials | None) -> None:
         self.commissioning_testing: list[str] = []  # set by _scripts
         self.spec, self._credentials = spec, credentials
+
+    @property
+    def where(self) -> str:
+        return f"site profile {self.spec.site.name}/{self.spec.profile.name}"
 
     def _vault(self) -> VaultReader:
         return vault_reader(self.spec.vault, self._credentials)
@@ -182,11 +196,12 @@ class SiteProfileReconciler:
             maas.whoami()
         except MaasError as e:
             if e.status in (401, 403):
-                raise RuntimeError(f"site {s.name}: MAAS at {s.maas_url} rejected the API key read from Vault "
-                                   f"path {s.maas_api_key_path!r} (HTTP {e.status}); fix: write a valid key "
-                                   "there (MAAS UI > API keys); nothing was changed") from None
-            raise RuntimeError(f"site {s.name}: MAAS at {s.maas_url} did not answer ({e}); nothing was changed") \
-                from None
+                raise SiteProfileFail.MAAS_KEY_REJECTED(
+                    self.where, f"MAAS at {s.maas_url} rejected the API key read from Vault path "
+                    f"{s.maas_api_key_path!r} (HTTP {e.status}); nothing was changed",
+                    "write a valid key there (MAAS UI > API keys)") from None
+            raise SiteProfileFail.MAAS_UNREACHABLE(self.where, f"MAAS at {s.maas_url} did not answer ({e}); nothing "
+                                                   "was changed") from None
         return maas
 
     def _scripts(self, vault: VaultReader) -> list[Script]:
@@ -203,8 +218,8 @@ class SiteProfileReconciler:
             b = self.spec.bundles[name]
             data = store.get(b.ref["key"], b.ref.get("version_id"))
             if hashlib.sha256(data).hexdigest() != b.digest:
-                raise RuntimeError(f"bundle {name}: s3://{b.ref['bucket']}/{b.ref['key']} does not match its digest "
-                                   f"{b.digest}; fix: run up again to republish it; nothing was changed")
+                raise SiteProfileFail.BUNDLE_DIGEST(self.where, f"bundle {name}: s3://{b.ref['bucket']}/{b.ref['key']} "
+                                                    f"does not match its digest {b.digest}; nothing was changed")
             found = bundle_scripts(data, folder, default_type)
             if folder == "commissioning":
                 self.commissioning_testing = [x.name for x in found if x.script_type == "testing"]
@@ -244,6 +259,7 @@ class SiteProfileReconciler:
             prof = api.update_profile(site.site_id, prof.profile_id, policy)
         return site.site_id, prof
 
+    @raises_coded(PROFILE_CLIENTS)
     def converge(self, previous_scripts: list[str] | None = None) -> ProfileResult:
         vault = self._vault()
         maas = self._maas(vault)  # 1-2: Vault key and MAAS verified before any change
@@ -257,14 +273,27 @@ class SiteProfileReconciler:
                 self._put_script(maas, sc, replace=have is not None)
         for name in sorted(set(previous_scripts or ()) - {sc.name for sc in scripts}):
             maas.delete_script(name)  # registered by a previous bundle, gone from the new one
+        interval = self._ensure_hw_sync_interval(maas)  # 6
         registered = {x.name: x.sha256 for x in scripts}
         return ProfileResult(
             site_id=site_id, profile_id=prof.profile_id, effective_policy=prof.policy.model_dump(mode="json"),
             commissioning_scripts=[x.name for x in scripts if x.script_type == "commissioning"],
             testing_scripts=[x.name for x in scripts if x.script_type == "testing"],
             commissioning_testing_scripts=list(self.commissioning_testing),
-            scripts=registered, scripts_registered=dict(registered),
+            scripts=registered, scripts_registered=dict(registered), maas_hardware_sync_interval=interval,
         )
+
+    def _ensure_hw_sync_interval(self, maas: MaasSiteClient) -> int:
+        """MAAS's region interval: set when it differs, then read back (what is reported is what MAAS holds)."""
+        wanted = self.spec.profile.hardware_sync_interval
+        if maas.hardware_sync_interval() == wanted:
+            return wanted
+        maas.set_hardware_sync_interval(wanted)
+        got = maas.hardware_sync_interval()
+        if got != wanted:
+            raise SiteProfileFail.SETTING_NOT_HELD(self.where, f"MAAS at {self.spec.site.maas_url} holds "
+                                                   f"hardware_sync_interval {got}s after setting it to {wanted}s")
+        return got
 
     def _put_script(self, maas: MaasSiteClient, sc: Script, replace: bool) -> None:
         """Register a script; "already exists" (another run or profile registered it meanwhile) adopts it when
@@ -279,10 +308,11 @@ class SiteProfileReconciler:
             if have is None:
                 raise
             if (have.sha256, have.script_type) != (sc.sha256, sc.script_type):
-                raise MaasError(f"MAAS script {sc.name} was registered meanwhile with other content (sha256 "
-                                f"{have.sha256}, ours {sc.sha256}): two bundles name one script; rename one of them, "
-                                "then run up again", status=e.status) from e
+                raise SiteProfileFail.SCRIPT_CONFLICT(self.where, f"MAAS script {sc.name} was registered meanwhile "
+                                                      f"with other content (sha256 {have.sha256}, ours {sc.sha256})") \
+                    from e
 
+    @raises_coded(PROFILE_CLIENTS)
     def observe(self, last: ProfileResult) -> ProfileResult | None:
         """The profile as the platform has it and the scripts as MAAS has them; None when it is gone."""
         vault = self._vault()
@@ -290,10 +320,13 @@ class SiteProfileReconciler:
             prof = next((p for p in api.list_profiles(last.site_id) if p.profile_id == last.profile_id), None)
         if prof is None:
             return None
-        present = self._maas(vault).scripts()
+        maas = self._maas(vault)
+        present = maas.scripts()
         actual = {n: (present[n].sha256 if n in present else "missing") for n in last.scripts_registered}
-        return last.model_copy(update={"effective_policy": prof.policy.model_dump(mode="json"), "scripts": actual})
+        return last.model_copy(update={"effective_policy": prof.policy.model_dump(mode="json"), "scripts": actual,
+                                       "maas_hardware_sync_interval": maas.hardware_sync_interval()})
 
+    @raises_coded(PROFILE_CLIENTS)
     def release(self, site_id: str, profile_id: str, scripts: list[str]) -> None:
         """Unregister the profile (the site stays: other profiles and machines may use it) and its scripts."""
         vault = self._vault()
@@ -320,6 +353,9 @@ class SiteProfileReconciler:
         found = last.get("effective_policy")
         if found is not None and plain(found) != self.spec.policy().model_dump(mode="json"):
             out.append("effective_policy")
+        if "maas_hardware_sync_interval" in last and plain(last["maas_hardware_sync_interval"]) != \
+                self.spec.profile.hardware_sync_interval:
+            out.append("maas_hardware_sync_interval")  # a hand change in MAAS (or a value it cannot read: None)
         return out
 
 

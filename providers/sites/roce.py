@@ -1,21 +1,19 @@
 """RoceAssignment: static RoCE addresses per (site, hostname, interface), applied as MAAS STATIC links.
 
-One resource per *site* holds the whole site's table (docs/sites-bundles-roce.md explains why):
-the allocation sees every holding of the site in one place (its own state), so four provider
-threads can never race two machines onto one address, and `check` can compute the table, which
-makes it known at preview; machines consume `table[hostname]`, which stays equal for machines
-that did not change, so adding one machine shows no change on the others.
+One resource per *site* holds the whole site's table (docs/sites-bundles-roce.md explains why): the
+allocation sees every holding of the site in one place (its own state), so four provider threads can
+never race two machines onto one address, and `check` can compute the table (known at preview);
+machines consume `table[hostname]`, equal for machines that did not change.
 
 Pure core: `allocate(pools, nics, existing, held)`: existing assignments are kept (never
 renumbered); new interfaces, in (hostname, rail) order, take the lowest free address of their
-rail's pool range that nobody holds (state or MAAS). Errors name the pool and the hostname and
-carry the environment's finding codes (ROCE003 exhausted, ROCE004 no pool, ADDR001 collision).
+rail's pool range that nobody holds (state or MAAS). Errors name the pool and the hostname and carry
+a `failures.RoceFail` code (ROC0xx: docs/sites-bundles-roce.md), as every failure of the kind does.
 Reconciler: `plan` allocates with MAAS's holdings of the pools' subnets (any owner: a second stack
 declaring the same pools, a hand link) and is what `check` records, so a preview shows the exact
 addresses; `converge` makes the same allocation at create/update, then links interfaces of machines
 MAAS lets us edit (Ready, Allocated, ...); machines not yet in MAAS, or deployed, are linked by
-the machine lifecycle's RoCE stage from this table. The recorded table is addresses only, in rail
-order (`Table`).
+the machine lifecycle's RoCE stage from this table. The recorded table: addresses in rail order (`Table`).
 """
 
 from __future__ import annotations
@@ -31,10 +29,13 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from clients.maas import MaasError, MaasSiteClient, MaasStatus, StaticHolding
 from clients.maas import MachineNics as MaasMachineNics
 from clients.vault import VaultCredentials, VaultError
+from environments.coded import CodedError, line, raises_coded
 from environments.findings import Code
 from environments.rules_tls import resolve_ca
 from providers.common import VaultInputs, vault_reader
 from providers.machines.records import OWNER_RESOURCE
+from providers.sites.failures import ROCE_CLIENTS, RoceFail
+from providers.sites.roce_table import MachineNics, NicGroup, Table, addresses_of, canonical_table, grouped
 from providers.wire import FabricMode
 
 SOURCE = "roce_pools"
@@ -83,10 +84,10 @@ class Entry(_M):
     vlan: int | None = None
 
 
-class AllocationError(Exception):
-    def __init__(self, code: Code, pool: str, hostname: str, message: str, hint: str) -> None:
-        self.code, self.pool, self.hostname = code, pool, hostname
-        super().__init__(f"{code.value} {pool}: host {hostname}: {message}; fix: {hint}")
+class AllocationError(CodedError):
+    def __init__(self, code: RoceFail, pool: str, hostname: str, message: str) -> None:
+        self.pool, self.hostname = pool, hostname
+        super().__init__(code, f"{pool}: host {hostname}", message, code.fix)
 
 
 def allocate(pools: list[Pool], nics: list[Nic], existing: Mapping[Key, str],
@@ -104,9 +105,8 @@ def allocate(pools: list[Pool], nics: list[Nic], existing: Mapping[Key, str],
     ordered = sorted(nics, key=lambda n: (n.hostname, n.rail, n.interface))
     for n in ordered:
         if n.rail not in by_rail:
-            raise AllocationError(Code.ROCE_RAIL_MISSING, f"site {pools[0].site if pools else '?'} rail {n.rail}",
-                                  n.hostname, f"interface {n.interface} is on rail {n.rail}, which has no pool",
-                                  "declare a roce_pools entry for that rail")
+            raise AllocationError(RoceFail.RAIL_WITHOUT_POOL, f"site {pools[0].site if pools else '?'} rail {n.rail}",
+                                  n.hostname, f"interface {n.interface} is on rail {n.rail}, which has no pool")
     # 1. keep what is already assigned (stable), checking it is still valid
     for n in ordered:
         old = existing.get((n.hostname, n.interface))
@@ -114,17 +114,14 @@ def allocate(pools: list[Pool], nics: list[Nic], existing: Mapping[Key, str],
             continue
         p, a = by_rail[n.rail], ipaddress.IPv4Address(old)
         if not p.contains(a):
-            raise AllocationError(Code.ROCE_RANGE_INVALID, p.label(), n.hostname,
-                                  f"{n.interface} holds {a}, outside the pool's range now",
-                                  "widen the range back to include it (assignments are never renumbered)")
+            raise AllocationError(RoceFail.OUTSIDE_RANGE, p.label(), n.hostname,
+                                  f"{n.interface} holds {a}, outside the pool's range now")
         if a in taken:
-            raise AllocationError(Code.DUPLICATE_ADDRESS, p.label(), n.hostname,
-                                  f"{n.interface} and {taken[a][0]}/{taken[a][1]} both hold {a}",
-                                  "remove one assignment from the stack state, then run up again")
+            raise AllocationError(RoceFail.ADDRESS_TWICE, p.label(), n.hostname,
+                                  f"{n.interface} and {taken[a][0]}/{taken[a][1]} both hold {a}")
         if str(a) in held:
-            raise AllocationError(Code.DUPLICATE_ADDRESS, p.label(), n.hostname,
-                                  f"{n.interface} holds {a}, which MAAS also gives to {held[str(a)]}",
-                                  "unlink the other interface in MAAS or release its address")
+            raise AllocationError(RoceFail.ADDRESS_HELD, p.label(), n.hostname,
+                                  f"{n.interface} holds {a}, which MAAS also gives to {held[str(a)]}")
         taken[a] = (n.hostname, n.interface)
         out[(n.hostname, n.interface)] = entry(n, p, a)
     # 2. new interfaces: lowest free address of the rail's range
@@ -138,8 +135,8 @@ def allocate(pools: list[Pool], nics: list[Nic], existing: Mapping[Key, str],
         while i <= hi and (ipaddress.IPv4Address(i) in taken or str(ipaddress.IPv4Address(i)) in held):
             i += 1
         if i > hi:
-            raise AllocationError(Code.ROCE_POOL_TOO_SMALL, p.label(), n.hostname,
-                                  f"no free address left for {n.interface}", "widen the pool's range")
+            raise AllocationError(RoceFail.POOL_EXHAUSTED, p.label(), n.hostname,
+                                  f"no free address left for {n.interface}")
         a = ipaddress.IPv4Address(i)
         cursor[n.rail] = i + 1
         taken[a] = (n.hostname, n.interface)
@@ -148,44 +145,6 @@ def allocate(pools: list[Pool], nics: list[Nic], existing: Mapping[Key, str],
 
 
 # --- spec -----------------------------------------------------------------------------------------
-class MachineNics(_M):
-    hostname: str
-    profile: str
-    fabric_mode: FabricMode
-    enable_phase2_roce: bool
-    interfaces: list[str]
-    """fabric_interfaces of the machine's SKU: interfaces[r] is on rail r."""
-
-
-class NicGroup(_M):
-    """Machines that share a profile and a SKU's fabric interfaces: the spec carries each such fact once and
-    the hostnames (issue 29: state per machine)."""
-
-    profile: str
-    fabric_mode: FabricMode
-    enable_phase2_roce: bool
-    interfaces: list[str]
-    hostnames: list[str]
-
-
-def nic_groups(machines: list[MachineNics]) -> list[NicGroup]:
-    groups: dict[tuple[str, FabricMode, bool, tuple[str, ...]], list[str]] = {}
-    for m in machines:
-        groups.setdefault((m.profile, m.fabric_mode, m.enable_phase2_roce, tuple(m.interfaces)), []).append(m.hostname)
-    return [NicGroup(profile=p, fabric_mode=f, enable_phase2_roce=e, interfaces=list(i), hostnames=sorted(h))
-            for (p, f, e, i), h in sorted(groups.items(), key=lambda kv: (kv[0][0], kv[0][3]))]
-
-
-def grouped(props: Mapping[str, Any]) -> dict[str, Any]:
-    """Inputs as this version writes them: state written before listed every machine (`machines`)."""
-    if "machines" not in props or "groups" in props:
-        return dict(props)
-    machines = [MachineNics.model_validate(m) for m in props["machines"] or ()]
-    out = {k: v for k, v in props.items() if k != "machines"}
-    out["groups"] = [g.model_dump(mode="json") for g in nic_groups(machines)]
-    return out
-
-
 class MaasInputs(_M):
     url: str
     api_key_path: str
@@ -214,14 +173,14 @@ class RoceSpec(BaseModel):
     @cached_property
     def machines(self) -> list[MachineNics]:
         return [MachineNics(hostname=h, profile=g.profile, fabric_mode=g.fabric_mode,
-                            enable_phase2_roce=g.enable_phase2_roce, interfaces=g.interfaces)
-                for g in self.groups for h in g.hostnames]
+                            enable_phase2_roce=g.enable_phase2_roce, interfaces=g.interfaces,
+                            pxe_mac=g.pxe_macs[n] if g.pxe_macs else "")
+                for g in self.groups for n, h in enumerate(g.hostnames)]
 
     def refusals(self) -> list[str]:
-        return [f"{Code.ROCE_NEEDS_ROCE_FABRIC.value} site {self.site}: host {m.hostname} (profile {m.profile}, "
-                f"fabric_mode {m.fabric_mode.value}, enable_phase2_roce {str(m.enable_phase2_roce).lower()}): "
-                "phase-2 RoCE assignment refused; fix: set fabric_mode: roce and enable_phase2_roce: true on the "
-                "profile, or leave the machine out of RoCE"
+        return [line(Code.ROCE_NEEDS_ROCE_FABRIC.value, f"site {self.site}: host {m.hostname}",
+                     f"profile {m.profile} (fabric_mode {m.fabric_mode.value}, enable_phase2_roce "
+                     f"{str(m.enable_phase2_roce).lower()}): phase-2 RoCE assignment refused", RoceFail.NOT_ROCE.fix)
                 for m in self.machines if not (m.fabric_mode is FabricMode.ROCE and m.enable_phase2_roce)]
 
     def nics(self) -> list[Nic]:
@@ -245,33 +204,12 @@ class RoceSpec(BaseModel):
                 for m in self.machines}
 
 
-Table = dict[str, list[str]]
-"""hostname -> its addresses in rail order (`interfaces[r]` is on rail r); interface names, subnets and MTUs are
-the SKU's and the pools' (`RoceSpec.links`), kept once (issue 29: state per machine)."""
-
-
 def table_of(entries: Mapping[Key, Entry], hostnames: list[str]) -> Table:
     by_host: dict[str, list[Entry]] = {h: [] for h in sorted(hostnames)}
     for (h, _), e in entries.items():
         if h in by_host:
             by_host[h].append(e)
     return {h: [e.address for e in sorted(rows, key=lambda e: e.rail)] for h, rows in by_host.items()}
-
-
-def canonical_table(table: Mapping[str, Any] | None) -> Table:
-    """A recorded table in the shape `table_of` writes. State written before recorded rows
-    ({interface, rail, subnet, address, mtu, mac, vlan}); their addresses in rail order are the same table."""
-    out: Table = {}
-    for h, rows in (table or {}).items():
-        rows = list(rows or ())
-        if rows and isinstance(rows[0], Mapping):
-            rows = [r["address"] for r in sorted(rows, key=lambda r: int(r["rail"]))]
-        out[str(h)] = [str(a) for a in rows]
-    return out
-
-
-def addresses_of(table: Mapping[str, Any] | None, hostname: str) -> set[str]:
-    return set(canonical_table({hostname: (table or {}).get(hostname) or []})[hostname])
 
 
 # --- reconciler -------------------------------------------------------------------------------------
@@ -287,6 +225,11 @@ def _site_lock(site: str) -> threading.Lock:
 class RoceReconciler:
     def __init__(self, spec: RoceSpec, credentials: VaultCredentials | None) -> None:
         self.spec, self._credentials = spec, credentials
+        self.where = f"RoCE assignment site {spec.site}"
+
+    def _refuse(self) -> None:
+        if refused := self.spec.refusals():
+            raise RoceFail.NOT_ROCE(self.where, f"refused for {len(refused)} machine(s)", details=refused)
 
     def maas(self) -> MaasSiteClient:
         key = vault_reader(self.spec.vault, self._credentials).read(self.spec.maas.api_key_path)
@@ -299,21 +242,22 @@ class RoceReconciler:
         by an identity that may not read the MAAS key, or MAAS unavailable) it is planned from the record
         alone: the same table unless MAAS holds one of the addresses it offers, and `update` allocates with
         MAAS's holdings whatever the preview said."""
-        if refused := self.spec.refusals():
-            raise ValueError("; ".join(refused))
+        self._refuse()
         try:
-            entries = self._allocate(self.maas(), old_table)
+            entries, _applied = self._allocate(self.maas(), old_table)
         except (VaultError, MaasError):
             entries = allocate(self.spec.pools, self.spec.nics(), self.spec.existing(old_table))
         return table_of(entries, [m.hostname for m in self.spec.machines])
 
-    def _allocate(self, maas: MaasSiteClient, old_table: Mapping[str, Any] | None) -> dict[Key, Entry]:
+    def _allocate(self, maas: MaasSiteClient,
+                  old_table: Mapping[str, Any] | None) -> tuple[dict[Key, Entry], set[Key]]:
         """Allocate against the record and MAAS. What MAAS holds on one of our interfaces, in that rail's
         pool, is its address (MAAS is the truth of what is applied). A recorded address MAAS gives to a
         machine under another name is still ours when that machine is managed by this stack (MAAS owner data
         `gpuaas_resource`: renamed by hand, or mid-rename); when it is not (another stack's machine linked it
         first), the address is not applied to us and is offered again, never failed on. Addresses held by
-        others are never offered (`held` names the holder)."""
+        others are never offered (`held` names the holder). Returns the table's entries and the keys MAAS
+        already holds for us (under their name or another)."""
         recorded = self.spec.existing(old_table)
         rail_of = {(n.hostname, n.interface): n.rail for n in self.spec.nics()}
         pool_of = {p.rail: p for p in self.spec.pools}
@@ -335,7 +279,8 @@ class RoceReconciler:
         taken = set(applied.values())
         existing = {k: a for k, a in recorded.items() if a not in held and a not in taken}
         existing.update(applied)
-        return allocate(self.spec.pools, self.spec.nics(), existing, held)
+        entries = allocate(self.spec.pools, self.spec.nics(), existing, held)
+        return entries, {k for k, e in entries.items() if applied.get(k) == e.address}
 
     def _ours_under_other_names(self, maas: MaasSiteClient, recorded: Mapping[Key, str],
                                 foreign: Mapping[str, StaticHolding]) -> dict[Key, str]:
@@ -349,17 +294,17 @@ class RoceReconciler:
                 if str(v.owner_data.get(OWNER_RESOURCE, "")).startswith(f"{self.spec.stack}/")}
         return {k: a for k, a in suspects.items() if foreign[a].system_id in mine}
 
+    @raises_coded(ROCE_CLIENTS)
     def converge(self, old_table: Mapping[str, Any] | None) -> tuple[Table, dict[str, str]]:
         """Allocate against state + MAAS, then link what MAAS lets us link. Returns (table, link status)."""
-        if refused := self.spec.refusals():
-            raise ValueError("; ".join(refused))
+        self._refuse()
         with _site_lock(self.spec.site):
             maas = self.maas()
             ours = {m.hostname for m in self.spec.machines}
             # Everything is decided before the first mutation: an error leaves MAAS untouched.
-            entries = self._allocate(maas, old_table)
+            entries, applied = self._allocate(maas, old_table)
             machines = maas.machine_nics(sorted(ours))
-            plan = {host: self._plan_links(host, machines.get(host), entries) for host in sorted(ours)}
+            plan = {host: self._plan_links(host, machines.get(host), entries, applied) for host in sorted(ours)}
             for _status, actions in plan.values():
                 for system_id, nic_id, e in actions:
                     maas.link_static(system_id, nic_id, e.subnet, e.address)
@@ -367,9 +312,12 @@ class RoceReconciler:
                 self._unlink_machine(maas, host, old_table or {})
         return table_of(entries, sorted(ours)), {host: st for host, (st, _a) in plan.items()}
 
-    def _plan_links(self, host: str, m: MaasMachineNics | None,
-                    entries: dict[Key, Entry]) -> tuple[str, list[tuple[str, int, Entry]]]:
+    def _plan_links(self, host: str, m: MaasMachineNics | None, entries: dict[Key, Entry],
+                    applied: set[Key]) -> tuple[str, list[tuple[str, int, Entry]]]:
         """(link status, the links to make). Raises before anything is changed."""
+        mine = [k for k in entries if k[0] == host]
+        if m is None and mine and all(k in applied for k in mine):
+            return "linked", []  # under its old name: a declared rename the machine pool applies next
         if m is None:
             return "pending: not in MAAS", []  # the machine lifecycle links it (its RoCE stage)
         if m.status not in NETWORK_EDITABLE:
@@ -380,9 +328,8 @@ class RoceReconciler:
                 continue
             nic = m.nics.get(iface)
             if nic is None:
-                raise ValueError(f"site {self.spec.site}: host {host} ({m.system_id}) has no interface {iface} in "
-                                 "MAAS; fix: commission the machine or correct the SKU's fabric_interfaces; "
-                                 "nothing was changed")
+                raise RoceFail.INTERFACE_MISSING(self.where, f"host {host} ({m.system_id}) has no interface {iface} "
+                                                 "in MAAS; nothing was changed")
             # Already linked with this address: nothing to do (idempotent).
             if not any(ip == e.address and cidr == e.subnet for _l, _m, cidr, ip in nic.links):
                 actions.append((m.system_id, nic.id, e))
@@ -398,6 +345,7 @@ class RoceReconciler:
                 if ip in addresses and cidr in subnets:
                     maas.unlink(m.system_id, nic.id, link_id)
 
+    @raises_coded(ROCE_CLIENTS)
     def observe(self, table: Mapping[str, Any], link_status: Mapping[str, str]) -> dict[str, str]:
         """Link status per host: do the machines linked before still have their links in MAAS?"""
         status = dict(link_status)
@@ -413,6 +361,7 @@ class RoceReconciler:
             status[host] = f"{MISSING} {len(lost)} link(s): {', '.join(lost)}" if lost else "linked"
         return status
 
+    @raises_coded(ROCE_CLIENTS)
     def release(self, old_table: Mapping[str, Any]) -> None:
         with _site_lock(self.spec.site):
             maas = self.maas()

@@ -27,7 +27,8 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from clients.maas.vocabulary import SCRIPT_FAILED, ScriptStatus
+from clients.maas import ScriptStatus
+from clients.maas.vocabulary import SCRIPT_FAILED
 
 from . import script_results as sr
 from .enums import NodeStatus, PowerState

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from . import handlers_events, handlers_machines, handlers_misc, handlers_nodes, script_results
+from . import config, handlers_events, handlers_machines, handlers_misc, handlers_nodes, script_results
 from .auth import ApiKey, KeyRing
 from .builtin_scripts import builtin_scripts
 from .enroll import EnrollBackend
@@ -47,6 +47,7 @@ class SimCore:
         handlers_machines.register(self.routes, self)
         handlers_nodes.register(self.routes, self)
         handlers_misc.register(self.routes, self)
+        config.register(self.routes, self)
         handlers_events.register(self.routes, self)
         script_results.register(self.routes, self)
 

@@ -13,7 +13,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from clients.maas.vocabulary import INSTALL_FAILURE_TYPE, INSTALLATION_FAILED
+from clients.maas import INSTALL_FAILURE_TYPE, INSTALLATION_FAILED
 
 # A cloud-init datasource failure in real MAAS's words (see clients/maas/vocabulary.py for the
 # canonical/maas source): the event cloud-init's failed init-network stage leaves, and the comment

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 from pydantic import BaseModel, ConfigDict, Field
 
 from . import errors, script_results
+from .config import hw_sync_interval
 from .enroll import find_enrollment, post_enrollment
 from .enums import (
     ABORTABLE,
@@ -35,7 +36,6 @@ from .enums import (
 from .faults import DATASOURCE_ERROR, DATASOURCE_EVENT, DATASOURCE_EVENT_TYPE, FaultBook
 from .node_deploys import NodeDeploys
 from .observe import Stats
-from .render import HW_SYNC_INTERVAL
 from .state import Machine, Store
 
 if TYPE_CHECKING:
@@ -341,7 +341,7 @@ class Lifecycle(NodeDeploys):
     def _hw_sync(self, m: Machine) -> None:
         """The deployed machine's hardware-sync agent reports in every sync interval."""
         m.last_sync = time.time()
-        self._arm(m, HW_SYNC_INTERVAL, self._hw_sync)
+        self._arm(m, hw_sync_interval(self.store), self._hw_sync)
 
     def _end_erasing(self, m: Machine) -> None:
         if self.faults.take("erase_failures", m.system_id, m.hostname):

@@ -10,7 +10,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from clients.maas.vocabulary import INSTALL_FAILURE_TYPE, INSTALLATION_FAILED
+from clients.maas import INSTALL_FAILURE_TYPE, INSTALLATION_FAILED
 
 from .enums import NodeStatus
 from .state import Machine

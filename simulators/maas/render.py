@@ -10,11 +10,11 @@ from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import Any
 
+from .config import hw_sync_interval
 from .enums import NodeStatus
 from .state import BlockDevice, Interface, Link, Machine, Script, Store, Subnet, Tag, Vlan, Zone
 
 API = "/MAAS/api/2.0"
-HW_SYNC_INTERVAL = 900  # MAAS's default hardware_sync_interval (15m)
 
 
 def _iso(ts: float | None) -> str | None:
@@ -145,6 +145,7 @@ def machine_json(store: Store, m: Machine) -> dict[str, Any]:
     nics = [i for i in m.interfaces if not hidden or i.mac_address in (m.known_macs or ())]
     passed = 2 if m.commissioned else -1
     sync_on = m.enable_hw_sync and m.status == NodeStatus.DEPLOYED
+    interval = hw_sync_interval(store)  # the region's setting now, as MAAS computes it per read
     return {
         "system_id": m.system_id, "hostname": m.hostname, "description": m.description,
         "hardware_uuid": None, "domain": {"id": 0, "name": store.domain, "authoritative": True, "ttl": None,
@@ -184,8 +185,8 @@ def machine_json(store: Store, m: Machine) -> dict[str, Any]:
                           "hugepages_set": []}],
         "enable_hw_sync": m.enable_hw_sync,
         "last_sync": _iso(m.last_sync) if sync_on else None,
-        "sync_interval": HW_SYNC_INTERVAL if m.enable_hw_sync else None,
-        "next_sync": _iso(m.last_sync + HW_SYNC_INTERVAL) if sync_on and m.last_sync else None,
+        "sync_interval": interval if m.enable_hw_sync else None,
+        "next_sync": _iso(m.last_sync + interval) if sync_on and m.last_sync else None,
         "is_sync_healthy": True if m.enable_hw_sync else None,
         "enable_kernel_crash_dump": False, "is_dpu": False,
         "resource_uri": f"{API}/machines/{m.system_id}/",

@@ -21,7 +21,7 @@ from email.utils import format_datetime
 from enum import IntEnum
 from typing import TYPE_CHECKING, Any
 
-from clients.maas.vocabulary import ScriptStatus  # MAAS's SCRIPT_STATUS: one copy
+from clients.maas import ScriptStatus  # MAAS's SCRIPT_STATUS: one copy
 
 from . import errors
 from .routes import Request, RouteTable

@@ -209,6 +209,7 @@ class Store:
         self.machines: dict[str, Machine] = {}
         self.tags: dict[str, Tag] = {}
         self.scripts: dict[str, Script] = {}
+        self.config: dict[str, str] = {}  # MaasHandler settings (config.py), set over its defaults
         self.rack: dict[str, MachineSpec] = {}  # racked hardware not yet known to MAAS, by PXE MAC
         self.network_json: dict[tuple[str, int], tuple[object, dict[str, Any]]] = {}  # render.py's
         self._ids: dict[str, int] = {}

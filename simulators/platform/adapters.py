@@ -23,7 +23,7 @@ from clients.platform.models import (
     RemoveMember,
     ReplaceMember,
 )
-from clients.platform.models.codes import ErrorCode as E
+from clients.platform.models import ErrorCode as E
 
 from .errors import ApiError
 

@@ -15,8 +15,8 @@ from typing import Any
 from aiohttp import web
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from clients.platform.models import ErrorCode as E
 from clients.platform.models import NodeStatus, Role
-from clients.platform.models.codes import ErrorCode as E
 
 from . import engine
 from .agent_package import ROUTE

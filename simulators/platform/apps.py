@@ -23,7 +23,7 @@ from clients.platform.models import (
     RemoveMember,
     ReplaceMember,
 )
-from clients.platform.models.codes import ErrorCode as E
+from clients.platform.models import ErrorCode as E
 from environments.rules_values import looks_like_ssh_material
 
 from . import adapters, engine

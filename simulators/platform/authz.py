@@ -4,8 +4,8 @@ this module adds the project and tenant boundaries. Every denial is an ApiError 
 from __future__ import annotations
 
 from clients.platform.catalogue import Endpoint
+from clients.platform.models import ErrorCode as E
 from clients.platform.models import Role
-from clients.platform.models.codes import ErrorCode as E
 
 from .errors import ApiError
 from .state import BearerTokenRecord, Principal, Store, TokenState

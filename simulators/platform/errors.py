@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from clients.platform.models.codes import ErrorCode
+from clients.platform.models import ErrorCode
 
 
 class ApiError(Exception):

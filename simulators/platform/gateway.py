@@ -10,8 +10,8 @@ the instance is a 409. A decommissioned instance's routes are withdrawn with it.
 
 from __future__ import annotations
 
+from clients.platform.models import ErrorCode as E
 from clients.platform.models import InstanceStatus, UiRoute, UiRouteCreate, UiRouteList
-from clients.platform.models.codes import ErrorCode as E
 
 from . import adapters
 from .context import Ctx, Handler, Result

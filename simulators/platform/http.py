@@ -23,11 +23,11 @@ from clients.platform.models import (
     REPLAY_HEADER,
     REQUEST_ID_HEADER,
     AuditOutcome,
+    ErrorCode,
     ErrorEnvelope,
     Page,
 )
-from clients.platform.models.codes import ErrorCode
-from clients.platform.models.codes import ErrorCode as E
+from clients.platform.models import ErrorCode as E
 from clients.platform.models.common import IDEMPOTENCY_KEY_PATTERN
 
 from . import apps, engine, gateway, nodes, sites

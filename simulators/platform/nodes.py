@@ -24,7 +24,7 @@ from clients.platform.models import (
     NodeStatus,
     NodeTransitionRequest,
 )
-from clients.platform.models.codes import ErrorCode as E
+from clients.platform.models import ErrorCode as E
 
 from .context import Ctx, Handler, Result
 from .errors import ApiError, not_found

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from clients.platform.models import ErrorCode as E
 from clients.platform.models import (
     MaasSite,
     MaasSiteCreate,
@@ -13,7 +14,6 @@ from clients.platform.models import (
     SiteProfileList,
     SiteProfileUpdate,
 )
-from clients.platform.models.codes import ErrorCode as E
 
 from .context import Ctx, Handler, Result
 from .errors import ApiError, not_found

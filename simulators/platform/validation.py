@@ -12,7 +12,7 @@ import yaml
 from jsonschema import Draft202012Validator
 
 from clients.platform.contract import CONTRACT_PATH
-from clients.platform.models.codes import ErrorCode as E
+from clients.platform.models import ErrorCode as E
 
 from .errors import ApiError
 

@@ -14,9 +14,12 @@ from pydantic import SecretStr, ValidationError
 
 import providers.host_convergence as hc
 import providers.hosts.convergence as core
+from clients.ansible import AnsibleWorkerFailed
+from clients.vault import VaultError, VaultErrorKind
 from components.host_roles import HostRolesInvalid, inventory_hosts, spec_for
 from components.settings import HostRolesSettings, StackSettings
 from environments import load_environment
+from environments.coded import CodedError
 from providers.host_convergence import HostConvergenceProvider
 from providers.hosts.convergence import (
     ConvergenceFailed,
@@ -27,6 +30,7 @@ from providers.hosts.convergence import (
     converge,
     plan,
 )
+from providers.hosts.failures import HostFail
 
 DEV = ["dev-control-1", "dev-lab-1", "dev-gpu-1"]
 SETTINGS = StackSettings(stack="dev", environment="dev")
@@ -100,7 +104,9 @@ def test_role_rule_violation_is_refused_before_ansible_runs(violating_spec: Host
 
     with pytest.raises(RoleRulesViolated) as exc:
         converge(violating_spec, reader)
-    assert "ROLE001" in str(exc.value) and "hosts[2]" in str(exc.value) and "control_plane_k3s" in str(exc.value)
+    head, *lines = str(exc.value).splitlines()
+    assert head.startswith("HST001 host convergence hosts[dev]: inventory refused before ansible ran; fix: ")
+    assert [ln for ln in lines if ln.startswith("  ROLE001 hosts[dev]: hosts[2]") and "control_plane_k3s" in ln]
     assert calls == []  # no secret read, no ansible run
     check = HostConvergenceProvider().check({}, json.loads(violating_spec.model_dump_json()))
     assert len(check.failures) == 1 and "ROLE001" in check.failures[0].reason
@@ -155,6 +161,8 @@ def test_unreachable_hosts_fail_the_run_named_and_leave_no_private_data(
     with pytest.raises(ConvergenceFailed) as exc:
         converge(spec, lambda ref: SecretStr(SECRET[ref]))
     msg = str(exc.value)
+    assert msg.startswith("HST003 host convergence hosts[dev]: failed on ")
+    assert exc.value.code is HostFail.CONVERGENCE_FAILED
     for h in DEV:
         assert exc.value.result.hosts[h].outcome is HostOutcome.UNREACHABLE
         assert f"{h} (unreachable)" in msg
@@ -249,3 +257,42 @@ def test_a_host_that_is_a_machine_is_converged_again_when_it_is_reimaged_or_repl
         assert d.changes is True and d.replaces == [] and again["content_hash"] != news["content_hash"]
     bad = p.check({}, first | {"machines": {"dev-gpu-9": machine["dev-gpu-1"]}})
     assert [f.property for f in bad.failures] == ["machines"] and "dev-gpu-9" in bad.failures[0].reason
+    assert bad.failures[0].reason.startswith("HST002 host convergence hosts[dev]: machines names hosts not in ")
+
+
+def test_an_unreadable_secret_stops_the_run_before_ansible_with_its_code(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A Vault failure (here: the path is missing) is HST004 naming the path and Vault's own advice; nothing ran
+    on a host, and no secret value read before it appears in the error."""
+    calls: list[str] = []
+    monkeypatch.setattr(core, "run_playbook", lambda *a, **k: calls.append("ansible"))
+    spec = dev_spec(secret_refs={"gpuaas_munge_key": "dev/slurm/munge#key"})
+
+    def reader(ref: str) -> SecretStr:
+        if ref == spec.ssh_key_ref:
+            raise VaultError(VaultErrorKind.PATH_MISSING, "http://vault:8200", f"mount 'gpuaas' path {ref!r}")
+        return SecretStr(SECRET[ref])
+
+    with pytest.raises(CodedError) as exc:
+        converge(spec, reader)
+    msg = str(exc.value)
+    assert exc.value.code is HostFail.VAULT and msg.startswith("HST004 host convergence hosts[dev]: Vault path missing")
+    assert spec.ssh_key_ref in msg and "; fix: write the secret there" in msg
+    assert SECRET["dev/slurm/munge#key"] not in msg and calls == []
+
+
+def test_a_worker_that_cannot_run_the_playbook_fails_with_its_code(monkeypatch: pytest.MonkeyPatch) -> None:
+    def crashed(*_a: object, **_k: object) -> None:
+        raise AnsibleWorkerFailed("the ansible worker exited -9 without a result")
+
+    monkeypatch.setattr(core, "run_playbook", crashed)
+    with pytest.raises(CodedError) as exc:
+        converge(dev_spec(), lambda ref: SecretStr(SECRET[ref]))
+    assert str(exc.value) == ("HST006 host convergence hosts[dev]: the ansible worker exited -9 without a result; "
+                              f"fix: {HostFail.ANSIBLE_WORKER.fix}")
+    assert isinstance(exc.value.source, AnsibleWorkerFailed)
+
+
+def test_a_provider_given_no_vault_settings_fails_with_its_code() -> None:
+    props = json.loads(dev_spec().model_dump_json()) | {"vault": None}
+    with pytest.raises(CodedError, match=r"^HST005 host convergence hosts\[dev\]: .*; fix: declare the environment"):
+        HostConvergenceProvider().create(props)

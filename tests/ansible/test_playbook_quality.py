@@ -13,7 +13,8 @@ import pytest
 
 from clients.ansible import ANSIBLE_DIR, SITE_PLAYBOOK
 from components.host_roles import inventory_hosts
-from environments import HostRole, declared_environments, validate_environment
+from environments import declared_environments, validate_environment
+from environments.model import HostRole
 from providers.hosts.convergence import build_inventory
 
 BIN = Path(sys.executable).parent

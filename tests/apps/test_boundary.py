@@ -13,6 +13,8 @@ from clients.platform import CLIENT_METHODS
 from clients.platform import models as m
 from clients.platform.catalogue import BY_OPERATION_ID
 from clients.platform.transport import Transport
+from environments.coded import CodedError
+from providers.apps.failures import AppFail
 
 from .conftest import TOKEN_REF, Lab
 from .test_reconciler import hosts
@@ -70,9 +72,10 @@ def test_every_request_of_a_lifecycle_is_project_scoped_and_by_the_service_accou
 
 def test_a_token_of_another_project_is_refused_and_nothing_changes(lab: Lab) -> None:
     lab.vault.put_secret("gpuaas", TOKEN_REF.split("#")[0], {"token": lab.sim.creds.other_service_account})
-    with pytest.raises(RuntimeError) as err:
+    with pytest.raises(CodedError) as err:
         lab.rec(lab.spec()).converge()
     text = str(err.value)
+    assert text.startswith("AIN001 app instance ") and err.value.code is AppFail.TOKEN_REFUSED
     assert "refused the service-account token" in text and "project_boundary" in text
     assert repr(TOKEN_REF) in text and lab.pid in text and "correlation_id=req-" in text
     assert lab.sim.creds.other_service_account not in text and lab.sim.creds.service_account not in text

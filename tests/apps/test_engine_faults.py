@@ -55,9 +55,10 @@ def test_failed_operation_then_retry_and_refresh_finds_a_member_removed_by_hand(
     assert not failed.ok
     op = next(o for o in world.sim.operations() if o.status is m.OperationStatus.FAILED)
     error = "\n".join(failed.errors())
-    assert "slurm-local" in error and "slurmd_join_failed: node did not register" in error
+    assert "AIN003 app instance slurm-local (project " in error  # the coded line reaches the CLI as written
+    assert "slurmd_join_failed: node did not register" in error
     assert f"correlation_id={op.correlation_id}" in error and f"operation_id={op.operation_id}" in error
-    assert "run up again" in error
+    assert "; fix: run up again" in error
 
     ok(engine.up())
     assert world.member_ops() == ["member_add", "member_replace"], "only the failed member is redone"

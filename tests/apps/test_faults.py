@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from clients.platform import models as m
-from providers.apps.reconciler import AppInstanceFailed
+from providers.apps.failures import AppInstanceFailed
 from simulators.platform import ErrorBurst, FaultPlan, OperationFailure
 
 from .conftest import Lab

@@ -11,6 +11,7 @@ import pytest
 
 from clients.platform import PlatformApiError
 from clients.platform import models as m
+from environments.coded import CodedError
 from providers.apps.reconciler import InstanceOut
 from providers.apps.spec import AppInstanceSpec, rule_failures
 
@@ -59,7 +60,8 @@ def test_vllm_lifecycle_with_exact_member_operations(lab: Lab) -> None:
 
 
 def test_openclaw_consumes_the_vllm_endpoint_and_follows_its_change(lab: Lab) -> None:
-    with pytest.raises(RuntimeError, match="input 'llm_endpoint' needs endpoint 'openai' of instance 'vllm-chat'"):
+    with pytest.raises(CodedError, match=r"^AIN005 app instance openclaw \(project \S+\): input 'llm_endpoint' needs "
+                       "endpoint 'openai' of instance 'vllm-chat'"):
         lab.rec(openclaw(lab, None)).converge()
     assert not [i for i in lab.sim.store.instances.values() if i.name == "openclaw"], "never created without it"
 

@@ -11,6 +11,8 @@ import pytest
 from components.apps import instance_args
 from components.settings import StackSettings
 from environments import load_environment
+from environments.coded import CodedError
+from providers.apps.failures import AppFail
 from simulators.tls import PrivateCa, TlsFront
 
 from .conftest import Lab
@@ -22,9 +24,10 @@ def test_the_platform_client_trusts_the_named_ca_and_refuses_without_it(lab: Lab
     cert, key = ca.issue("127.0.0.1")
     with TlsFront(lab.sim.url, cert, key) as front:
         for bundle in (None, other.bundle):
-            with pytest.raises(RuntimeError) as e:
+            with pytest.raises(CodedError) as e:
                 lab.rec(lab.spec(platform_url=front.url, platform_ca_bundle=str(bundle) if bundle else None)).converge()
-            assert "certificate not trusted" in str(e.value) and "ca_bundles.platform" in str(e.value)
+            assert e.value.code is AppFail.PLATFORM and "certificate not trusted" in str(e.value)
+            assert "ca_bundles.platform" in str(e.value)
         assert lab.sim.store.instances == {}  # refused before anything was created
         out = lab.rec(lab.spec(platform_url=front.url, platform_ca_bundle=str(ca.bundle))).converge()
     assert out.status.value == "ready"

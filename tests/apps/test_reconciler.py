@@ -65,14 +65,14 @@ def test_create_same_scale_rebind_upgrade_remove(lab: Lab) -> None:
 
 
 def test_failure_reports_are_bounded_with_full_detail_on_stderr(capsys: pytest.CaptureFixture[str]) -> None:
-    from providers.apps.reconciler import MESSAGE_CHARS, SHOWN_FAILURES, AppInstanceFailed, OpFailure
+    from providers.apps.failures import MESSAGE_CHARS, SHOWN_FAILURES, AppInstanceFailed, OpFailure
 
     failures = [OpFailure(action=f"add worker[{i}]", code="adapter_step_failed", message="x" * 5000 + f" end-{i}",
                           correlation_id=f"corr-{i}", operation_id=f"op-{i}") for i in range(40)]
     err = AppInstanceFailed("app instance slurm-t (project p)", failures, "run up again")
     text = str(err)
-    assert text.startswith("app instance slurm-t (project p): 40 operation(s) failed: add worker[0]")
-    assert "and 37 more" in text and text.endswith("run up again")
+    assert text.startswith("AIN003 app instance slurm-t (project p): 40 operation(s) failed: add worker[0]")
+    assert "and 37 more" in text and text.endswith("; fix: run up again")
     assert len(text) < (SHOWN_FAILURES + 1) * (MESSAGE_CHARS + 10) + 200
     err_out = capsys.readouterr().err
     assert all(f"end-{i} (correlation_id=corr-{i}, operation_id=op-{i})" in err_out for i in range(40))

@@ -14,7 +14,8 @@ from clients.platform import PlatformApiError
 from clients.platform import models as m
 from clients.platform.contract import CONTRACT_PATH
 from environments.rules_values import looks_like_ssh_material
-from providers.apps.reconciler import AppInstanceFailed, InstanceOut
+from providers.apps.failures import AppInstanceFailed
+from providers.apps.reconciler import InstanceOut
 from providers.apps.spec import AppInstanceSpec, rule_failures
 from simulators.platform import FaultPlan, OperationFailure
 

@@ -12,7 +12,7 @@ import pytest
 from clients.platform import models as m
 from preview_note.changes import Action
 from preview_note.kinds import route_lines
-from providers.apps.reconciler import AppInstanceFailed
+from providers.apps.failures import AppInstanceFailed
 from providers.apps.spec import AppInstanceSpec, rule_failures
 
 from .conftest import Lab

@@ -22,8 +22,7 @@ import httpx
 import pytest
 import yaml
 
-from clients.maas import MaasClient, ScriptStatus
-from clients.maas.site import MaasSiteClient
+from clients.maas import MaasClient, MaasSiteClient, ScriptStatus
 from lab.node import BootedNode
 from providers.machines.script_failures import failed_scripts
 from simulators.maas import EnrollBackend, MaasSimulator

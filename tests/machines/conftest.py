@@ -11,8 +11,7 @@ from typing import Any
 import pytest
 
 from clients.maas import MaasSiteClient
-from clients.platform.client import PlatformClient
-from clients.platform.models import sites as site_models
+from clients.platform import PlatformClient, models
 from environments import Environment, load_environment
 from providers.machines.records import Context
 from providers.machines.runtime import PlatformEnrollment
@@ -77,15 +76,15 @@ def world_factory(platform_sim_factory: Callable[..., Any]) -> Iterator[Callable
         admin = PlatformClient(platform.url, platform.creds.platform_admin)
         site_doc = env.sites[0]
         site = admin.create_site(
-            site_models.MaasSiteCreate(
+            models.MaasSiteCreate(
                 name=site_doc.name,
                 maas_url=sim.url,
-                credential_ref=site_models.VaultCredentialRef(path=site_doc.maas_api_key_path.split("#")[0]),
+                credential_ref=models.VaultCredentialRef(path=site_doc.maas_api_key_path.split("#")[0]),
             )
         )
         profile = admin.create_profile(
             site.site_id,
-            site_models.SiteProfileCreate(name=site_doc.profiles[0].name, policy=site_models.SiteProfilePolicy()),
+            models.SiteProfileCreate(name=site_doc.profiles[0].name, policy=models.SiteProfilePolicy()),
         )
         return World(
             env=env,

@@ -9,9 +9,8 @@ from typing import Any
 import pytest
 import yaml
 
-from clients.platform.client import PlatformClient
-from clients.platform.errors import PlatformApiError
-from clients.platform.models.nodes import EnrollmentRequest
+from clients.platform import PlatformApiError, PlatformClient
+from clients.platform.models import EnrollmentRequest
 from environments.model import TeardownMode
 from providers.machines.plan import MachineRecord
 from providers.machines.reconciler import release

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from clients.platform.client import PlatformClient
+from clients.platform import PlatformClient
 from environments.model import TeardownMode
 from providers.machines.records import OWNER_FINGERPRINT
 from providers.machines.scheduler import Scheduler

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from clients.maas import MaasClient
-from clients.platform.client import PlatformClient
+from clients.platform import PlatformClient
 from providers.machines import reconciler as rc
 from providers.machines.records import OWNER_NODE_ID
 from providers.machines.scheduler import Scheduler

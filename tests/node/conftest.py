@@ -23,9 +23,7 @@ from typing import Any
 import pytest
 import yaml
 
-from clients.platform.client import PlatformClient
-from clients.platform.models import nodes as node_models
-from clients.platform.models import sites as site_models
+from clients.platform import PlatformClient, models
 from clients.s3 import ArtifactStore, S3Credentials, S3Location
 from providers.machines.cloud_init import LAUNCHER, render_user_data
 from providers.machines.runtime import bundle_presigner
@@ -52,7 +50,7 @@ def bundle_spec(packages: bool = True, **profile: Any) -> BundleSpec:
         packages=Packages(**(lists if packages else {})),
         site_context=BundleSite(name="lab"),
         profile=BundleProfile(**{"fabric_mode": "roce", "storage_layout_profile": "h200-boss-flat",
-                                 "data_devices": DEVICES, "hardware_sync_interval": 600, **profile}),
+                                 "data_devices": DEVICES, **profile}),
         store={"endpoint_url": "http://127.0.0.1:1", "bucket": BUCKET, "credentials_path": "x/y#z"},
         vault={"address": "http://127.0.0.1:2"},
     )
@@ -148,7 +146,7 @@ class NodeWorld:
         `validation`, when given), render the user_data. Returns (node id, token, presigned URL, user_data)."""
         grant = self.admin.mint_enrollment_token(
             self.site_id,
-            node_models.EnrollmentTokenRequest(profile_id=self.profile_id, hostname=HOSTNAME, system_id=SYSTEM_ID),
+            models.EnrollmentTokenRequest(profile_id=self.profile_id, hostname=HOSTNAME, system_id=SYSTEM_ID),
         )
         spec = machine_spec(self.bundle_ref, pinned_digest or self.bundle_digest, self.launcher_url, validation)
         url = bundle_presigner(self.store)(spec, url_ttl)
@@ -169,7 +167,7 @@ class NodeWorld:
         node.boot()
         return node
 
-    def node_record(self, node_id: str) -> node_models.Node:
+    def node_record(self, node_id: str) -> models.Node:
         return self.admin.get_node(node_id)
 
 
@@ -182,10 +180,10 @@ def world_at(
     site and profile. `host`: 127.0.0.1, or a lab network's gateway for nspawn nodes. `extra_files`: added
     to the rendered bundle (e.g. a cloud-init part with a runcmd)."""
     admin = PlatformClient(platform.url, platform.creds.platform_admin)
-    site = admin.create_site(site_models.MaasSiteCreate(
-        name="lab", maas_url="http://127.0.0.1:9/MAAS", credential_ref=site_models.VaultCredentialRef(path="lab/maas")))
-    policy = site_models.SiteProfilePolicy()
-    profile = admin.create_profile(site.site_id, site_models.SiteProfileCreate(name="h200", policy=policy))
+    site = admin.create_site(models.MaasSiteCreate(
+        name="lab", maas_url="http://127.0.0.1:9/MAAS", credential_ref=models.VaultCredentialRef(path="lab/maas")))
+    policy = models.SiteProfilePolicy()
+    profile = admin.create_profile(site.site_id, models.SiteProfileCreate(name="h200", policy=policy))
     with MotoS3Server(private=True, host=host) as s3:
         s3.create_bucket(BUCKET)
         store = ArtifactStore(

@@ -19,8 +19,8 @@ from typing import Any
 
 import pytest
 
-from clients.maas.site import MaasSiteClient
-from clients.platform.client import PlatformClient
+from clients.maas import MaasSiteClient
+from clients.platform import PlatformClient
 from environments import load_environment
 from lab.node import NodeLab
 from providers.machines.reconciler import failure_summary

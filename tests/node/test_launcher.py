@@ -89,8 +89,9 @@ def test_a_node_fetches_verifies_runs_every_step_once_and_enrolls(node_world: No
     assert units == [f"share{i}.mount" for i in range(len(DEVICES))]
     assert "What=/dev/disk/by-label/share3" in (node.root / "etc/systemd/system/share3.mount").read_text()
     assert f"systemctl enable --now share{len(DEVICES) - 1}.mount" in node.calls()
-    timer = node.root / "etc/systemd/system/maas_hardware_sync.timer.d/gpuaas-interval.conf"
-    assert "OnUnitActiveSec=600s" in timer.read_text()
+    # hardware sync: MAAS's own timer (its interval is MAAS's region setting), enabled; the bundle pins none
+    assert "systemctl enable --now maas_hardware_sync.timer" in node.calls()
+    assert not (node.root / "etc/systemd/system/maas_hardware_sync.timer.d").exists()
     assert_private(node)
     assert secret_files(node) == [node.root / "etc/gpuaas/bundle.json"], "only the (expiring) URL remains"
     # a second run (cloud-init runs runcmd once, but a rerun must be harmless): nothing runs again

@@ -13,7 +13,7 @@ from pathlib import Path
 import yaml
 
 from clients.maas import MaasSiteClient
-from clients.platform.client import PlatformClient
+from clients.platform import PlatformClient
 from environments import load_environment
 from providers.machines.records import Context
 from providers.machines.runtime import PlatformEnrollment, bundle_presigner

@@ -113,7 +113,7 @@ def test_cloud_init_runs_the_deploy_user_data_and_the_node_enrolls_itself(lab_wo
         assert set(holders) - {f"{instance}/obj.pkl"} == expected, sorted(holders)
         assert "GPUAAS_FABRIC_MODE=roce" in (node.root / "etc/gpuaas/fabric.env").read_text()
         # the bundle's cloud-init part, applied by the node's own cloud-init
-        assert "GPUAAS_HW_SYNC_INTERVAL=" in (node.root / "etc/gpuaas/hw-sync.env").read_text()
+        assert "GPUAAS_REQUIRE_HW_SYNC=false" in (node.root / "etc/gpuaas/hw-sync.env").read_text()
         # a part's runcmd: written by the node's cloud-init, run once; the deploy's own runcmd script is kept
         assert (node.root / "etc/gpuaas/runcmd.out").read_text() == f"runcmd ran on {HOSTNAME}\n"
         kept = (node.root / instance / "scripts/runcmd").read_text()

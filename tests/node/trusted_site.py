@@ -25,13 +25,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from clients.platform.client import PlatformClient
-from clients.platform.models import nodes as node_models
-from clients.platform.models import sites as site_models
+from clients.platform import PlatformClient, models
 from clients.s3 import ArtifactStore, S3Credentials, S3Location
-from providers.machines.lifecycle import Context
 from providers.machines.node_trust import node_ca_bundle
-from providers.machines.records import Goal, LifecycleRecord
+from providers.machines.records import Context, Goal, LifecycleRecord
 from providers.machines.runtime import PlatformEnrollment, bundle_presigner
 from providers.machines.spec import AptKeyPin, Deadlines, LifecyclePolicy, LoginUserSpec, MachineSpec
 from providers.machines.user_data import deploy_user_data
@@ -183,7 +180,7 @@ class TrustedSite:
 
     def user_data(self, ctx: Context, spec: MachineSpec, system_id: str) -> tuple[str, bytes]:
         """(node id, user_data) of one deploy attempt, made by the lifecycle's own code."""
-        grant = self.admin.mint_enrollment_token(self.site_id, node_models.EnrollmentTokenRequest(
+        grant = self.admin.mint_enrollment_token(self.site_id, models.EnrollmentTokenRequest(
             profile_id=self.profile_id, hostname=spec.hostname, system_id=system_id))
         m = LifecycleRecord(spec=spec, goal=Goal.DEPLOYED, system_id=system_id)
         return grant.node_id, deploy_user_data(ctx, m, grant.node_id, grant.enrollment_token.get_secret_value())
@@ -210,7 +207,7 @@ def trusted_site(tmp: Path, gateway: str, platform: Any, repo_packages: tuple[st
                   (("s3", s3.endpoint_url), ("platform", platform.url), ("repo", repo.serve(gateway)))}
         urls = {kind: f.url for kind, f in fronts.items()}
         agent = agent_package.build()  # the agent package too: downloaded over https from the platform's front
-        platform.offer_agent_package(node_models.NodeAgentPackage(
+        platform.offer_agent_package(models.NodeAgentPackage(
             url=f"{urls['platform']}{agent_package.ROUTE}/{agent.sha256}.tar.gz", sha256=agent.sha256,
             version=agent.version))
         store = ArtifactStore(S3Location(endpoint_url=urls["s3"], bucket=BUCKET, ca_bundle=str(ca.bundle)),
@@ -218,10 +215,10 @@ def trusted_site(tmp: Path, gateway: str, platform: Any, repo_packages: tuple[st
         store.put("apt-keys/lab.asc", repo.public_key, {})
         admin = stack.enter_context(PlatformClient(urls["platform"], platform.creds.platform_admin,
                                                    ca_bundle=str(ca.bundle)))
-        site = admin.create_site(site_models.MaasSiteCreate(
+        site = admin.create_site(models.MaasSiteCreate(
             name="lab", maas_url="http://127.0.0.1:9/MAAS",
-            credential_ref=site_models.VaultCredentialRef(path="lab/maas")))
-        profile = admin.create_profile(site.site_id, site_models.SiteProfileCreate(
-            name="h200", policy=site_models.SiteProfilePolicy()))
+            credential_ref=models.VaultCredentialRef(path="lab/maas")))
+        profile = admin.create_profile(site.site_id, models.SiteProfileCreate(
+            name="h200", policy=models.SiteProfilePolicy()))
         yield TrustedSite(ca=ca, platform=platform, admin=admin, site_id=site.site_id, profile_id=profile.profile_id,
                           store=store, urls=urls, repo=repo)

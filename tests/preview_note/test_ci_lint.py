@@ -24,7 +24,7 @@ def _mutated(tmp_path: Path, *edits: tuple[str, str]) -> list[str]:
 
 
 def _codes(problems: list[str]) -> set[str]:
-    return {p.split(": ")[2].split()[0] for p in problems}
+    return {p.split()[0] for p in problems}  # `CODE file: path: message; fix: hint`
 
 
 def test_the_projects_pipeline_is_clean() -> None:
@@ -143,14 +143,14 @@ def test_duplicate_keys_and_bad_yaml_name_the_line(tmp_path: Path) -> None:
     [problem] = _mutated(tmp_path, ("lint:\n  stage: validate\n", "lint:\n  stage: validate\n  stage: test\n"))
     assert "duplicate key 'stage'" in problem and "line " in problem
     [problem] = _mutated(tmp_path, ("stages:\n", "stages: [\n"))
-    assert "CI000 not valid YAML" in problem
+    assert problem.startswith(f"CI000 {tmp_path / '.gitlab-ci.yml'}: line ") and ": not valid YAML" in problem
 
 
 def test_problem_lines_name_file_path_and_fix(tmp_path: Path) -> None:
     [problem] = _mutated(tmp_path, ("tags: [sim]", "tags: [docker]"))
     assert problem == (
-        f"{tmp_path / '.gitlab-ci.yml'}: unit-tests.tags: CI023 unknown runner tag 'docker' "
-        "(seed 003 tags: platform-control, sim, app-control, worker-compute)"
+        f"CI023 {tmp_path / '.gitlab-ci.yml'}: unit-tests.tags: unknown runner tag 'docker'; "
+        "fix: seed 003 tags: platform-control, sim, app-control, worker-compute"
     )
 
 

@@ -10,7 +10,8 @@ from pathlib import Path
 import yaml
 
 from ci_lint.lint import lint
-from environments import LogicalRole, load_environment
+from environments import load_environment
+from environments.model import LogicalRole
 
 REPO = Path(__file__).resolve().parents[2]
 CI_FILE = REPO / ".gitlab-ci.yml"
@@ -35,7 +36,7 @@ def test_jobs_name_no_image_on_shell_runners_and_an_image_is_refused(tmp_path: P
                            "unit-tests:\n  image: python:3.11\n  stage: test\n")
     # linted outside the checkout (no runner role beside it): the image is judged as a container's, a tag
     # (CI080); tests/preview_note/test_ci_lint.py lints beside the role (CI081)
-    assert [p for p in job_image if " CI080 " in p and "unit-tests.image" in p], job_image
+    assert [p for p in job_image if p.startswith("CI080 ") and "unit-tests.image" in p], job_image
 
 
 def test_the_gpu_smoke_job_checks_a_healthy_node_manually_and_serialized() -> None:

@@ -16,7 +16,7 @@ ALLOWED: dict[str, tuple[str, ...]] = {
     "environments": ("environments",),
     # The environment's pure rule functions, from the modules that define them (one import path each).
     "providers": ("providers", "clients", "environments.rules", "environments.rules_apps", "environments.rules_hosts",
-                  "environments.rules_tls", "environments.findings"),
+                  "environments.rules_tls", "environments.findings", "environments.coded"),
     "components": ("components", "providers", "environments"),
     "__main__": ("components", "environments"),
 }

@@ -23,8 +23,7 @@ def spec(**over: object) -> BundleSpec:
         "name": "lab-h200", "site": "lab", "template_set": "h200",
         "packages": {"driver": ["nvidia-driver-550-server"], "runtime": ["lambda-stack-cuda"], "fabric": ["doca-ofed"]},
         "site_context": {"name": "lab"},
-        "profile": {"fabric_mode": "roce", "storage_layout_profile": "h200-boss-flat", "require_hw_sync": True,
-                    "hardware_sync_interval": 900},
+        "profile": {"fabric_mode": "roce", "storage_layout_profile": "h200-boss-flat", "require_hw_sync": True},
         "store": STORE, "vault": VAULT,
     }
     base.update(over)
@@ -37,13 +36,14 @@ def test_renders_every_part_of_the_h200_set() -> None:
             "validation/10-gpu-check.sh", "packages/driver.txt", "manifest.json"} <= set(files)
     assert b"nvidia-driver-550-server" in files["packages/driver.txt"]
     assert b"doca-ofed" in files["cloud-init/10-packages.yaml"]  # roce site: fabric stack installed
-    assert b"GPUAAS_HW_SYNC_INTERVAL=900" in files["cloud-init/30-hw-sync.yaml"]
+    assert b"GPUAAS_REQUIRE_HW_SYNC=true" in files["cloud-init/30-hw-sync.yaml"]
+    assert b"INTERVAL" not in files["cloud-init/30-hw-sync.yaml"] + files["steps/50-hw-sync.sh"], \
+        "the interval is MAAS's setting: no bundle pins it"
     assert b"name: gpuaas-lab-h200-inventory" in files["commissioning/50-gpuaas-inventory.sh"]
 
 
 def test_ethernet_profile_leaves_fabric_packages_out() -> None:
-    prof = {"fabric_mode": "ethernet", "storage_layout_profile": "flat", "require_hw_sync": False,
-            "hardware_sync_interval": 900}
+    prof = {"fabric_mode": "ethernet", "storage_layout_profile": "flat", "require_hw_sync": False}
     files = render_bundle(spec(profile=prof))
     assert b"doca-ofed" not in files["cloud-init/10-packages.yaml"]
 
@@ -107,11 +107,14 @@ def test_every_declared_environment_bundle_renders() -> None:
 @pytest.mark.parametrize(
     ("path", "body", "expected"),
     [
-        ("cloud-init/40-bad.yaml.j2", "#cloud-config\nruncmd: [a, b\n", "renders invalid YAML at rendered line"),
-        ("cloud-init/41-plain.yaml.j2", "packages: [jq]\n", "does not start with `#cloud-config`"),
-        ("cloud-init/42-list.yaml.j2", "#cloud-config\n- a\n- b\n", "not a mapping of modules"),
-        ("validation/30-nointerp.sh.j2", "# name: nointerp\nnvidia-smi\n", "without an interpreter line"),
-        ("commissioning/70-nointerp.sh.j2", "echo hi\n", "without an interpreter line"),
+        ("cloud-init/40-bad.yaml.j2", "#cloud-config\nruncmd: [a, b\n", "BND002 renders invalid YAML at rendered line"),
+        ("cloud-init/41-plain.yaml.j2", "packages: [jq]\n",
+         "BND001 renders a cloud-init part that does not start with `#cloud-config`"),
+        ("cloud-init/42-list.yaml.j2", "#cloud-config\n- a\n- b\n",
+         "BND003 renders a cloud-config that is a list, not a mapping of modules"),
+        ("validation/30-nointerp.sh.j2", "# name: nointerp\nnvidia-smi\n",
+         "BND005 renders a script without an interpreter line"),
+        ("commissioning/70-nointerp.sh.j2", "echo hi\n", "BND005 renders a script without an interpreter line"),
         ("cloud-init/43-apt.yaml.j2", "#cloud-config\napt:\n  sources: {x: {source: 'deb http://x y z'}}\n",
          "BND004 uses the cloud-init key `apt`, which the bundle's cloud-init step does not apply"),
         ("cloud-init/44-bootcmd.yaml.j2", "#cloud-config\nwrite_files: []\nbootcmd: [[echo, hi]]\n",
@@ -121,13 +124,14 @@ def test_every_declared_environment_bundle_renders() -> None:
 def test_a_rendered_part_a_node_could_not_run_is_refused_naming_the_template(
     tmp_path: Path, path: str, body: str, expected: str
 ) -> None:
-    """Refused at render (so at the bundle's check, i.e. preview), naming the bundle's template file."""
+    """Refused at render (so at the bundle's check, i.e. preview): the code, the bundle's template file, what."""
     root = tmp_path / "templates"
     shutil.copytree(TEMPLATES_ROOT, root)
     (root / "h200" / path).write_text(body)
     with pytest.raises(TemplateError) as err:
         render_bundle(spec(), root)
-    assert f"h200/{path}" in str(err.value) and expected in str(err.value), str(err.value)
+    code, what = expected.split(" ", 1)
+    assert str(err.value).startswith(f"{code} template h200/{path}: {what}"), str(err.value)
 
 
 def test_each_part_key_is_applied_or_refused_with_the_module_named(tmp_path: Path) -> None:

@@ -15,9 +15,7 @@ from typing import Any
 
 import pytest
 
-from clients.maas import MaasClient, MaasSiteClient
-from clients.maas.budget import RetryBudget
-from clients.maas.vocabulary import MaasError
+from clients.maas import MaasClient, MaasError, MaasSiteClient, RetryBudget
 from providers.machines.resolve import resolve_machines
 from simulators.maas.faults import ApiFaults
 

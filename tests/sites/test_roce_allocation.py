@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from environments.findings import Code
+from providers.sites.failures import RoceFail
 from providers.sites.roce import AllocationError, Nic, Pool, allocate
 
 RAILS = 8
@@ -52,27 +52,28 @@ def test_held_addresses_are_skipped() -> None:
 def test_exhausted_pool_names_pool_and_hostname() -> None:
     with pytest.raises(AllocationError) as err:
         allocate(pools(size=2), nics("gpu-1", "gpu-2", "gpu-3"), {})
-    assert err.value.code is Code.ROCE_POOL_TOO_SMALL and err.value.hostname == "gpu-3"
-    assert "pool s/rail0 (10.224.0.0/24, 10.224.0.10-10.224.0.11)" in str(err.value) and "gpu-3" in str(err.value)
+    assert err.value.code is RoceFail.POOL_EXHAUSTED and err.value.hostname == "gpu-3"
+    assert str(err.value).startswith("ROC006 pool s/rail0 (10.224.0.0/24, 10.224.0.10-10.224.0.11): host gpu-3: ")
+    assert str(err.value).endswith("; fix: widen the pool's range")
 
 
 def test_collisions_in_state_or_with_maas_are_errors() -> None:
     existing = {("gpu-1", "ens1f0np0"): "10.224.0.10", ("gpu-2", "ens1f0np0"): "10.224.0.10"}
     with pytest.raises(AllocationError) as err:
         allocate(pools(), nics("gpu-1", "gpu-2"), existing)
-    assert err.value.code is Code.DUPLICATE_ADDRESS and "rail0" in str(err.value) and "gpu-2" in str(err.value)
+    assert err.value.code is RoceFail.ADDRESS_TWICE and "rail0" in str(err.value) and "gpu-2" in str(err.value)
     with pytest.raises(AllocationError) as err:
         allocate(pools(), nics("gpu-1"), {("gpu-1", "ens1f0np0"): "10.224.0.10"}, held={"10.224.0.10": "x/y"})
-    assert err.value.code is Code.DUPLICATE_ADDRESS and "x/y" in str(err.value)
+    assert err.value.code is RoceFail.ADDRESS_HELD and "x/y" in str(err.value)
 
 
 def test_missing_rail_and_shrunk_range() -> None:
     with pytest.raises(AllocationError) as err:
         allocate(pools(rails=7), nics("gpu-1"), {})
-    assert err.value.code is Code.ROCE_RAIL_MISSING
+    assert err.value.code is RoceFail.RAIL_WITHOUT_POOL
     with pytest.raises(AllocationError) as err:
         allocate(pools(size=2), nics("gpu-1"), {("gpu-1", "ens1f0np0"): "10.224.0.50"})
-    assert err.value.code is Code.ROCE_RANGE_INVALID
+    assert err.value.code is RoceFail.OUTSIDE_RANGE
 
 
 # --- properties ------------------------------------------------------------------------------------
@@ -112,7 +113,7 @@ def test_deterministic_and_never_uses_held(hosts: list[str], held_octets: set[in
     try:
         a = addresses(allocate(pools(size=40), nics(*hosts), {}, held))
     except AllocationError as e:
-        assert e.code is Code.ROCE_POOL_TOO_SMALL  # only possible when held + hosts exceed the range
+        assert e.code is RoceFail.POOL_EXHAUSTED  # only possible when held + hosts exceed the range
         assert len(hosts) + len(held_octets) > 40
         return
     b = addresses(allocate(pools(size=40), nics(*reversed(hosts)), {}, held))

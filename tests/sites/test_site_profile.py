@@ -13,8 +13,10 @@ from pydantic import SecretStr
 from clients.maas import MaasSiteClient
 from clients.platform import PlatformClient
 from clients.vault import VaultCredentials, VaultError, VaultErrorKind
+from environments.coded import CodedError
 from providers.site_profile import SiteProfileProvider
 from providers.sites.bundle import BundlePublisher, BundleSpec
+from providers.sites.failures import SiteProfileFail
 from simulators.openbao import OpenBaoDevServer
 from simulators.s3 import MotoS3Server
 
@@ -41,8 +43,8 @@ def world(openbao: OpenBaoDevServer, moto_s3: MotoS3Server, maas_sim: Any, platf
     creds = VaultCredentials(token=SecretStr(openbao.root_token))
     bspec = BundleSpec.model_validate({
         "name": "lab-h200", "site": "lab", "template_set": "h200", "site_context": {"name": "lab"}, "profile": {
-            "fabric_mode": "roce", "storage_layout_profile": "h200-boss-flat", "require_hw_sync": True,
-            "hardware_sync_interval": 900}, "store": store, "vault": vault})
+            "fabric_mode": "roce", "storage_layout_profile": "h200-boss-flat", "require_hw_sync": True},
+        "store": store, "vault": vault})
     pub = BundlePublisher(bspec, creds).converge()
     props = {
         "tier": "local",
@@ -106,6 +108,37 @@ def test_policy_change_is_an_in_place_update(world: dict[str, Any]) -> None:
     assert p.diff("x", outs, renamed).replaces == ["profile.name"]
 
 
+def test_the_hardware_sync_interval_is_maas_setting_set_read_back_and_repaired(world: dict[str, Any]) -> None:
+    """MAAS's region `hardware_sync_interval` is the profile's: set at create, changed in place (no bundle,
+    so no machine, changes), found drifted by a refresh after a hand change in MAAS and set again by up."""
+    p, props = world["provider"], world["props"]
+    maas = MaasSiteClient(world["maas"].url, world["maas"].api_key, tls_verify=False)
+    maas.set_hardware_sync_interval(120)  # someone's earlier setting: the profile's default (900 s) wins
+    outs = p.create(props).outs
+    assert outs["maas_hardware_sync_interval"] == 900 and maas.hardware_sync_interval() == 900
+    news = copy.deepcopy(props)
+    news["profile"]["hardware_sync_interval"] = 1800.0
+    d = p.diff("x", outs, news)
+    assert d.changes and not d.replaces
+    outs = p.update("x", outs, news).outs
+    assert outs["maas_hardware_sync_interval"] == 1800 and maas.hardware_sync_interval() == 1800
+    assert outs["bundles"] == props["bundles"], "the bundle is not touched"
+    assert not p.diff("x", p.read("x", outs).outs, news).changes, "read back: no drift"
+    maas.set_hardware_sync_interval(300)  # a hand change in MAAS
+    seen = p.read("x", outs).outs
+    assert seen["maas_hardware_sync_interval"] == 300 and p.diff("x", seen, news).changes
+    repaired = p.update("x", seen, news).outs
+    assert repaired["maas_hardware_sync_interval"] == 1800 and maas.hardware_sync_interval() == 1800
+
+
+def test_state_from_before_the_interval_was_managed_reads_without_drift(world: dict[str, Any]) -> None:
+    p, props = world["provider"], world["props"]
+    outs = p.create(props).outs
+    old = {k: v for k, v in outs.items() if k != "maas_hardware_sync_interval"}
+    assert not p.diff("x", old, props).changes
+    assert p.read("x", old).outs["maas_hardware_sync_interval"] == 900
+
+
 @pytest.mark.parametrize(("field", "value", "code"), [
     ("batch_max_parallel", 0.0, "ENV005"), ("hardware_sync_interval", 10.0, "ENV005"),
     ("fabric_mode", "token-ring", "ENV004"), ("unknown_knob", True, "ENV002"),
@@ -134,9 +167,11 @@ def test_check_applies_policy_rules_and_accepts_unknowns(world: dict[str, Any]) 
 def test_vault_path_missing_changes_nothing(world: dict[str, Any]) -> None:
     props = copy.deepcopy(world["props"])
     props["site"]["maas_api_key_path"] = "t/nowhere/maas#api_key"
-    with pytest.raises(VaultError) as err:
+    with pytest.raises(CodedError) as err:
         world["provider"].create(props)
-    assert err.value.kind is VaultErrorKind.PATH_MISSING and "t/nowhere/maas" in str(err.value)
+    assert str(err.value).startswith("SPR005 site profile lab/h200-lab: Vault path missing: ") and \
+        "t/nowhere/maas" in str(err.value) and "; fix: write the secret there" in str(err.value)
+    assert isinstance(err.value.source, VaultError) and err.value.source.kind is VaultErrorKind.PATH_MISSING
     assert platform_profiles(world) == []
 
 
@@ -145,10 +180,41 @@ def test_maas_key_rejected_changes_nothing(world: dict[str, Any]) -> None:
     world["openbao"].put_secret(KV, f"t/{tag}/badkey", {"api_key": "aaa:bbb:ccc"})
     props = copy.deepcopy(world["props"])
     props["site"]["maas_api_key_path"] = f"t/{tag}/badkey#api_key"
-    with pytest.raises(RuntimeError, match=r"rejected the API key read from Vault path 't/\w+/badkey#api_key'") as err:
+    with pytest.raises(CodedError, match=r"^SPR001 site profile lab/h200-lab: MAAS at \S+ rejected the API key read "
+                       r"from Vault path 't/\w+/badkey#api_key'.*; fix: write a valid key there") as err:
         world["provider"].create(props)
     assert "aaa:bbb:ccc" not in str(err.value)
     assert platform_profiles(world) == []
+
+
+def test_a_bundle_whose_bytes_miss_their_digest_changes_nothing(world: dict[str, Any]) -> None:
+    props = copy.deepcopy(world["props"])
+    props["bundles"]["lab-h200"]["digest"] = "0" * 64
+    with pytest.raises(CodedError, match=r"^SPR003 site profile lab/h200-lab: bundle lab-h200: s3://\S+ does not "
+                       r"match its digest 0{64}; nothing was changed; fix: run up again"):
+        world["provider"].create(props)
+    assert platform_profiles(world) == []
+
+
+def test_a_script_registered_meanwhile_with_other_content_is_named(world: dict[str, Any],
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """Another run (or another profile's bundle) registers a script of the same name between our read and our
+    create: adopted when it is the same script, SPR004 naming both digests when it is not."""
+    maas = MaasSiteClient(world["maas"].url, world["maas"].api_key, tls_verify=False)
+    maas.put_script("gpuaas-lab-h200-inventory", "commissioning", b"#!/bin/sh\necho other\n")
+    reads = {"n": 0}
+    real = MaasSiteClient.scripts
+
+    def first_read_misses_it(self: MaasSiteClient) -> Any:
+        reads["n"] += 1
+        return {} if reads["n"] == 1 else real(self)
+
+    monkeypatch.setattr(MaasSiteClient, "scripts", first_read_misses_it)
+    with pytest.raises(CodedError) as err:
+        world["provider"].create(world["props"])
+    text = str(err.value)
+    assert text.startswith("SPR004 site profile lab/h200-lab: MAAS script gpuaas-lab-h200-inventory was registered "
+                           "meanwhile with other content") and "; fix: two bundles name one script" in text
 
 
 def test_vault_sealed_changes_nothing(world: dict[str, Any], maas_sim: Any, platform_sim: Any) -> None:
@@ -159,9 +225,10 @@ def test_vault_sealed_changes_nothing(world: dict[str, Any], maas_sim: Any, plat
         props["site"]["maas_api_key_path"] = "t/maas#api_key"
         world["provider"]._credentials = VaultCredentials(token=SecretStr(bao.root_token))
         bao.seal()
-        with pytest.raises(VaultError) as err:
+        with pytest.raises(CodedError) as err:
             world["provider"].create(props)
-        assert err.value.kind is VaultErrorKind.SEALED
+        assert err.value.code is SiteProfileFail.VAULT and isinstance(err.value.source, VaultError)
+        assert err.value.source.kind is VaultErrorKind.SEALED
     assert platform_profiles(world) == []
 
 
@@ -263,3 +330,17 @@ def test_concurrent_creators_converge_on_one_site_and_profile(world: dict[str, A
         t.join(timeout=120)
     assert not errors, errors
     assert len({r["profile_id"] for r in results}) == 1 and [x.name for x in platform_profiles(world)] == ["h200-lab"]
+
+
+
+def test_an_interval_maas_does_not_hold_after_setting_it_is_spr009(world: dict[str, Any]) -> None:
+    """Another writer (a second stack of the site with another interval) changed it between set and read."""
+    from types import SimpleNamespace
+
+    props = copy.deepcopy(world["props"])
+    props["profile"]["hardware_sync_interval"] = 1800.0
+    other = SimpleNamespace(hardware_sync_interval=lambda: 600, set_hardware_sync_interval=lambda _s: None)
+    with pytest.raises(Exception) as err:
+        world["provider"]._rec(props)._ensure_hw_sync_interval(other)
+    assert str(err.value).startswith("SPR009 ") and "holds hardware_sync_interval 600s after setting it to 1800s" \
+        in str(err.value) and "; fix: " in str(err.value)

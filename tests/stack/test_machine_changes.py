@@ -5,9 +5,9 @@ MAAS agree with the machines plan's rule (providers/machines/plan.py), for the s
 through the rule, both adapters' diffs, the lifecycle's trigger and the note without a stack.
 
 Not walked here, each for a reason: `site` (another MAAS region: the local world has one; the rule makes
-it other hardware), `hostname` (the standalone machine's resource name is `machine-<hostname>`, a new
-Pulumi resource; a pool machine's rename changes the site's RoCE table, keyed by hostname, which a preview
-shows only after apply until the table is planned at check: issue 25), `profile` of a pool machine (a pool
+it other hardware), `hostname` of the standalone machine (its resource name is `machine-<hostname>`, a new
+Pulumi resource; a pool machine's rename is walked: it keeps its RoCE addresses, the hardware being named by
+its PXE MAC, so nothing redeploys), `profile` of a pool machine (a pool
 holds one profile: validation refuses the mix), `sku` (the only other SKU, cpu-small, fails an H200's
 preflight) and `pxe_interface` and `storage` on their own (they follow the SKU and the profile)."""
 
@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 import yaml
 
-from clients.maas import MaasClient
+from clients.maas import MaasClient, MaasSiteClient
 from preview_note import StackPreview, parse_preview, render_note
 from providers.machines.plan import FIELD_RULES, Change
 from simulators.localstack import LocalStack
@@ -103,6 +103,7 @@ WALK: list[tuple[str, Callable[[Doc, str], None], tuple[str, ...]]] = [
     ("roce_links", _rail_mtu, ("local-gpu-1", "local-gpu-2", "local-gpu-3", "local-gpu-4")),
     ("pxe_mac", _spare, ("local-gpu-1", "local-gpu-3")),
     ("power_type", _set(power_type="manual"), ("local-gpu-1", "local-gpu-3")),
+    ("hostname", _set(hostname="local-gpu-3r"), ("local-gpu-3",)),  # last: the steps above name local-gpu-3
 ]
 
 
@@ -182,12 +183,45 @@ def test_every_field_does_what_the_plan_says(engine_factory: Any, world: tuple[L
             assert {h: maas.power_settings(now[h]["system_id"]).power_address for h in hosts} == IPMI
         if field == "power_user_path":
             assert {maas.power_settings(now[h]["system_id"]).power_user for h in hosts} == {"walker"}
+        if field == "hostname":
+            assert now["local-gpu-3r"]["system_id"] == before_ids["local-gpu-3"] and "local-gpu-3" not in now
         if field == "power_type":
             assert {maas.power_settings(now[h]["system_id"]).power_type for h in hosts} == {"manual"}
         clean = engine.preview(expect_no_changes=True)
         assert clean.ok, (field, _ops(clean), clean.errors())
         walked.append(field)
     assert walked == [f for f, _, _ in WALK]
+    _hardware_sync_interval_changes_no_machine(engine, stack, env_file)
+
+
+def _hardware_sync_interval_changes_no_machine(engine: Any, stack: LocalStack, env_file: Path) -> None:
+    """A profile setting that is not deploy-time (issue 26, item 3): MAAS's hardware sync interval. Only the
+    site profiles change (no bundle digest, no machine); MAAS then holds the new interval and every
+    hardware-sync machine's `sync_interval` follows it; nothing redeploys."""
+    doc = yaml.safe_load(env_file.read_text())
+    for profile in doc["sites"][0]["profiles"]:  # one region setting: the site's profiles agree (POL007)
+        profile["hardware_sync_interval"] = 1800
+    env_file.write_text(yaml.safe_dump(doc, sort_keys=False))
+    before = _deploys(stack)
+    preview = engine.preview()
+    assert preview.ok, preview.errors()
+    changed = {urn.rsplit("::", 1)[-1]: op.value for urn, op in preview.ops().items() if op.value != "same"}
+    assert {n for n in changed if n.startswith("profile-")} == {"profile-local-h200-lab", "profile-local-h200-lab-b"}
+    assert set(changed.values()) == {"update"}, changed
+    note = render_note([StackPreview(stack="local", digest=parse_preview(json.dumps(preview.preview), "preview"))])
+    assert "redeploy" not in note.splitlines()[2], note  # the summary line announces no redeploy
+    up = engine.up()
+    assert up.ok, up.errors()
+    done = {urn.rsplit("::", 1)[-1]: op.value for urn, op in up.ops().items() if op.value != "same"}
+    assert set(done) == {"profile-local-h200-lab", "profile-local-h200-lab-b"}, f"only the profiles: {done}"
+    assert _deploys(stack) == before, "an interval change redeploys nothing"
+    assert stack.maas is not None
+    site = MaasSiteClient(stack.maas.url, stack.maas.api_key)
+    assert site.hardware_sync_interval() == 1800
+    synced = [m for m in _maas(stack).values() if m["enable_hw_sync"]]
+    assert synced and {m["sync_interval"] for m in synced} == {1800}
+    clean = engine.preview(expect_no_changes=True)
+    assert clean.ok, clean.changed()
 
 
 def test_a_renamed_pool_and_a_machine_moved_into_a_pool_keep_their_machines(

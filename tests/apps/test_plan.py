@@ -1,16 +1,13 @@
-"""The pure planner case by case, and `check` speaking the environment's codes."""
+"""The pure member planner (providers/apps/plan.py) case by case. The adapter's `check`:
+tests/apps/test_app_instance.py."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from clients.platform.models import MemberStatus as S
-from providers.app_instance import AppInstanceProvider
 from providers.apps.plan import Observed, Phase, plan_members
 from providers.apps.spec import Slot
-from providers.kind import UNKNOWN
-
-from .conftest import Lab
 
 
 def slot(key: str, i: int, host: str | None = None, node: str | None = None) -> Slot:
@@ -58,37 +55,3 @@ def test_failed_members_are_healed_and_control_plane_is_never_drained() -> None:
     surplus = plan_members([slot("worker", 0)], [member("c", "controller"), member("w")], {},
                            control_plane=frozenset({"controller"}))
     assert ops(surplus) == [("remove", "c", None)]
-
-
-def check(lab: Lab, **change: Any) -> list[str]:
-    spec = lab.spec().model_dump(mode="json")
-    for dotted, value in change.items():
-        target = spec
-        *path, leaf = dotted.split("__")
-        for part in path:
-            target = target[part]
-        target[leaf] = value
-    return [f.reason for f in AppInstanceProvider().check({}, spec).failures]
-
-
-def test_check_uses_the_environment_codes(lab: Lab) -> None:
-    assert check(lab) == []
-    role = check(lab, instance__members={"controller": {"count": 1, "nodes": ["gpu-1"]},
-                                         "worker": {"count": 1, "nodes": ["gpu-1"]}},
-                 placements={"controller": [None], "worker": [None]})
-    assert any(r.startswith("ROLE002 app_instances[slurm-t]: members.controller.nodes[0]") for r in role), role
-    runtime = check(lab, instance__runtime={"operating_mode": "platform_managed", "control_plane_scope": "tenant",
-                                            "runtime_backend": "ray", "tenant_boundary_mode": "shared_nodes"})
-    assert runtime and runtime[0].startswith("APP003") and "fix: use one of" in runtime[0]
-    counts = check(lab, instance__members={"controller": {"count": 2}, "worker": {"count": 0}},
-                   placements={"controller": [], "worker": []})
-    assert counts and counts[0].startswith("APP004 app_instances[slurm-t]: members.controller.count")
-    shape = check(lab, placements={"controller": [None], "worker": []})
-    assert shape and shape[0].startswith("ENV004 app_instances[slurm-t]: placements.worker: 0 node ids for 1")
-    assert any(r.startswith("ENV004 app_instances[slurm-t]: app.slug: the platform has no app type 'ray'")
-               for r in check(lab, instance__app={"slug": "ray", "version": "2.9"}))
-    bad = check(lab, max_parallel=0)
-    assert bad and bad[0].startswith("ENV005 app_instances[slurm-t]: max_parallel")
-    assert check(lab, placements={"controller": [None], "worker": [UNKNOWN]}) == [], "preview: node ids unknown"
-    assert check(lab, placements={"controller": [None], "worker": UNKNOWN}) == []
-    assert check(lab, placements=UNKNOWN) == []

@@ -13,8 +13,9 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from environments import Code, EnvironmentInvalid, load_environment, validate_environment
+from environments import EnvironmentInvalid, load_environment, validate_environment
 from environments.documents import MAX_ALIAS_NODES, MAX_BYTES, alias_expansion
+from environments.findings import Code
 from environments.loader import ENVIRONMENTS_DIR
 
 Doc = dict[str, Any]

@@ -11,8 +11,11 @@ from pydantic import SecretStr
 
 from clients.maas import MaasSiteClient
 from clients.vault import VaultCredentials
+from environments.coded import CodedError
 from providers.roce_assignment import RoceAssignmentProvider
+from providers.sites.failures import RoceFail
 from providers.sites.roce import RoceSpec
+from simulators.maas.enums import NodeStatus
 from simulators.openbao import OpenBaoDevServer
 
 from .conftest import KV
@@ -41,7 +44,7 @@ def world(openbao: OpenBaoDevServer, maas_sim: Any) -> dict[str, Any]:
     p = RoceAssignmentProvider()
     p._credentials = VaultCredentials(token=SecretStr(openbao.root_token))
     maas = MaasSiteClient(maas_sim.url, maas_sim.api_key, tls_verify=False)
-    return {"props": props, "p": p, "maas": maas}
+    return {"props": props, "p": p, "maas": maas, "sim": maas_sim}
 
 
 def holdings(maas: MaasSiteClient) -> dict[tuple[str, str], str]:
@@ -139,8 +142,10 @@ def test_non_roce_profiles_are_refused(world: dict[str, Any]) -> None:
     ib["machines"] = [machine("gpu-a-001", fabric="ib", phase2=False)]
     failures = p.check({}, ib).failures
     assert failures and failures[0].reason.startswith("POL001") and "gpu-a-001" in failures[0].reason
-    with pytest.raises(ValueError, match="phase-2 RoCE assignment refused"):
+    with pytest.raises(CodedError) as err:
         p.create(ib)
+    assert err.value.code is RoceFail.NOT_ROCE and str(err.value).startswith("ROC001 RoCE assignment site site-a: ")
+    assert "\n  POL001 site site-a: host gpu-a-001: " in str(err.value)
     assert holdings(world["maas"]) == {}
 
 
@@ -149,7 +154,7 @@ def test_exhausted_pool_fails_check_naming_pool_and_host(world: dict[str, Any]) 
     small = copy.deepcopy(props)
     small["pools"][3]["end"] = "172.16.3.10"
     failures = p.check({}, small).failures
-    assert failures and "ROCE003 pool site-a/rail3" in failures[0].reason and "gpu-a-002" in failures[0].reason
+    assert failures and failures[0].reason.startswith("ROC006 pool site-a/rail3") and "gpu-a-002" in failures[0].reason
 
 
 def test_delete_unlinks_everything(world: dict[str, Any]) -> None:
@@ -182,15 +187,14 @@ def test_an_interface_missing_in_maas_fails_before_any_link(world: dict[str, Any
     p, props = world["p"], world["props"]
     wrong = copy.deepcopy(props)
     wrong["machines"][1]["interfaces"] = IFACES[:7] + ["ens9f0np0"]  # gpu-a-002: no such NIC
-    with pytest.raises(ValueError, match=r"host gpu-a-002 \(\w+\) has no interface ens9f0np0.*nothing was changed"):
+    with pytest.raises(CodedError, match=r"^ROC007 RoCE assignment site site-a: host gpu-a-002 \(\w+\) has no "
+                       r"interface ens9f0np0.*nothing was changed; fix: commission the machine"):
         p.create(p.check({}, wrong).inputs)
     assert holdings(world["maas"]) == {}  # not even gpu-a-001 was linked
 
 
 def test_vault_unreachable_links_nothing(world: dict[str, Any]) -> None:
     import socket
-
-    from clients.vault import VaultError, VaultErrorKind
 
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -200,9 +204,11 @@ def test_vault_unreachable_links_nothing(world: dict[str, Any]) -> None:
     # a preview without Vault (or MAAS) plans from the record alone; the create that needs MAAS fails
     checked = world["p"].check({}, props)
     assert checked.inputs["table"]["gpu-a-001"] == [f"172.16.{r}.10" for r in range(8)]
-    with pytest.raises(VaultError) as err:
+    with pytest.raises(CodedError) as err:
         world["p"].create(checked.inputs)
-    assert err.value.kind is VaultErrorKind.UNREACHABLE
+    assert err.value.code is RoceFail.VAULT and str(err.value).startswith("ROC008 RoCE assignment site site-a: Vault "
+                                                                         "unreachable: ")
+    assert "; fix: check the Vault address" in str(err.value)
     assert holdings(world["maas"]) == {}
 
 
@@ -223,8 +229,39 @@ def test_a_machine_renamed_by_hand_keeps_its_addresses_another_stacks_does_not(w
     for owner, kept in (("local/pool-a", True), ("other/pool-b", False)):
         maas = SimpleNamespace(static_holdings=lambda _c: held, read_many=lambda sids, o=owner: [
             SimpleNamespace(system_id=s, owner_data={"gpuaas_resource": o}) for s in sids])
-        entries = RoceReconciler(spec, None)._allocate(maas, table)  # type: ignore[arg-type]
+        entries, _applied = RoceReconciler(spec, None)._allocate(maas, table)  # type: ignore[arg-type]
         got = [entries[("gpu-a-001", i)].address for i in IFACES]
         assert (got == table["gpu-a-001"]) is kept, (owner, got)
         if not kept:
             assert not set(got) & set(table["gpu-a-001"]), got
+
+
+def test_a_declared_rename_keeps_the_machines_addresses(world: dict[str, Any]) -> None:
+    """A machine is the hardware its PXE MAC names: renamed in the environment (an in-place change the machine
+    pool applies after this resource), it keeps its addresses, so its RoCE links and its deploy do not change.
+    Until the pool renames it, MAAS shows it under the old name holding them: linked, and never unlinked."""
+    p, props, maas = world["p"], world["props"], world["maas"]
+    macs = {"gpu-a-001": "b0:7b:25:00:00:01", "gpu-a-002": "b0:7b:25:00:00:02"}
+    first = copy.deepcopy(props)
+    first["machines"] = [{**machine(h), "pxe_mac": macs[h]} for h in sorted(macs)]
+    first["stack"] = "local"
+    outs = p.create(p.check({}, first).inputs).outs
+    before = holdings(maas)
+    sid = maas.machine_nics(["gpu-a-001"])["gpu-a-001"].system_id
+    maas.deploy(sid, user_data=b"#cloud-config\n", distro_series="jammy", hwe_kernel=None, enable_hw_sync=False)
+    world["sim"].admin.wait_for_status(sid, NodeStatus.DEPLOYED)
+    maas.set_owner_data(sid, {"gpuaas_resource": "local/pool-a"})  # the pool's machine
+    renamed = copy.deepcopy(first)
+    renamed["machines"] = [{**machine("gpu-a-101"), "pxe_mac": macs["gpu-a-001"]},
+                           {**machine("gpu-a-002"), "pxe_mac": macs["gpu-a-002"]}]
+    checked = p.check(outs, renamed).inputs
+    assert checked["table"]["gpu-a-101"] == outs["table"]["gpu-a-001"], "planned: the same addresses"
+    assert "gpu-a-001" not in checked["table"]
+    outs2 = p.update("x", outs, checked).outs
+    assert outs2["table"] == checked["table"]
+    assert outs2["link_status"]["gpu-a-101"] == "linked"
+    assert holdings(maas) == before, "nothing unlinked or relinked"
+    maas.set_hostname(sid, "gpu-a-101")  # the pool's in-place rename
+    again = p.check(outs2, renamed).inputs
+    assert again["table"] == outs2["table"] and not p.diff("x", outs2, again).changes
+    assert p.read("x", outs2).outs["link_status"]["gpu-a-101"] == "linked"

@@ -13,7 +13,8 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
-from environments import Code, Level, validate_environment
+from environments import validate_environment
+from environments.findings import Code, Level
 from environments.loader import ENVIRONMENTS_DIR
 from environments.rules_tls import REPO_ROOT, resolve_ca
 from simulators.tls import PrivateCa

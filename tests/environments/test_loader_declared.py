@@ -7,9 +7,10 @@ import sys
 
 import pytest
 
-from environments import Code, FabricMode, HostRole, LogicalRole, declared_environments, load_environment
-from environments.findings import CATALOGUE
+from environments import declared_environments, load_environment
+from environments.findings import CATALOGUE, Code
 from environments.loader import REPO_ROOT
+from environments.model import FabricMode, HostRole, LogicalRole
 
 
 def test_four_environments_declared() -> None:

@@ -13,7 +13,8 @@ from typing import Any
 import pytest
 import yaml
 
-from environments import Code, validate_environment
+from environments import validate_environment
+from environments.findings import Code
 from environments.loader import ENVIRONMENTS_DIR, REPO_ROOT
 
 Doc = dict[str, Any]
@@ -300,6 +301,14 @@ CASES: list[tuple[str, str, Callable[[Doc], None], Code, str]] = [
         _set("sites.1.customer_handoff", True),
         Code.HANDOFF_SITE_ERASES,
         "sites[1].profiles[0].release_erase_mode",
+    ),
+    (
+        "hw-sync-interval-differs-within-a-site",
+        "prod",
+        _do(lambda d: d["sites"][0]["profiles"].append(
+            {**d["sites"][0]["profiles"][0], "name": "h200-slow-sync", "hardware_sync_interval": 1800})),
+        Code.HW_SYNC_INTERVAL_DIFFERS,
+        "sites[0].profiles[1].hardware_sync_interval",
     ),
     # --- app instances
     (

@@ -6,19 +6,30 @@ import gzip
 import io
 import tarfile
 import uuid
+from typing import TypeVar
 
 import pytest
 from pydantic import SecretStr
 
 from clients.s3 import S3Error, S3ErrorKind
 from clients.vault import VaultCredentials, VaultError, VaultErrorKind
+from environments.coded import CodedError
 from providers.bootstrap_bundle import BootstrapBundleProvider
 from providers.kind import UNKNOWN
 from providers.sites.bundle import BundlePublisher, BundleSpec
+from providers.sites.failures import BundleFail
 from simulators.openbao import OpenBaoDevServer
 from simulators.s3 import FAKE_SECRET_ACCESS_KEY, MotoS3Server
 
 from .conftest import S3_CREDS_REF
+
+E = TypeVar("E", bound=Exception)
+
+
+def _source(err: CodedError, kind: type[E]) -> E:
+    """The client error a coded error translates (it keeps it for callers that branch on its kind)."""
+    assert isinstance(err.source, kind), err.source
+    return err.source
 
 
 def props(bao: OpenBaoDevServer, s3: MotoS3Server, bucket: str, **over: object) -> dict[str, object]:
@@ -26,8 +37,7 @@ def props(bao: OpenBaoDevServer, s3: MotoS3Server, bucket: str, **over: object) 
         "name": "lab-h200", "site": "lab", "template_set": "h200",
         "packages": {"driver": ["nvidia-driver-550-server"], "runtime": [], "fabric": ["doca-ofed"]},
         "site_context": {"name": "lab"},
-        "profile": {"fabric_mode": "roce", "storage_layout_profile": "h200-boss-flat", "require_hw_sync": True,
-                    "hardware_sync_interval": 900.0},  # numbers arrive as floats
+        "profile": {"fabric_mode": "roce", "storage_layout_profile": "h200-boss-flat", "require_hw_sync": True},
         "store": {"endpoint_url": s3.endpoint_url, "bucket": bucket, "credentials_path": S3_CREDS_REF},
         "vault": {"address": bao.address, "kv_mount": "gpuaas", "auth_method": "token"},
     }
@@ -72,17 +82,18 @@ def test_publish_is_content_addressed_versioned_and_idempotent(
 
 def test_bucket_missing_is_a_clear_error(openbao: OpenBaoDevServer, moto_s3: MotoS3Server) -> None:
     spec = BundleSpec.model_validate(props(openbao, moto_s3, "no-such-bucket-here"))
-    with pytest.raises(S3Error) as err:
+    with pytest.raises(CodedError) as err:
         BundlePublisher(spec, creds(openbao)).converge()
-    assert err.value.kind is S3ErrorKind.BUCKET_MISSING and "'no-such-bucket-here'" in str(err.value)
+    assert str(err.value).startswith("BND010 bundle ") and "'no-such-bucket-here'" in str(err.value)
+    assert _source(err.value, S3Error).kind is S3ErrorKind.BUCKET_MISSING
 
 
 def test_unversioned_bucket_is_refused(openbao: OpenBaoDevServer, moto_s3: MotoS3Server) -> None:
     name = f"plain-{uuid.uuid4().hex[:8]}"
     moto_s3.create_bucket(name, versioning=False)
-    with pytest.raises(S3Error) as err:
+    with pytest.raises(CodedError) as err:
         BundlePublisher(BundleSpec.model_validate(props(openbao, moto_s3, name)), creds(openbao)).converge()
-    assert err.value.kind is S3ErrorKind.VERSIONING_OFF
+    assert err.value.code is BundleFail.STORE and _source(err.value, S3Error).kind is S3ErrorKind.VERSIONING_OFF
     assert moto_s3.client().list_objects_v2(Bucket=name).get("KeyCount") == 0
 
 
@@ -91,9 +102,10 @@ def test_missing_vault_credentials_path_publishes_nothing(
 ) -> None:
     p = props(openbao, moto_s3, bucket, store={"endpoint_url": moto_s3.endpoint_url, "bucket": bucket,
                                                "credentials_path": "t/s3/nobody#credentials"})
-    with pytest.raises(VaultError) as err:
+    with pytest.raises(CodedError) as err:
         BundlePublisher(BundleSpec.model_validate(p), creds(openbao)).converge()
-    assert err.value.kind is VaultErrorKind.PATH_MISSING and "t/s3/nobody" in str(err.value)
+    assert err.value.code is BundleFail.VAULT and "t/s3/nobody" in str(err.value)
+    assert _source(err.value, VaultError).kind is VaultErrorKind.PATH_MISSING
     assert moto_s3.client().list_objects_v2(Bucket=bucket).get("KeyCount") == 0
 
 
@@ -172,9 +184,10 @@ def test_unreachable_vault_publishes_nothing(openbao: OpenBaoDevServer, moto_s3:
         s.bind(("127.0.0.1", 0))
         dead = f"http://127.0.0.1:{s.getsockname()[1]}"
     p = props(openbao, moto_s3, bucket, vault={"address": dead, "kv_mount": "gpuaas", "auth_method": "token"})
-    with pytest.raises(VaultError) as err:
+    with pytest.raises(CodedError) as err:
         provider(openbao).create(provider(openbao).check({}, p).inputs)
-    assert err.value.kind is VaultErrorKind.UNREACHABLE and dead in str(err.value)
+    assert str(err.value).startswith("BND009 bundle ") and dead in str(err.value)
+    assert _source(err.value, VaultError).kind is VaultErrorKind.UNREACHABLE
     assert openbao.root_token not in str(err.value)
     assert moto_s3.client().list_objects_v2(Bucket=bucket).get("KeyCount") == 0
 

@@ -1,9 +1,9 @@
-"""The machines kinds describe themselves: every spec field is classified, diff never crashes on a
-preview's unknowns, and a value spelled differently (float, tuple, a default left out) is no change."""
+"""The MaasMachine adapter (providers/maas_machine.py) and its descriptor: every spec field is classified (the
+pool's inputs too), diff never crashes on a preview's unknowns, and a value spelled differently (float, tuple, a
+default left out) is no change. The MachinePool adapter's diff and check: tests/machines/test_machine_pool.py."""
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from pydantic import BaseModel
@@ -11,10 +11,9 @@ from pydantic import BaseModel
 from environments import load_environment
 from providers.kind import UNKNOWN, Change
 from providers.maas_machine import MAAS_MACHINE, MaasMachineProvider
-from providers.machine_pool import MACHINE_POOL, MachinePoolProvider
+from providers.machine_pool import MACHINE_POOL
 from providers.machines.plan import FIELD_RULES
 from providers.machines.plan import Change as PlanChange
-from providers.machines.resource_io import wire_machines
 from providers.machines.spec import Connection, LifecyclePolicy, MachineSpec
 from simulators.localstack import machine_specs
 
@@ -53,7 +52,7 @@ def test_the_descriptor_is_the_plans_rule_as_pulumi_sees_it() -> None:
         want = Change.REPLACE if rule.change is PlanChange.REIDENTIFY else Change.UPDATE
         assert MAAS_MACHINE.rule(f"machine.{field}") is want, field
         assert MAAS_MACHINE.rule(f"machine.{field}.x") is want, field
-    for path in ("policy.hardware_sync_interval", "connection.platform.url"):
+    for path in ("policy.batch_max_parallel", "connection.platform.url"):
         assert MAAS_MACHINE.rule(path) is Change.UPDATE, path
     assert MAAS_MACHINE.rule("connection.maas.site") is Change.REPLACE
     assert MAAS_MACHINE.delete_before_replace
@@ -94,35 +93,3 @@ def test_drift_recorded_by_refresh_makes_an_update() -> None:
     old = {**_machine_props(), "system_id": "abc", "status": "Ready", "outcome": "drifted"}
     d = MaasMachineProvider().diff("abc", old, _machine_props())
     assert d.changes and not d.replaces
-
-
-def test_pool_diff_unknown_machines_and_drifted_records() -> None:
-    spec = _spec()
-    base = {"pool": "p", "machines": wire_machines([spec]), "connection": CONN, "policy": {}}
-    ok = {"hostname": spec["hostname"], "system_id": "abc", "status": "Deployed", "outcome": "ready",
-          "spec_fingerprint": MachineSpec.model_validate(spec).spec_fingerprint()}
-    old = {**base, "machines_state": {spec["hostname"]: ok}}
-    assert not MachinePoolProvider().diff("pool-x", old, base).changes
-    unknown = MachinePoolProvider().diff("pool-x", old, {**base, "machines": UNKNOWN})
-    assert unknown.changes and not unknown.replaces
-    one_unknown = MachinePoolProvider().diff("pool-x", old, {**base, "machines": {spec["hostname"]: UNKNOWN}})
-    assert one_unknown.changes and not one_unknown.replaces
-    # The spec's own spelling (key order, defaults written out) is not a change: it is compared by meaning.
-    spelled = {spec["hostname"]: json.dumps(dict(reversed(list(spec.items()))), indent=1)}
-    assert not MachinePoolProvider().diff("pool-x", old, {**base, "machines": spelled}).changes
-    edited = {**spec, "deploy": {**spec["deploy"], "hwe_kernel": "hwe-22.04"}}
-    assert MachinePoolProvider().diff("pool-x", old, {**base, "machines": wire_machines([edited])}).changes
-    drifted = {**base, "machines_state": {spec["hostname"]: {**ok, "status": "Missing", "outcome": "drifted"}}}
-    assert MachinePoolProvider().diff("pool-x", drifted, base).changes
-
-
-def test_pool_check_names_the_machine_and_its_field() -> None:
-    spec = _spec()
-    bad = {spec["hostname"]: json.dumps({**spec, "pxe_mac": 7})}
-    props = {"pool": "p", "machines": bad, "connection": CONN, "policy": {}}
-    failures = MachinePoolProvider().check({}, props).failures
-    assert failures and f"machines.{spec['hostname']}.pxe_mac" in failures[0].reason, failures
-    wrong_key = {"other-host": MachineSpec.model_validate(spec).wire()}
-    failures = MachinePoolProvider().check({}, {"pool": "p", "machines": wrong_key, "connection": CONN,
-                                                "policy": {}}).failures
-    assert failures and "key each spec by its hostname" in failures[0].reason, failures

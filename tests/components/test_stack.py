@@ -1,4 +1,4 @@
-"""The component pipeline with Pulumi's mocks: every kind gets its typed spec, one Vault input shape for
+"""components/stack.py's pipeline with Pulumi's mocks: every kind gets its typed spec, one Vault input shape for
 every area, and the stack settings flow to the resources that use them."""
 
 from __future__ import annotations

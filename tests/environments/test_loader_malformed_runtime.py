@@ -12,7 +12,8 @@ from typing import Any
 import pytest
 import yaml
 
-from environments import Code, validate_environment
+from environments import validate_environment
+from environments.findings import Code
 from environments.loader import ENVIRONMENTS_DIR
 
 Doc = dict[str, Any]
