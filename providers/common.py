@@ -18,6 +18,7 @@ from pulumi.dynamic import CheckFailure
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from clients.vault import VaultAuthMethod, VaultCredentials, VaultReader, VaultSettings, credentials_from_config
+from environments.coded import line
 from environments.findings import CATALOGUE, Code, format_path
 from environments.rules_tls import resolve_ca
 from providers.kind import is_unknown
@@ -69,7 +70,7 @@ def spec_failures(err: ValidationError, source: str, prefix: str = "") -> list[C
                 msg = f"{msg} (got {repr(e['input'])[:60]})"
             code, hint = Code.INVALID_VALUE, CATALOGUE[Code.INVALID_VALUE][1]
         out.append(CheckFailure(path.split(".")[0].split("[")[0] or "inputs",
-                                f"{code.value} {source}: {path}: {msg}; fix: {hint}"))
+                                line(code.value, f"{source}: {path}", msg, hint)))
     return out
 
 

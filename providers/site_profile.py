@@ -11,6 +11,8 @@ import pulumi
 from pulumi.dynamic import CheckFailure, CheckResult, Resource
 from pydantic import ValidationError
 
+from environments.coded import line
+from environments.findings import Code
 from providers.base import KindProvider
 from providers.common import has_unknown, plain
 from providers.kind import KindDescriptor, register
@@ -64,9 +66,10 @@ class SiteProfileProvider(KindProvider[SiteProfileSpec]):
         failures = [CheckFailure("profile", f) for f in policy_findings(spec)]
         bundles_known = not has_unknown(news.get("bundles"))
         missing = [ref for ref in spec.profile.bundle_refs() if bundles_known and ref not in spec.bundles]
-        failures += [CheckFailure("bundles", f"REF003 {self.source(news)}: profile {spec.profile.name} names bundle "
-                                  f"{ref!r}, which is not passed in; fix: declare it under bootstrap_bundles for "
-                                  "this site") for ref in missing]
+        failures += [CheckFailure("bundles", line(Code.UNKNOWN_BUNDLE.value, self.source(news),
+                                                  f"profile {spec.profile.name} names bundle {ref!r}, which is not "
+                                                  "passed in", "declare it under bootstrap_bundles for this site"))
+                     for ref in missing]
         return CheckResult(news, failures)
 
     def drifted(self, olds: dict[str, Any], news: dict[str, Any]) -> bool:

@@ -83,9 +83,8 @@ LEASE_LINE = re.compile(r"slot lease \S+: (\d+) takes \((\d+) granted\), (\d+) g
 def _lease_cost(results: dict[str, Any]) -> dict[str, int]:
     """The lease's Vault requests, summed over every provider call's report (scheduler._log_lease_cost)."""
     total = dict.fromkeys(("takes", "granted", "gives", "renewals", "reads", "writes", "conflicts"), 0)
-    for r in results.values():
-        text = r.log + "\n".join(d.message for d in r.diagnostics)
-        for line in set(LEASE_LINE.findall(text)):
+    for r in results.values():  # one diagnostic event per provider call's report (the run's log repeats them)
+        for line in (found for d in r.diagnostics for found in LEASE_LINE.findall(d.message)):
             for k, v in zip(total, line, strict=True):
                 total[k] += int(v)
     return total
