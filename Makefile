@@ -7,7 +7,8 @@ STACK ?= local
 NODES ?= auto
 PYTEST_ARGS ?=
 # make test: pytest-xdist workers (most of the suite waits on CLI runs and simulated time, not the CPU), one test
-# file per worker at a time (--dist loadfile): a file's tests share module state and session fixtures (the lab).
+# file per worker at a time (--dist loadfile): a file's tests share module state and session fixtures (the lab);
+# in the collection's order, longest files first (tests/conftest.py; xdist's own reorder puts many-test files first).
 # Not loadgroup: pytest-xdist 3.8's xdist_group suffix is lost on pytest 9 (it sets Item._nodeid; pytest 9 reads _id).
 # Three workers on two cores: with two, the suite kept 1.1-1.3 cores busy on average (run5: 44 CPU-minutes in
 # 35 wall-minutes), the rest of the time waiting on simulated time and process start-up.
@@ -28,7 +29,7 @@ demo: setup
 	@$(PY) -m tools.demo --stack $(STACK) --nodes $(NODES)
 
 test: setup
-	@$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
+	@$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder $(PYTEST_ARGS)
 
 validate: setup
 	@$(PY) -m environments validate $(ENV)

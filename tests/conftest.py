@@ -11,11 +11,16 @@ install()  # simulators and moto serve on threads in this process (clients/threa
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Files holding slow tests run first (stable: a file's tests stay together and in order). Under make test's
-    `--dist loadfile` a worker takes a whole file, so the run ends when its last file does: the long files must
-    start early and the short ones fill the gaps (run last, one of them kept a worker busy alone for minutes)."""
-    slow = {item.path for item in items if item.get_closest_marker("slow")}
-    items.sort(key=lambda item: item.path not in slow)
+    """The longest files run first, by their `slow(seconds=...)` mark (a file's tests stay together and in
+    order). Under make test's `--dist loadfile --no-loadscope-reorder` a worker takes a whole file, in this
+    order, so the run ends when its last file does: the long files must start early and the short ones fill the
+    gaps (xdist's own order, most tests first, started the 230 s redeploy-kill file 25 minutes into a run)."""
+    weight: dict[object, float] = {}
+    for item in items:
+        mark = item.get_closest_marker("slow")
+        if mark is not None:
+            weight[item.path] = max(weight.get(item.path, 0.0), float(mark.kwargs.get("seconds", 60)))
+    items.sort(key=lambda item: -weight.get(item.path, 0.0))
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:

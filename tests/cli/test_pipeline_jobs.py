@@ -28,7 +28,7 @@ import pytest
 
 from .pipeline_world import STACKS, PipelineWorld, jobs, matrix, run_job
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.slow(seconds=160)
 
 NOT_RUN = {
     "lint": "runs `make lint` / `make ci-lint`: the suite runs both itself (tests/project, tests/preview_note)",

@@ -12,7 +12,7 @@ import pytest
 
 from tests.convergence.world import World, bundle_tamper, enroll_burst, erase_mode
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.slow(seconds=90)
 
 
 def test_erase_mode_tampered_bundle_and_a_lost_enrollment_each_converge_in_one_up(

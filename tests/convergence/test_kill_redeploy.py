@@ -20,7 +20,7 @@ from tests.convergence.kill import (
 from tests.convergence.world import STANDALONE, World
 from tools.pulumi_cli.results import StepOp
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.slow(seconds=230)
 
 
 def test_kill_at_every_step_of_a_redeploy(engine_factory: Any, tmp_path_factory: Any,

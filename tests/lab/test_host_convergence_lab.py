@@ -31,7 +31,7 @@ from .conftest import LAB_HOSTS as DEV_HOSTS
 from .conftest import RUNNER_TOKENS, RUNNERS, SECOND_CONTROL, record_phase, site_ca
 
 # One pytest-xdist worker runs this whole file (make test: --dist loadfile): the tests share `_state` and the lab.
-pytestmark = [pytest.mark.lab, pytest.mark.slow]
+pytestmark = [pytest.mark.lab, pytest.mark.slow(seconds=550)]
 
 # Services each host must (and must not) run, by the roles the dev environment gives it.
 EXPECTED_ACTIVE = {

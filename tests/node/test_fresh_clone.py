@@ -17,7 +17,7 @@ import pytest
 
 from tests.fixtures.lab_gate import require_lab
 
-pytestmark = pytest.mark.slow  # minutes of real runs: make test starts files like this first
+pytestmark = pytest.mark.slow(seconds=200)  # minutes of real runs: make test starts files like this first
 
 REPO = Path(__file__).resolve().parents[2]
 DEMO_TIMEOUT_S = 1500  # the node image's first build (debootstrap + packages, ~1.5 min here) and the demo (~1 min)

@@ -37,6 +37,8 @@ from tests.fixtures.platform_sim import platform_sim_factory  # noqa: F401
 from .conftest import HOSTNAME, NodeWorld, world_at
 from .test_lifecycle_nodes import HOSTS, context_for, specs_for_world
 
+pytestmark = pytest.mark.slow(seconds=180)  # real nodes: make test starts the long files first
+
 # What a lab node can run: no packages (no mirror), no MAAS hw-sync timer; data disks only when the
 # test boots the node with them (`data_disks`, loop devices).
 LAB_BUNDLE: dict[str, Any] = {"packages": False, "storage_layout_profile": "flat", "data_devices": (),

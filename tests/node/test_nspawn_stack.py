@@ -29,7 +29,7 @@ from simulators.maas import MachineBackend
 from tests.fixtures.lab_gate import require_lab
 from tests.maas_sim.conftest import connect_url
 
-pytestmark = pytest.mark.slow  # minutes of real runs: make test starts files like this first
+pytestmark = pytest.mark.slow(seconds=290)  # minutes of real runs: make test starts files like this first
 
 REPO = Path(__file__).resolve().parents[2]
 MACHINES = ["local-gpu-1", "local-gpu-2"]

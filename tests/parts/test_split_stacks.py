@@ -31,7 +31,7 @@ REPO = Path(__file__).resolve().parents[2]
 STACK_TYPE = "pulumi:pulumi:Stack"
 STACK_REFERENCE_TYPE = "pulumi:pulumi:StackReference"
 BUILTIN_PROVIDER = "pulumi:providers:pulumi"  # the CLI's own provider: it reads StackReferences
-pytestmark = pytest.mark.slow  # CLI runs: a subprocess per operation
+pytestmark = pytest.mark.slow(seconds=145)  # CLI runs: a subprocess per operation
 
 
 def _declared(result: EngineResult) -> set[str]:

@@ -15,7 +15,7 @@ from simulators.localstack import LocalStack
 from tests.fixtures.backend import state_text
 
 PROJECT = Path(__file__).parent / "engine_project"
-pytestmark = pytest.mark.slow  # CLI runs: a subprocess per operation
+pytestmark = pytest.mark.slow(seconds=150)  # CLI runs: a subprocess per operation
 REPO_ENVS = Path(__file__).resolve().parents[2] / "environments"
 TEMPLATES = Path(__file__).resolve().parents[2] / "providers" / "bundle_templates"
 

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 PROJECT = Path(__file__).parent / "engine_project"
-pytestmark = pytest.mark.slow  # CLI runs: a subprocess per operation
+pytestmark = pytest.mark.slow(seconds=40)  # CLI runs: a subprocess per operation
 
 EXPECTED = {
     "dev": {"bundle-lab-h200", "profile-lab-h200-lab", "roce-lab"},

@@ -27,7 +27,7 @@ from providers.machines.plan import FIELD_RULES, Change
 from simulators.localstack import LocalStack
 from tests.fixtures.maas_counts import deploy_counts, machines_by_host
 
-pytestmark = pytest.mark.slow  # minutes of real runs: make test starts files like this first
+pytestmark = pytest.mark.slow(seconds=200)  # minutes of real runs: make test starts files like this first
 
 REPO = Path(__file__).resolve().parents[2]
 IPMI = {"local-gpu-1": "172.16.20.41", "local-gpu-3": "172.16.20.43"}

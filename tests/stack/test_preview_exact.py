@@ -22,7 +22,7 @@ REPO = Path(__file__).resolve().parents[2]
 JOINERS = ({"hostname": "local-gpu-5", "ipmi_address": "172.16.20.15", "pxe_mac": "b0:7b:25:20:00:15"},
            {"hostname": "local-gpu-6", "ipmi_address": "172.16.20.16", "pxe_mac": "b0:7b:25:20:00:16"})
 ROCE = "roce-local"
-pytestmark = pytest.mark.slow  # CLI runs
+pytestmark = pytest.mark.slow(seconds=35)  # CLI runs
 
 
 @pytest.fixture
