@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import signal
 import subprocess
 import sys
@@ -84,7 +85,6 @@ def test_cli_nspawn_backend_listens_on_the_lab_gateway_and_cleans_up() -> None:
     from tests.fixtures.lab_gate import require_lab
 
     require_lab("the MAAS simulator's nspawn backend (CLI)")
-    before = set(net.netns_names())
     mine: set[str] = set()
     proc = subprocess.Popen([sys.executable, "-m", "simulators.maas", "--machine-backend", "nspawn",
                              "--inventory", str(EXAMPLE)], cwd=ROOT, stdout=subprocess.PIPE, text=True)
@@ -94,9 +94,14 @@ def test_cli_nspawn_backend_listens_on_the_lab_gateway_and_cleans_up() -> None:
         url = proc.stdout.readline().strip().removeprefix("MAAS_URL=")
         key = proc.stdout.readline().strip().removeprefix("MAAS_API_KEY=")
         assert gateway.startswith("10.77.") and url.startswith(f"http://{gateway}:"), (gateway, url)
-        lab_ns = [n for n in set(net.netns_names()) - before if n.count("-") == 1]
-        assert len(lab_ns) == 1, lab_ns  # gpl-<run>; the machines' are gpl-<run>-<i>
-        mine = {n for n in net.netns_names() if n == lab_ns[0] or n.startswith(lab_ns[0] + "-")}
+        # Its own lab, by the root-side veth `gpl<run>` that holds the gateway (other workers' labs come and go
+        # meanwhile: a before/after diff of the machine's namespaces counted one of theirs, run9); the lab
+        # namespace is gpl-<run>, the machines' gpl-<run>-<i>.
+        addrs = json.loads(subprocess.run(["ip", "-j", "-4", "addr"], capture_output=True, text=True,
+                                          check=True).stdout)
+        (veth,) = [a["ifname"] for a in addrs for i in a.get("addr_info", []) if i.get("local") == gateway]
+        lab_ns = "gpl-" + veth.removeprefix("gpl")
+        mine = {n for n in net.netns_names() if n == lab_ns or n.startswith(lab_ns + "-")}
         assert len(mine) == 4, "the lab namespace and one per machine"
         assert len({m.hostname for m in connect_url(url, key).machines.list()}) == 3
     finally:
