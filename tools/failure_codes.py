@@ -10,7 +10,6 @@ tests/tools/test_failure_codes.py fails when a doc and its catalogue disagree.
 from __future__ import annotations
 
 import argparse
-import re
 import sys
 from pathlib import Path
 
@@ -18,6 +17,7 @@ from environments.coded import FailureCode
 from providers.apps.failures import AppFail
 from providers.hosts.failures import HostFail
 from providers.sites.failures import BundleFail, RoceFail, SiteProfileFail
+from tools.doc_blocks import replace_block
 
 DOCS = Path(__file__).resolve().parents[1] / "docs"
 # catalogue -> the doc that lists it
@@ -41,12 +41,7 @@ def table(catalogue: type[FailureCode]) -> str:
 def rewritten(doc: Path, text: str) -> str:
     """`text` (the doc `doc`) with each of its catalogues' tables replaced by what the code says now."""
     for catalogue in (c for c, d in CATALOGUES.items() if d == doc):
-        mark = _MARK.format(name=catalogue.__name__)
-        pattern = re.compile(re.escape(mark) + r"\n.*?" + re.escape(_END), re.S)
-        if not pattern.search(text):
-            raise ValueError(f"{doc}: no `{mark}` ... `{_END}` block")
-        block = f"{mark}\n{table(catalogue)}\n{_END}"
-        text = pattern.sub(block.replace("\\", "\\\\"), text)
+        text = replace_block(text, str(doc), _MARK.format(name=catalogue.__name__), _END, table(catalogue))
     return text
 
 
