@@ -23,6 +23,8 @@ from .vocabulary import (
     ScriptResultView,
     ScriptStatus,
     datasource_failure,
+    timespan,
+    timespan_seconds,
 )
 
 if TYPE_CHECKING:
@@ -71,4 +73,6 @@ __all__ = [
     "ScriptView",
     "StaticHolding",
     "SubnetView",
+    "timespan",
+    "timespan_seconds",
 ]

@@ -16,13 +16,12 @@ from __future__ import annotations
 import base64
 import hashlib
 import ipaddress
-import re
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
 from .client import MaasClient
-from .vocabulary import MaasError, MaasStatus
+from .vocabulary import MaasError, MaasStatus, timespan, timespan_seconds
 
 
 class ScriptView(BaseModel):
@@ -93,27 +92,6 @@ def _nics(raw: dict[str, Any]) -> dict[str, NicView]:
             id=i["id"], name=i["name"], mac_address=(i.get("mac_address") or "").lower(), links=links
         )
     return out
-
-
-_SPAN = re.compile(r"\s*(\d+)\s*(h|m|s)")
-_SPAN_UNITS = (("h", 3600), ("m", 60), ("s", 1))
-
-
-def timespan(seconds: int) -> str:
-    """Seconds as MAAS writes a systemd time span: 900 -> '15m', 5400 -> '1h30m', 90 -> '1m30s'."""
-    out, rest = "", seconds
-    for unit, size in _SPAN_UNITS:
-        if rest >= size:
-            out, rest = out + f"{rest // size}{unit}", rest % size
-    return out or "0s"
-
-
-def timespan_seconds(text: str) -> int | None:
-    """A systemd time span as MAAS accepts it ('15m', '1h 30m', '900s') in seconds; None when unreadable."""
-    pieces = _SPAN.findall(text)
-    if not pieces or _SPAN.sub("", text).strip():
-        return None
-    return sum(int(n) * dict(_SPAN_UNITS)[u] for n, u in pieces)
 
 
 class MaasSiteClient(MaasClient):

@@ -210,3 +210,25 @@ def datasource_failure(events: list[EventView]) -> EventView | None:
         if e.type == INSTALL_FAILURE_TYPE and DATASOURCE_DESCRIPTION.match(e.description):
             return e
     return None
+
+
+# MAAS settings such as hardware_sync_interval are systemd time spans (MAAS: systemd_interval_to_seconds).
+_SPAN = re.compile(r"\s*(\d+)\s*(h|m|s)")
+_SPAN_UNITS = (("h", 3600), ("m", 60), ("s", 1))
+
+
+def timespan(seconds: int) -> str:
+    """Seconds as MAAS writes a systemd time span: 900 -> '15m', 5400 -> '1h30m', 90 -> '1m30s'."""
+    out, rest = "", seconds
+    for unit, size in _SPAN_UNITS:
+        if rest >= size:
+            out, rest = out + f"{rest // size}{unit}", rest % size
+    return out or "0s"
+
+
+def timespan_seconds(text: str) -> int | None:
+    """A systemd time span as MAAS accepts it ('15m', '1h 30m', '900s') in seconds; None when unreadable."""
+    pieces = _SPAN.findall(text)
+    if not pieces or _SPAN.sub("", text).strip():
+        return None
+    return sum(int(n) * dict(_SPAN_UNITS)[u] for n, u in pieces)

@@ -5,8 +5,9 @@ span syntax ("15m"); a machine's `sync_interval` and the deploy-time timer follo
 from __future__ import annotations
 
 import json
-import re
 from typing import TYPE_CHECKING, Any
+
+from clients.maas import timespan_seconds  # MAAS's time-span vocabulary: one copy
 
 from . import errors
 from .routes import Request, Response, RouteTable, ok_text
@@ -16,18 +17,6 @@ if TYPE_CHECKING:
     from .state import Store
 
 DEFAULTS: dict[str, str] = {"hardware_sync_interval": "15m"}  # the settings modelled; others are refused
-_SPAN = re.compile(r"\s*(\d+)\s*(h|m|s)")
-_UNIT = {"h": 3600, "m": 60, "s": 1}
-
-
-def timespan_seconds(text: str) -> int | None:
-    """'1h 30m' / '15m' / '900s' -> seconds (MAAS's systemd_interval_to_seconds); None when unreadable."""
-    pieces = _SPAN.findall(text)
-    if not pieces or _SPAN.sub("", text).strip():
-        return None
-    return sum(int(n) * _UNIT[u] for n, u in pieces)
-
-
 def hw_sync_interval(store: Store) -> int:
     """Seconds between a hardware-sync machine's reports, from the region's setting."""
     return timespan_seconds(setting(store, "hardware_sync_interval")) or 900

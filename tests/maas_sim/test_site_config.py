@@ -7,8 +7,7 @@ from typing import Any
 
 import pytest
 
-from clients.maas import MaasClient, MaasError, MaasSiteClient
-from clients.maas.site import timespan, timespan_seconds
+from clients.maas import MaasClient, MaasError, MaasSiteClient, timespan, timespan_seconds
 from simulators.maas.enums import NodeStatus
 
 
