@@ -6,9 +6,9 @@ release erase.
    machine "may redeploy", no other pool or resource changes, the RoCE table planned at preview with the joiners'
    addresses); `up` then deploys exactly those two, links exactly the previewed addresses and leaves the other
    48 machines' MAAS records (status, deploys, addresses) as they were.
-2. A kernel change (hwe_kernel) on every machine of pool dal1-h200-b: the note names its 18 machines as redeploys, says their data disks are
-   erased (secure erase) and that it rolls at most 16 at once; `up` then redeploys exactly those 18 in MAAS, and
-   never more than 16 at once, and dal1-h200-a's 32 are untouched.
+2. A kernel change (hwe_kernel) on every machine of pool dal1-h200-b: the note names its 18 machines as
+   redeploys, says their data disks are erased (secure erase) and that it rolls at most 16 at once; `up` then
+   redeploys exactly those 18 in MAAS, never more than 16 at once, and dal1-h200-a's 32 are untouched.
 
 The environment is environments/prod.yaml as committed, with only its endpoints pointed at the embedded
 services (one LocalStack) and Vault reached with the dev server's token instead of AppRole (not under test here).
