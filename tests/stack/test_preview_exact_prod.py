@@ -161,7 +161,7 @@ def test_prod_site_note_says_exactly_what_up_then_does_in_maas(
             f"`{pool_b[0]}`–`{pool_b[-1]}` (deploy.hwe_kernel changed)") in note, note
     assert "may redeploy" not in note and f"`{POOL_A}`" not in note, note
 
-    before = (deploy_counts(stack.maas, "hostname"), _links(stack))
+    before = (deploy_counts(stack.maas, "hostname"), _links(stack), _statuses(stack))
     with _PeakSampler(stack) as sampler:
         up = engine.up(timeout=900)
     assert up.ok, up.errors()
