@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import secrets
 import string
+import threading
 from dataclasses import dataclass
 from urllib.parse import unquote
 
@@ -24,6 +25,7 @@ class ApiKey:
     token_key: str
     token_secret: str
     user: str = "admin"
+    name: str = "MAAS consumer"
 
     @property
     def text(self) -> str:
@@ -50,9 +52,23 @@ class ApiKey:
 class KeyRing:
     def __init__(self, keys: list[ApiKey]) -> None:
         self._by_consumer = {k.consumer_key: k for k in keys}
+        self._lock = threading.Lock()  # keys are added and deleted by requests while others authenticate
 
     def add(self, key: ApiKey) -> None:
-        self._by_consumer[key.consumer_key] = key
+        with self._lock:
+            self._by_consumer[key.consumer_key] = key
+
+    def of_user(self, user: str) -> list[ApiKey]:
+        with self._lock:
+            return [k for k in self._by_consumer.values() if k.user == user]
+
+    def remove(self, user: str, token_key: str) -> bool:
+        """Delete `user`'s token `token_key` and its consumer (MAAS's delete_authorisation_token)."""
+        with self._lock:
+            found = [c for c, k in self._by_consumer.items() if k.user == user and k.token_key == token_key]
+            for consumer in found:
+                del self._by_consumer[consumer]
+        return bool(found)
 
     def authenticate(self, authorization: str | None) -> str | None:
         """The user an Authorization header authenticates, None if anonymous; raises 401/400."""

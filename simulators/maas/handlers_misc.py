@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from typing import TYPE_CHECKING, Any
 
 import yaml
 
 from . import errors
+from .auth import ApiKey
 from .render import fabric_json, machine_json, script_json, subnet_json, tag_json, vlan_json, zone_json
 from .routes import Request, Response, RouteTable, deleted
 from .state import Script, Tag
@@ -29,6 +31,7 @@ def register(routes: RouteTable, core: SimCore) -> None:
     store = core.store
     version = routes.handler("VersionHandler", "version/", anon=True, doc="Information about this MAAS instance.")
     users = routes.handler("UsersHandler", "users/", doc="Manage the user accounts of this MAAS.")
+    account = routes.handler("AccountHandler", "account/", doc="Manage the current logged-in user.")
     zones = routes.handler("ZonesHandler", "zones/", doc="Manage physical zones.")
     zone = routes.handler("ZoneHandler", "zones/{name}/", doc="Manage a physical zone.")
     fabrics = routes.handler("FabricsHandler", "fabrics/", doc="Manage fabrics.")
@@ -52,6 +55,33 @@ def register(routes: RouteTable, core: SimCore) -> None:
         """The logged-in user."""
         return {"username": req.user, "email": f"{req.user}@example.com", "is_superuser": True,
                 "is_local": True, "resource_uri": f"/MAAS/api/2.0/users/{req.user}/"}
+
+    @account.action("create_authorisation_token", "POST", "create_authorisation_token")
+    def create_authorisation_token(req: Request) -> Any:
+        """A new API key (OAuth consumer and token) of the logged-in user: how an operator rotates a key."""
+        assert req.user is not None
+        key = ApiKey.generate(req.user)
+        key = dataclasses.replace(key, name=req.get("name") or key.name)
+        core.keys.add(key)
+        return {"token_key": key.token_key, "token_secret": key.token_secret, "consumer_key": key.consumer_key,
+                "name": key.name}
+
+    @account.action("delete_authorisation_token", "POST", "delete_authorisation_token")
+    def delete_authorisation_token(req: Request) -> Any:
+        """Delete one of the logged-in user's API keys by its token key (refused at once afterwards)."""
+        assert req.user is not None
+        token_key = req.get("token_key")
+        if not token_key:
+            raise errors.ApiError(400, "No provided token_key!")
+        if not core.keys.remove(req.user, token_key):
+            raise errors.not_found("Token")
+        return deleted()
+
+    @account.action("list_authorisation_tokens", "GET", "list_authorisation_tokens")
+    def list_authorisation_tokens(req: Request) -> Any:
+        """The logged-in user's API keys, each as name and whole key (MAAS shows them to their owner)."""
+        assert req.user is not None
+        return [{"name": k.name, "token": k.text} for k in core.keys.of_user(req.user)]
 
     @zones.action("read", "GET")
     def list_zones(req: Request) -> Any:

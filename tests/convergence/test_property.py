@@ -7,7 +7,9 @@ one Slurm instance) against the embedded simulators, run by the real Pulumi CLI 
 two spare racked machines so that pools can grow. The actions (tests/convergence/world.py): joins, leaves,
 redeploys, hand releases, renames and tag edits in MAAS, a member removed on the platform, a kill mid-`up`
 with the documented recovery, an enrollment lost to a platform 502, the erase mode flipped, the published
-bundle tampered with in the store. Hypothesis prints the failing sequence.
+bundle tampered with in the store, a second stack on the same site and profile deploying at the same time, the
+MAAS API key and the platform tokens rotated (the old ones revoked). MAAS never has more machines deploying at
+once than batch_max_parallel. Hypothesis prints the failing sequence.
 """
 
 from __future__ import annotations

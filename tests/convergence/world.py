@@ -26,10 +26,15 @@ STANDALONE = "local-gpu-1"  # the Slurm worker is pinned to it
 SPARES = ({"hostname": "local-gpu-5", "ipmi_address": "172.16.20.15", "pxe_mac": "b0:7b:25:20:00:15"},
           {"hostname": "local-gpu-6", "ipmi_address": "172.16.20.16", "pxe_mac": "b0:7b:25:20:00:16"})
 APP = "slurm-local"
+# The neighbour: a second stack on the same site and profile (one batch_max_parallel lease, the same RoCE
+# pools), with a pool of its own machines; it runs at the same time as the stack under test.
+NEIGHBOUR_POOL = "local-h200-n"
+NEIGHBOURS = ({"hostname": "local-gpu-7", "ipmi_address": "172.16.20.17", "pxe_mac": "b0:7b:25:20:00:17"},
+              {"hostname": "local-gpu-8", "ipmi_address": "172.16.20.18", "pxe_mac": "b0:7b:25:20:00:18"})
 
 
-def _spare_doc(spare: dict[str, str]) -> dict[str, Any]:
-    return {**spare, "sku": "h200", "site": "local", "profile": "h200-lab", "pool": POOL}
+def _spare_doc(spare: dict[str, str], pool: str = POOL) -> dict[str, Any]:
+    return {**spare, "sku": "h200", "site": "local", "profile": "h200-lab", "pool": pool}
 
 
 @dataclass
@@ -42,13 +47,20 @@ class World:
     node_ids: dict[str, str] = field(default_factory=dict)
     redeployed: set[str] = field(default_factory=set)
     outputs: dict[str, Any] = field(default_factory=dict)
+    make_neighbour: Callable[[], Any] | None = None  # the second stack's engine factory
+    neighbour: Any = None  # the second stack's engine, once it has been started
+    neighbour_file: Path | None = None
+    neighbour_kernel: dict[str, str] = field(default_factory=dict)  # its machines' hwe_kernel, flipped to redeploy
+    pending: Any = None  # the neighbour's `up` running while the stack under test converges
 
     # --- set-up ---------------------------------------------------------------------------------
     @classmethod
     @contextmanager
     def start(cls, engine_factory: Any, tmp: Path, seed: int) -> Iterator[World]:
         declared = yaml.safe_load((REPO / "environments" / "local.yaml").read_text())
-        racked = {**declared, "machines": declared["machines"] + [_spare_doc(s) for s in SPARES]}
+        racked = {**declared, "machines": declared["machines"] + [_spare_doc(s) for s in SPARES]
+                  + [_spare_doc(n, NEIGHBOUR_POOL) for n in NEIGHBOURS],
+                  "machine_pools": declared["machine_pools"] + [_neighbour_pool()]}
         (tmp / "racked.yaml").write_text(yaml.safe_dump(racked, sort_keys=False))
         env_file = tmp / "local.yaml"
         env_file.write_text(yaml.safe_dump(declared, sort_keys=False))
@@ -57,6 +69,10 @@ class World:
             cfg["gpuaas-infra:environment"] = str(env_file)
             engine = engine_factory(REPO, "local", config=cfg, backend=tmp / "backend")
             world = cls(stack, engine, env_file, random.Random(seed))
+            world.make_neighbour = lambda: engine_factory(
+                REPO, "local-n", config={**cfg, "gpuaas-infra:environment": str(tmp / "neighbour.yaml")},
+                backend=tmp / "backend")
+            world.neighbour_file = tmp / "neighbour.yaml"
             try:
                 yield world
             except BaseException:
@@ -82,8 +98,27 @@ class World:
     # --- the real systems ------------------------------------------------------------------------
     @property
     def maas(self) -> MaasClient:
+        """A MAAS client with the site's current API key (Vault's: it is rotated by an action)."""
         assert self.stack.maas is not None
-        return MaasClient(self.stack.maas.url, self.stack.maas.api_key)
+        return MaasClient(self.stack.maas.url, self.secret(self.stack.env.sites[0].maas_api_key_path))
+
+    def secret(self, ref: str) -> str:
+        """The current value of a Vault reference (`path#key`)."""
+        assert self.stack.vault is not None
+        path, key = ref.split("#", 1)
+        data = self.stack.vault.client().secrets.kv.v2.read_secret_version(
+            path=path, mount_point=self.stack.env.vault.kv_mount, raise_on_deleted_version=True)["data"]["data"]
+        return str(data[key])
+
+    def put_secret(self, ref: str, value: str) -> None:
+        """A new version of a Vault reference's secret (its other keys kept), as an operator rotates it."""
+        assert self.stack.vault is not None
+        path, key = ref.split("#", 1)
+        kv = self.stack.vault.client().secrets.kv.v2
+        data = kv.read_secret_version(path=path, mount_point=self.stack.env.vault.kv_mount,
+                                      raise_on_deleted_version=True)["data"]["data"]
+        kv.create_or_update_secret(path=path, mount_point=self.stack.env.vault.kv_mount,
+                                   secret={**data, key: value})
 
     def maas_machines(self) -> list[dict[str, Any]]:
         assert self.stack.maas is not None
@@ -136,9 +171,17 @@ class World:
         # (Pulumi diffs against state); the refresh is part of the one converging run.
         pre = self.engine.refresh()
         assert pre.ok, f"{label}: the refresh of up --refresh failed: {pre.errors()}"
+        # the neighbour's `up --refresh` and this `up` start together: two CLIs, each with its providers
+        pending, self.pending = (self.neighbour.start_up(flags=["--refresh"]) if self.pending else None), None
         up = self.engine.up()
         assert up.ok, f"{label}: up failed: {up.errors()}\n{up.log[-3000:]}"
         self.outputs = dict(up.outputs or {})
+        if pending is not None:
+            result = pending.wait(timeout=600)
+            assert result.ok, f"{label}: the neighbour's up failed: {result.errors()}\n{result.log[-3000:]}"
+            neighbour = self.neighbour.preview(expect_no_changes=True)
+            changed = {u: op.value for u, op in neighbour.ops().items() if op is not StepOp.SAME}
+            assert neighbour.ok and not changed, f"{label}: the neighbour's next preview is not clean: {changed}"
         self.assert_clean_then_no_drift(label)
         again = self.engine.preview(expect_no_changes=True)
         changed = {u: op.value for u, op in again.ops().items() if op is not StepOp.SAME}
@@ -164,6 +207,14 @@ class World:
         macs = Counter(i["mac_address"].lower() for m in machines for i in m["interface_set"])
         assert not [k for k, n in macs.items() if n > 1], f"{label}: a MAC on two machines"
         by_host = {m["hostname"]: m for m in machines}
+        assert self.stack.maas is not None
+        peak = self.stack.maas.admin.peak_concurrency()
+        bound = self.doc()["sites"][0]["profiles"][0]["batch_max_parallel"]
+        assert all(site["busy"] <= bound for site in peak.values()), (
+            f"{label}: more machines commissioning/deploying at once than batch_max_parallel {bound}: {peak}")
+        for hostname in self.neighbour_kernel:  # the neighbour's machines stay deployed, whatever the other does
+            status = by_host[hostname]["status_name"]
+            assert status == "Deployed", f"{label}: the neighbour's {hostname} is {status}"
         assert self.stack.platform is not None
         nodes = self.stack.platform.store.nodes
         seen: dict[str, str] = {}
@@ -301,5 +352,71 @@ def bundle_tamper(w: World) -> None:
     w.redeployed.update(w.declared())
 
 
+def _neighbour_pool() -> dict[str, str]:
+    return {"name": NEIGHBOUR_POOL, "site": "local", "profile": "h200-lab", "description": "the neighbour stack"}
+
+
+def neighbour(w: World) -> None:
+    """The second stack on the same site runs `up --refresh` at the same time as the stack under test's `up`,
+    both deploying: its first run deploys its two machines, later runs redeploy one of them, and a machine of the
+    stack under test redeploys too (so both want the profile's batch_max_parallel slots at once). It declares what
+    the other declares of the site (profiles, RoCE pools, bundles: the same document's) and its own pool; no
+    hosts, no apps."""
+    doc = w.doc()
+    if not w.neighbour_kernel:
+        assert w.make_neighbour is not None
+        w.neighbour = w.make_neighbour()
+        w.neighbour_kernel = {n["hostname"]: "" for n in NEIGHBOURS}
+        w.note("  (the neighbour stack deploys its machines)")
+    else:
+        host = w.rng.choice(sorted(w.neighbour_kernel))
+        w.neighbour_kernel[host] = "" if w.neighbour_kernel[host] else "ga-22.04"
+        w.note(f"  (the neighbour redeploys {host})")
+    machines = [_spare_doc(n, NEIGHBOUR_POOL) for n in NEIGHBOURS]
+    for m in machines:
+        if w.neighbour_kernel[m["hostname"]]:
+            m["hwe_kernel"] = w.neighbour_kernel[m["hostname"]]
+    doc.update(machines=machines, machine_pools=[_neighbour_pool()], hosts=[], app_instances=[])
+    assert w.neighbour_file is not None
+    w.neighbour_file.write_text(yaml.safe_dump(doc, sort_keys=False))
+    w.pending = True
+    redeploy(w)
+
+
+def rotate_maas_key(w: World) -> None:
+    """An operator rotates the site's MAAS API key: a new key made through MAAS's account API, written to Vault,
+    the old key deleted in MAAS (refused from then on). The next run reads the new one."""
+    from maas.client import connect
+    from maas.client.bones import CallError
+    from maas.client.utils.creds import Credentials
+
+    assert w.stack.maas is not None
+    ref = w.stack.env.sites[0].maas_api_key_path
+    old = w.secret(ref)
+    new = connect(w.stack.maas.url, apikey=old).account.create_credentials()
+    w.put_secret(ref, str(new))
+    connect(w.stack.maas.url, apikey=str(new)).account.delete_credentials(Credentials.parse(old))
+    try:
+        connect(w.stack.maas.url, apikey=old).users.whoami()
+    except CallError as refused:
+        assert refused.status == 401, refused
+    else:
+        raise AssertionError("the old MAAS key still works after its deletion")
+
+
+def rotate_platform_tokens(w: World) -> None:
+    """An operator rotates the platform admin token and every app's service-account token: a new token for the
+    same principal, written to Vault, the old one revoked (refused from then on)."""
+    assert w.stack.platform is not None
+    env = w.stack.env
+    for ref in (env.platform.admin_token_path, *(app.service_account_token_path for app in env.app_instances)):
+        old = w.secret(ref)
+        w.put_secret(ref, w.stack.platform.reissue_token(old))
+        w.stack.platform.revoke_token(old)
+        record = w.stack.platform.store.bearer_record(old)
+        assert record is not None and record.revoked, ref
+
+
 ACTIONS = [Action(f.__name__, f) for f in (join, leave, redeploy, hand_release, hand_rename, tag_edit,
-                                           member_removal, kill, enroll_burst, erase_mode, bundle_tamper)]
+                                           member_removal, kill, enroll_burst, erase_mode, bundle_tamper,
+                                           neighbour, rotate_maas_key, rotate_platform_tokens)]

@@ -66,3 +66,21 @@ def test_fixed_api_key_and_repr_hide_secret() -> None:
         assert sim.api_key == key
         assert connect(sim).machines.list()
         assert "cccc" not in repr(sim.core.api_key) and "cccc" not in repr(sim)
+
+
+def test_a_key_rotated_through_the_account_api_as_an_operator_does(maas_sim) -> None:
+    """MAAS's AccountHandler through python-libmaas: a new key works at once, the old one is refused as soon as
+    it is deleted, and deleting it again is MAAS's 404 (the convergence property rotates keys this way)."""
+    old = connect(maas_sim, apikey=maas_sim.api_key)
+    new_creds = old.account.create_credentials()
+    new = connect(maas_sim, apikey=str(new_creds))
+    assert new.users.whoami().username == "admin"
+    old_key = maas_sim.api_key
+    new.account.delete_credentials(type(new_creds).parse(old_key))
+    with pytest.raises(CallError) as info:
+        connect(maas_sim, apikey=old_key).machines.list()
+    assert (info.value.status, info.value.content) == (401, b"Authorization Error: Invalid API key.")
+    assert new.machines.list() is not None
+    with pytest.raises(CallError) as info:  # deleting it again: MAAS's 404
+        new.account.delete_credentials(type(new_creds).parse(old_key))
+    assert info.value.status == 404
