@@ -20,6 +20,7 @@ from environments.model import MaasMachine as MachineDoc
 from environments.model_node import LoginUser
 from providers.maas_machine import MaasMachine
 from providers.machine_pool import MachinePool
+from providers.machines.resource_io import spec_delta
 from providers.machines.spec import (
     AptKeyPin,
     BootDiskHint,
@@ -262,11 +263,15 @@ def declare_machines(env: Environment, settings: StackSettings, sites: SiteOutpu
         members = env.machines_in_pool(pool.name)
         if not members or not settings.part.declares_site(pool.site):
             continue
-        # One JSON string per machine (PoolInputs.machines): the SDK pays per leaf at every gRPC hop.
-        specs = {m.hostname: _spec_output(env, sites, m).apply(MachineSpec.wire) for m in members}
+        # One JSON string per machine (PoolInputs.machines): the SDK pays per leaf at every gRPC hop. Each is
+        # written against the pool's first machine (the template): what they share is stored once (issue 29).
+        typed = {m.hostname: _spec_output(env, sites, m) for m in members}
+        template = typed[members[0].hostname]
+        specs = {h: pulumi.Output.all(spec, template).apply(lambda a: spec_delta(a[0], a[1]))
+                 for h, spec in typed.items()}
         name = f"pool-{pool.name}"
-        props = {"pool": pool.name, "machines": specs, **_props(env, settings, sites, pool.site, pool.profile),
-                 "owner": _owner(name)}
+        props = {"pool": pool.name, "machines": specs, "template": template.apply(MachineSpec.wire),
+                 **_props(env, settings, sites, pool.site, pool.profile), "owner": _owner(name)}
         resource = MachinePool(name, props, _options(parents, pool.site, protect))
         outputs[f"pool:{pool.name}"] = resource.machines_state.apply(_summary_records)
         for m in (m for m in members if m.hostname in hosts):

@@ -32,10 +32,11 @@ class PoolView(BaseModel):
     drifted: tuple[tuple[str, str], ...] = ()  # (hostname, what drifted): the refreshed state's records
 
 
-def _specs(value: Any) -> dict[str, MachineSpec]:
-    """hostname -> typed spec of a pool's `machines` input (entries unknown or unreadable left out)."""
+def _specs(inputs: dict[str, Any]) -> dict[str, MachineSpec]:
+    """hostname -> typed spec of a pool's `machines` input, read against its `template` (entries unknown or
+    unreadable left out)."""
     out = {}
-    for host, raw in pool_machines(value).items():
+    for host, raw in pool_machines(inputs.get("machines"), inputs.get("template")).items():
         try:
             out[host] = MachineSpec.model_validate(raw)
         except ValidationError:
@@ -80,15 +81,15 @@ def pool_view(change: Change) -> PoolView:
     old_in, new_in = change.inputs("old"), change.inputs("new")
     old_out = change.old.outputs if change.old else {}
     records = pool_records({**old_in, **old_out})
-    old_specs = _specs(old_in.get("machines"))
+    old_specs = _specs(old_in)
     system_ids = {h: r.system_id or "" for h, r in records.items()}
     known = records.keys() | old_specs.keys()
     if change.action is Action.DELETE:
         return PoolView(leaves=tuple((h, system_ids.get(h, "")) for h in sorted(known, key=natural)))
     new_raw = new_in.get("machines")
-    if is_unknown(new_raw):
+    if is_unknown(new_raw) or is_unknown(new_in.get("template")):
         return PoolView(unknown=True)
-    new = _specs(new_raw)
+    new = _specs(new_in)
     # One spec per hostname: a spec known only after apply still says which machine it is (its key).
     unknown = {h for h, v in new_raw.items() if is_unknown(v)} if isinstance(new_raw, dict) else set()
     if change.action is Action.CREATE:

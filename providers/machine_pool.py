@@ -17,7 +17,7 @@ from typing import Any
 
 import pulumi
 from pulumi.dynamic import CreateResult, Resource, UpdateResult
-from pydantic import Json, TypeAdapter, ValidationError
+from pydantic import ValidationError
 
 from providers.common import has_unknown, plain
 from providers.kind import KindDescriptor, register
@@ -27,6 +27,7 @@ from providers.machines.provider import MachinesProvider
 from providers.machines.resource_io import (
     PoolInputs,
     canonical,
+    expand_specs,
     pool_records,
 )
 from providers.machines.spec import Connection, LifecyclePolicy, MachineSpec
@@ -35,20 +36,23 @@ MACHINE_POOL = register(
     KindDescriptor(
         name="MachinePool",
         identity=(),
-        in_place=("machines", *SHARED_INPUT_RULES),
+        in_place=("machines", "template", *SHARED_INPUT_RULES),
         summary_outputs=("counts",),
         doc="Many machines of one site/profile; never replaced: each machine is planned on its own.",
         notes={
             "machines": "per machine, the machines plan (providers/machines/plan.py): join, reidentify, "
                         "redeploy, repair, in place, stay or leave",
+            "template": "what the machines' specs are written against (one of them, whole): planned with them, "
+                        "per machine",
             **{k: f"{rule.change.value}: {rule.why}" for k, rule in SHARED_INPUT_RULES.items()},
         },
     )
 )
 INPUTS = tuple(PoolInputs.model_fields)
-# What the pool's outputs keep of its inputs: everything but the machine specs, which state holds once,
-# in the inputs (issue 18). Per machine the outputs keep the record (identity, fingerprints, MAAS facts).
-KEPT_INPUTS = tuple(k for k in INPUTS if k != "machines")
+# What the pool's outputs keep of its inputs: everything but the machine specs (and the template they are
+# written against), which state holds once, in the inputs (issue 18). Per machine the outputs keep the record
+# (identity, fingerprints, MAAS facts).
+KEPT_INPUTS = tuple(k for k in INPUTS if k not in ("machines", "template"))
 
 
 class MachinePoolProvider(MachinesProvider[PoolInputs]):
@@ -108,18 +112,17 @@ class MachinePoolProvider(MachinesProvider[PoolInputs]):
         rc.raise_failures(f"pool {state.get('pool')}", results)
 
 
-_SPECS: TypeAdapter[dict[str, Json[MachineSpec]]] = TypeAdapter(dict[str, Json[MachineSpec]])
-
-
 def machines_changed(records: dict[str, MachineRecord], news: dict[str, Any]) -> bool:
     """Whether the plan has anything to do for the declared machines (join, leave, or any change but
     `stay`); unknown or unreadable specs count as changed."""
-    raw = news.get("machines")
-    if not isinstance(raw, dict) or has_unknown(raw):
+    raw, template = news.get("machines"), news.get("template")
+    if not isinstance(raw, dict) or has_unknown(raw) or has_unknown(template):
         return True
     try:
-        specs = list(_SPECS.validate_python(plain(raw)).values())
-    except ValidationError:
+        whole = expand_specs(plain(raw), template)
+        specs = [MachineSpec.model_validate(v) if isinstance(v, dict) else MachineSpec.model_validate_json(v)
+                 for v in whole.values()]
+    except (ValidationError, TypeError):
         return True
     moved = renames({h: i for h, r in records.items() if (i := r.identity()) is not None}, specs)
     p = plan(rekey(records, moved), specs)

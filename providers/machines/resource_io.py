@@ -34,13 +34,25 @@ class PoolInputs(BaseModel):
 
     pool: str
     machines: dict[str, Json[MachineSpec]]
-    """hostname -> the machine's spec as one canonical JSON string (`MachineSpec.wire`): one leaf per
-    machine, because the SDK (de)serialises every leaf at each gRPC hop (issue 18). The CLI still
-    shows a changed spec as a structured diff (it decodes JSON strings)."""
+    """hostname -> the machine's spec as one canonical JSON string: one leaf per machine, because the SDK
+    (de)serialises every leaf at each gRPC hop (issue 18). With `template`, each string holds only what the
+    machine does not share with the template (`spec_delta`, issue 29: the deploy block, storage and RoCE
+    interfaces once per pool); without it (older state), the whole spec (`MachineSpec.wire`)."""
+    template: Json[MachineSpec] | None = None
+    """One of the pool's specs, whole (`MachineSpec.wire`): what the machines' strings are written against."""
     connection: Connection
     policy: LifecyclePolicy
     owner: str | None = None
     """This resource, "<stack>/<resource name>" (MAAS owner data `gpuaas_resource`); None in older state."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _whole_specs(cls, data: Any) -> Any:
+        if isinstance(data, Mapping) and isinstance(data.get("machines"), Mapping) and data.get("template"):
+            whole = expand_specs(data["machines"], data["template"])
+            return {**data, "machines": {h: json.dumps(v) if isinstance(v, Mapping) else v
+                                         for h, v in whole.items()}}
+        return data
 
     @model_validator(mode="after")
     def _keyed_by_hostname(self) -> PoolInputs:
@@ -55,17 +67,95 @@ class PoolInputs(BaseModel):
         return tuple(self.machines.values())
 
 
+# --- a pool's specs against its template (issue 29: what every machine shares, written once) ---------------
+# Sections compared key by key: a machine writes only the keys in which it differs from the template.
+_SECTIONS = ("deploy", "storage")
+# A machine whose RoCE links are the template's but for their addresses writes the addresses only.
+ROCE_ADDRESSES = "roce_addresses"
+
+
+def spec_delta(spec: MachineSpec, template: MachineSpec) -> str:
+    """`spec` as a pool's `machines` entry written against `template`: its hostname and every field that differs
+    (None and defaults written out where the template has another value), as one canonical JSON string.
+    `expand_specs` gives back exactly `spec`."""
+    mine, theirs = spec.model_dump(mode="json"), template.model_dump(mode="json")
+    out: dict[str, Any] = {"hostname": spec.hostname}
+    for key, value in mine.items():
+        if value == theirs.get(key):
+            continue
+        if key in _SECTIONS and isinstance(value, dict) and isinstance(theirs.get(key), dict):
+            out[key] = {k: v for k, v in value.items() if theirs[key].get(k, _ABSENT) != v}
+        elif key == "roce_links" and _same_links(value, theirs.get(key)):
+            out[ROCE_ADDRESSES] = [link["address"] for link in value]
+        else:
+            out[key] = value
+    return json.dumps(out, sort_keys=True, separators=(",", ":"))
+
+
+_ABSENT = object()
+
+
+def _same_links(mine: Any, theirs: Any) -> bool:
+    """Whether two link lists differ in their addresses only (same rails, interfaces, subnets, MTUs)."""
+    if not isinstance(mine, list) or not isinstance(theirs, list) or len(mine) != len(theirs):
+        return False
+    return all({**a, "address": ""} == {**b, "address": ""} for a, b in zip(mine, theirs, strict=True))
+
+
+def expand_specs(machines: Mapping[str, Any], template: Any) -> dict[str, Any]:
+    """hostname -> the whole plain spec of each entry of a pool's `machines` written against `template` (a
+    `MachineSpec.wire` string, or None: the entries are whole already). Entries that are unknown (preview) or
+    unreadable are passed through as they are, for the readers that check."""
+    base = _template_plain(template)
+    if base is None:
+        return dict(machines)
+    out: dict[str, Any] = {}
+    for host, raw in machines.items():
+        try:
+            entry = json.loads(raw) if isinstance(raw, str) else None
+        except ValueError:
+            entry = None
+        if not isinstance(entry, dict):
+            out[host] = raw
+            continue
+        whole = {**base}
+        for key, value in entry.items():
+            links = base["roce_links"]
+            if key == ROCE_ADDRESSES and isinstance(value, list) and len(value) == len(links):
+                whole["roce_links"] = [{**link, "address": a} for link, a in zip(links, value, strict=True)]
+            elif key in _SECTIONS and isinstance(value, dict):
+                whole[key] = {**base[key], **value}
+            else:
+                whole[key] = value
+        out[host] = whole
+    return out
+
+
+def _template_plain(template: Any) -> dict[str, Any] | None:
+    if isinstance(template, MachineSpec):
+        return template.model_dump(mode="json")
+    if not isinstance(template, str) or not template:
+        return None
+    try:
+        return MachineSpec.model_validate_json(template).model_dump(mode="json")
+    except ValidationError:
+        return None
+
+
 def wire_machines(specs: Iterable[MachineSpec | Mapping[str, Any]]) -> dict[str, str]:
     """A pool's `machines` input from typed or plain specs."""
     typed = (s if isinstance(s, MachineSpec) else MachineSpec.model_validate(s) for s in specs)
     return {s.hostname: s.wire() for s in typed}
 
 
-def pool_machines(value: Any) -> dict[str, dict[str, Any]]:
+def pool_machines(value: Any, template: Any = None) -> dict[str, dict[str, Any]]:
     """hostname -> plain spec (defaults filled) of a pool's `machines` input as state holds it: JSON strings keyed by
-    hostname, or (inputs written before issue 18's one-leaf form) a list of spec dicts. Entries that
-    are unknown (preview) or unreadable are left out; readers that must see them check `has_unknown`."""
+    hostname, written against the pool's `template` when it has one, or (inputs written before issue 18's one-leaf
+    form) a list of spec dicts. Entries that are unknown (preview) or unreadable are left out; readers that must
+    see them check `has_unknown`."""
     out: dict[str, dict[str, Any]] = {}
+    if isinstance(value, Mapping) and template and not has_unknown(template):
+        value = expand_specs(value, template)
     items = value.items() if isinstance(value, Mapping) else ((None, v) for v in value) if isinstance(
         value, list | tuple) else ()
     for key, item in items:

@@ -42,7 +42,7 @@ def _leaves(model: type[BaseModel], prefix: str) -> list[str]:
 def test_every_input_field_is_classified_explicitly() -> None:
     paths = _leaves(MachineSpec, "machine") + _leaves(Connection, "connection") + _leaves(LifecyclePolicy, "policy")
     assert [p for p in paths if not _explicit(MAAS_MACHINE, p)] == []
-    assert [p for p in ("pool", "machines", "connection", "policy") if not _explicit(MACHINE_POOL, p)] == []
+    assert [p for p in ("pool", "machines", "template", "connection", "policy") if not _explicit(MACHINE_POOL, p)] == []
 
 
 def test_the_descriptor_is_the_plans_rule_as_pulumi_sees_it() -> None:

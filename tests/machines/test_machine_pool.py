@@ -5,10 +5,14 @@ MaasMachine's in tests/machines/test_maas_machine.py."""
 from __future__ import annotations
 
 import json
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from providers.kind import UNKNOWN
 from providers.machine_pool import MachinePoolProvider
-from providers.machines.resource_io import wire_machines
+from providers.machines.resource_io import PoolInputs, expand_specs, pool_machines, spec_delta, wire_machines
 from providers.machines.spec import MachineSpec
 
 from .test_maas_machine import CONN, _spec
@@ -44,3 +48,74 @@ def test_pool_check_names_the_machine_and_its_field() -> None:
     failures = MachinePoolProvider().check({}, {"pool": "p", "machines": wrong_key, "connection": CONN,
                                                 "policy": {}}).failures
     assert failures and "key each spec by its hostname" in failures[0].reason, failures
+
+
+_VARIANTS = st.fixed_dictionaries({}, optional={
+    "hostname": st.sampled_from(["local-gpu-7", "gpu-a-001"]),
+    "tags": st.lists(st.sampled_from(["lab", "gpu", "walked"]), unique=True).map(tuple),
+    "hwe_kernel": st.sampled_from([None, "ga-22.04", "hwe-22.04"]),
+    "launcher_url": st.sampled_from(["", "http://store/launcher?versionId=2"]),
+    "teardown_mode": st.sampled_from(["full_decommission", "reimage"]),
+    "retry_generation": st.integers(0, 3),
+    "address_shift": st.integers(1, 40),
+    "mtu": st.sampled_from([9000, 4200]),
+    "links": st.integers(0, 8),
+})
+
+
+def _variant(base: dict[str, Any], v: dict[str, Any]) -> MachineSpec:
+    spec = json.loads(json.dumps(base))
+    for key in ("hostname", "tags", "teardown_mode", "retry_generation"):
+        if key in v:
+            spec[key] = v[key]
+    for key in ("hwe_kernel", "launcher_url"):
+        if key in v:
+            spec["deploy"][key] = v[key]
+    links = spec.get("roce_links") or []
+    if "address_shift" in v:
+        links = [{**lk, "address": f"10.99.{i}.{v['address_shift']}"} for i, lk in enumerate(links)]
+    if "mtu" in v and links:
+        links[-1] = {**links[-1], "mtu": v["mtu"]}
+    spec["roce_links"] = links[: v.get("links", len(links))]
+    return MachineSpec.model_validate(spec)
+
+
+@settings(max_examples=200, deadline=None)
+@given(template_v=_VARIANTS, machine_vs=st.lists(_VARIANTS, min_size=1, max_size=4))
+def test_a_pool_written_against_its_template_reads_back_exactly(template_v: dict[str, Any],
+                                                                machine_vs: list[dict[str, Any]]) -> None:
+    """Issue 29: every machine's entry holds only what differs from the pool's template, and reading it back
+    (PoolInputs, the pool's diff, the note's reader) gives exactly the spec written, whatever differs."""
+    base = _spec()
+    template = _variant(base, template_v)
+    specs = {}
+    for i, v in enumerate(machine_vs):
+        spec = _variant(base, {**v, "hostname": f"gpu-{i}"})
+        specs[spec.hostname] = spec
+    entries = {h: spec_delta(s, template) for h, s in specs.items()}
+    whole = expand_specs(entries, template.wire())
+    assert {h: MachineSpec.model_validate(v) for h, v in whole.items()} == specs
+    assert {h: MachineSpec.model_validate(v) for h, v in pool_machines(entries, template.wire()).items()} == specs
+    inputs = PoolInputs.model_validate({"pool": "p", "machines": entries, "template": template.wire(),
+                                        "connection": CONN, "policy": {}})
+    assert dict(zip(inputs.machines, inputs.specs, strict=True)) == specs
+
+
+def test_a_pool_written_whole_before_diffs_clean_against_the_template_form() -> None:
+    """State written before the template (each entry the whole spec) and this version's inputs (entries against
+    the template) describe the same machines: no change, and the entries are a fraction of the whole specs."""
+    spec = MachineSpec.model_validate(_spec())
+    others = [MachineSpec.model_validate({**_spec(), "hostname": f"local-gpu-{i}", "pxe_mac": f"b0:7b:25:20:00:{i}",
+                                          "ipmi_address": f"172.16.20.{i}"}) for i in range(10, 20)]
+    old_base = {"pool": "p", "machines": wire_machines([spec, *others]), "connection": CONN, "policy": {}}
+    records = {s.hostname: {"hostname": s.hostname, "system_id": f"id{i}", "status": "Deployed", "outcome": "ready",
+                            "spec_fingerprint": s.spec_fingerprint()} for i, s in enumerate([spec, *others])}
+    old = {**old_base, "machines_state": records}
+    new = {**old_base, "machines": {s.hostname: spec_delta(s, spec) for s in [spec, *others]},
+           "template": spec.wire()}
+    assert not MachinePoolProvider().diff("pool-x", old, new).changes
+    edited = others[3].model_copy(update={"tags": ("walked",)})
+    new["machines"][edited.hostname] = spec_delta(edited, spec)
+    assert MachinePoolProvider().diff("pool-x", old, new).changes
+    whole = sum(len(v) for v in old_base["machines"].values())
+    assert sum(len(v) for v in new["machines"].values()) < whole / 3, (whole, new["machines"])

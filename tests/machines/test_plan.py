@@ -90,7 +90,7 @@ def _note_change(kind: str, old: dict[str, Any], old_out: dict[str, Any], new: d
 def test_every_spec_field_and_shared_input_has_one_rule() -> None:
     assert set(FIELD_RULES) == set(MachineSpec.model_fields)
     assert set(SHARED_INPUT_RULES) == (set(PoolInputs.model_fields) | set(MachineInputs.model_fields)) - {
-        "machines", "machine"}
+        "machines", "template", "machine"}
 
 
 @pytest.mark.parametrize("field", sorted(FIELD_RULES))
