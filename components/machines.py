@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any, Protocol, cast
 
 import pulumi
@@ -50,6 +51,7 @@ class SiteOutputs(Protocol):
     def platform_ids(self, site: str, profile: str) -> pulumi.Output[tuple[str, str]]: ...
     def bundle(self, name: str) -> pulumi.Output[dict[str, str]]: ...
     def roce_links(self, hostname: str) -> pulumi.Output[list[dict[str, Any]]]: ...
+    def site_roce_links(self, site: str) -> pulumi.Output[Mapping[str, list[dict[str, Any]]]]: ...
     def commissioning_scripts(self, site: str, profile: str) -> pulumi.Output[list[str]]: ...
     def testing_scripts(self, site: str, profile: str) -> pulumi.Output[list[str]]: ...
 
@@ -187,6 +189,29 @@ def _spec_output(env: Environment, sites: SiteOutputs, m: MachineDoc) -> pulumi.
     return pulumi.Output.all(bundle, sites.roce_links(m.hostname), validation).apply(spec)
 
 
+def _pool_specs(env: Environment, sites: SiteOutputs, site: str,
+                members: tuple[MachineDoc, ...]) -> pulumi.Output[Mapping[str, Any]]:
+    """A pool's `machines` and `template` inputs, from one Output (issue 29: an Output per machine cost the
+    program ~10 ms of the SDK's asyncio machinery each, most of a 1,024-machine preview), as read-only
+    mappings (the SDK lifts each leaf of a dict an apply returns into an Output of its own; a Mapping that is
+    not a dict it passes as it is, and serialises like a dict). One JSON string per machine
+    (PoolInputs.machines: the SDK pays per leaf at every gRPC hop), each written against the pool's first
+    machine, the template: what they share is stored once."""
+    names = {env.machine_bundle(m).name for m in members}
+    names |= {v for m in members if (v := validation_bundle_name(env, m))}
+    bundles = pulumi.Output.all(**{n: sites.bundle(n) for n in sorted(names)})
+
+    def build(args: list[Any]) -> Mapping[str, Any]:
+        published, links = args
+        specs = [machine_spec(env, m, published[env.machine_bundle(m).name], links.get(m.hostname, []),
+                              published[v] if (v := validation_bundle_name(env, m)) else None) for m in members]
+        template = specs[0]
+        return MappingProxyType({"template": template.wire(),
+                                 "machines": MappingProxyType({s.hostname: spec_delta(s, template) for s in specs})})
+
+    return pulumi.Output.all(bundles, sites.site_roce_links(site)).apply(build)
+
+
 def _props(env: Environment, settings: StackSettings, sites: SiteOutputs, site: str, profile: str) -> dict[str, Any]:
     """The connection and policy inputs every machine resource of (site, profile) shares."""
 
@@ -263,14 +288,10 @@ def declare_machines(env: Environment, settings: StackSettings, sites: SiteOutpu
         members = env.machines_in_pool(pool.name)
         if not members or not settings.part.declares_site(pool.site):
             continue
-        # One JSON string per machine (PoolInputs.machines): the SDK pays per leaf at every gRPC hop. Each is
-        # written against the pool's first machine (the template): what they share is stored once (issue 29).
-        typed = {m.hostname: _spec_output(env, sites, m) for m in members}
-        template = typed[members[0].hostname]
-        specs = {h: pulumi.Output.all(spec, template).apply(lambda a: spec_delta(a[0], a[1]))
-                 for h, spec in typed.items()}
+        specs = _pool_specs(env, sites, pool.site, members)
         name = f"pool-{pool.name}"
-        props = {"pool": pool.name, "machines": specs, "template": template.apply(MachineSpec.wire),
+        props = {"pool": pool.name, "machines": specs.apply(lambda p: p["machines"]),
+                 "template": specs.apply(lambda p: p["template"]),
                  **_props(env, settings, sites, pool.site, pool.profile), "owner": _owner(name)}
         resource = MachinePool(name, props, _options(parents, pool.site, protect))
         outputs[f"pool:{pool.name}"] = resource.machines_state.apply(_summary_records)

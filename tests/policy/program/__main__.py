@@ -66,6 +66,9 @@ class StandInSites:
     def roce_links(self, hostname: str) -> pulumi.Output:
         return pulumi.Output.from_input([])
 
+    def site_roce_links(self, site: str) -> pulumi.Output:
+        return pulumi.Output.from_input({})
+
     def commissioning_scripts(self, site: str, profile: str) -> pulumi.Output:
         return pulumi.Output.from_input([f"{site}-{profile}-preflight"])
 
