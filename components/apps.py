@@ -13,6 +13,7 @@ platform places that member, and the stack remembers which member fills that hos
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -41,7 +42,7 @@ def _topology(env: Environment, a: AppDoc) -> dict[str, NodeRole]:
     return {n: roles.get(n, NodeRole.GPU_NODE) for n in sorted(nodes)}
 
 
-def _placements(env: Environment, a: AppDoc, node_ids: dict[str, Any]) -> dict[str, Any]:
+def _placements(env: Environment, a: AppDoc, node_ids: Mapping[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for key, spec in a.members.items():
         ids = []
@@ -112,7 +113,7 @@ class ProjectApps(pulumi.ComponentResource):
         super().__init__("gpuaas:index:ProjectApps", project_id, None, None)
 
 
-def declare_apps(env: Environment, settings: StackSettings, node_ids: dict[str, Any]) -> dict[str, Any]:
+def declare_apps(env: Environment, settings: StackSettings, node_ids: Mapping[str, Any]) -> dict[str, Any]:
     outputs: dict[str, Any] = {}
     parents: dict[str, ProjectApps] = {}
     declared: dict[str, AppInstance] = {}
@@ -143,6 +144,6 @@ def member_machines(env: Environment) -> set[str]:
             if (m := node_machine(env, n)) is not None}
 
 
-def build_apps(env: Environment, settings: StackSettings, node_ids: dict[str, pulumi.Output[Any]]) -> AppsResult:
+def build_apps(env: Environment, settings: StackSettings, node_ids: Mapping[str, pulumi.Output[Any]]) -> AppsResult:
     """Members bind to machines by `node_ids` (hostname -> platform node id, from the machines area)."""
     return AppsResult(declare_apps(env, settings, node_ids) if env.app_instances else {})

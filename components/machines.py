@@ -9,7 +9,7 @@ contract, the environment document is not.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Protocol, cast
@@ -60,7 +60,7 @@ class SiteOutputs(Protocol):
 class MachinesResult:
     outputs: dict[str, Any]
     """Stack outputs of the machines area."""
-    node_ids: dict[str, pulumi.Output[Any]]
+    node_ids: NodeIds
     """hostname -> Output of the platform node id it enrolled as (reading it depends on the machine)."""
     identities: dict[str, pulumi.Output[Any]] = field(default_factory=dict)
     """machine hostname -> Output of {system_id, deploy_fingerprint} once it is deployed, for the machines that
@@ -305,26 +305,58 @@ def declare_machines(env: Environment, settings: StackSettings, sites: SiteOutpu
 _SUMMARY_FIELDS = ("system_id", "status", "outcome", "node_id")
 
 
-def _summary_records(records: dict[str, Any] | None) -> dict[str, dict[str, Any]]:
+def _summary_records(records: Mapping[str, Any] | None) -> dict[str, dict[str, Any]]:
+    # a dict, not a read-only mapping: the SDK turns a stack output's other mappings into lists of their keys
     return {
         host: {k: rec[k] for k in _SUMMARY_FIELDS if isinstance(rec, dict) and rec.get(k) is not None}
         for host, rec in (records or {}).items()
     }
 
 
+class NodeIds(Mapping[str, pulumi.Output[Any]]):
+    """hostname -> Output of the platform node id its machine enrolled as, made when asked: the apps area asks
+    for its members only, and an Output per machine costs the program milliseconds each at fleet scale."""
+
+    def __init__(self, machines: Mapping[str, Any], pool_of: Mapping[str, str | None]) -> None:
+        self._machines, self._pool_of = machines, dict(pool_of)
+        self._made: dict[str, pulumi.Output[Any]] = {}
+
+    def __getitem__(self, hostname: str) -> pulumi.Output[Any]:
+        pool = self._pool_of[hostname]
+        if hostname not in self._made:
+            self._made[hostname] = (self._machines[hostname]["node_id"] if pool is None else
+                                    self._machines[f"pool:{pool}"].apply(lambda s: ((s or {}).get(hostname) or {})
+                                                                         .get("node_id")))
+        return self._made[hostname]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._pool_of)
+
+    def __len__(self) -> int:
+        return len(self._pool_of)
+
+    def output(self) -> pulumi.Output[dict[str, Any]]:
+        """The whole map as one Output (the site stack's `node_ids` output), from one Output per pool."""
+        standalone = [h for h, pool in self._pool_of.items() if pool is None]
+        pools = sorted({p for p in self._pool_of.values() if p is not None})
+
+        def merge(args: list[Any]) -> dict[str, Any]:  # a dict: a stack output's other mappings become key lists
+            ids = dict(zip(standalone, args[: len(standalone)], strict=True))
+            for records in args[len(standalone):]:
+                ids.update({h: (r or {}).get("node_id") for h, r in (records or {}).items()})
+            return {h: ids.get(h) for h in self._pool_of}
+
+        return pulumi.Output.all(*(self._machines[h]["node_id"] for h in standalone),
+                                 *(self._machines[f"pool:{p}"] for p in pools)).apply(merge)
+
+
 def build_machines(env: Environment, settings: StackSettings, sites: SiteOutputs) -> MachinesResult:
     """The machines area: its stack outputs and each machine's node id output (the apps area binds
     members with them)."""
     if not env.machines:
-        return MachinesResult(outputs={}, node_ids={})
+        return MachinesResult(outputs={}, node_ids=NodeIds({}, {}))
     identities: dict[str, pulumi.Output[Any]] = {}
     machines = declare_machines(env, settings, sites, identities)
-    node_ids: dict[str, pulumi.Output[Any]] = {}
-    for m in env.machines:
-        if m.pool is None and m.hostname in machines:
-            node_ids[m.hostname] = machines[m.hostname]["node_id"]
-        elif f"pool:{m.pool}" in machines:
-            node_ids[m.hostname] = machines[f"pool:{m.pool}"].apply(
-                lambda s, h=m.hostname: ((s or {}).get(h) or {}).get("node_id")
-            )
-    return MachinesResult(outputs=machines, node_ids=node_ids, identities=identities)
+    pool_of = {m.hostname: m.pool for m in env.machines
+               if (m.pool is None and m.hostname in machines) or f"pool:{m.pool}" in machines}
+    return MachinesResult(outputs=machines, node_ids=NodeIds(machines, pool_of), identities=identities)

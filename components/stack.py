@@ -14,6 +14,7 @@ ids read from the site stacks (`referenced_node_ids`) instead of `machines.node_
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from environments import Environment
@@ -42,7 +43,7 @@ def declare_environment(env: Environment, settings: StackSettings) -> dict[str, 
     """Every resource of the environment (of the stack's part); returns the stack outputs."""
     part = settings.part
     outputs: dict[str, Any] = {"environment": env.name, "tier": env.tier.value, "summary": _summary(env)}
-    node_ids: dict[str, Any] = {}
+    node_ids: Mapping[str, Any] = {}
     identities: dict[str, Any] = {}
     if part.kind is not PartKind.CONTROL:
         sites = build_sites(env, settings)
@@ -52,7 +53,7 @@ def declare_environment(env: Environment, settings: StackSettings) -> dict[str, 
             outputs["machines"] = machines.outputs
         node_ids, identities = machines.node_ids, machines.identities
         if part.kind is PartKind.SITE:
-            outputs[NODE_IDS] = node_ids
+            outputs[NODE_IDS] = machines.node_ids.output()
             if identities:
                 outputs[MACHINE_IDENTITIES] = identities
     else:
