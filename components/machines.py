@@ -290,7 +290,8 @@ def declare_machines(env: Environment, settings: StackSettings, sites: SiteOutpu
             continue
         specs = _pool_specs(env, sites, pool.site, members)
         name = f"pool-{pool.name}"
-        props = {"pool": pool.name, "machines": specs.apply(lambda p: p["machines"]),
+        # the input itself a dict (transformations and mocks may copy it; a mapping proxy can't be copied)
+        props = {"pool": pool.name, "machines": specs.apply(lambda p: dict(p["machines"])),
                  "template": specs.apply(lambda p: p["template"]),
                  **_props(env, settings, sites, pool.site, pool.profile), "owner": _owner(name)}
         resource = MachinePool(name, props, _options(parents, pool.site, protect))

@@ -23,7 +23,7 @@ from tests.convergence.world import (
     rotate_platform_tokens,
 )
 
-pytestmark = pytest.mark.slow(seconds=90)
+pytestmark = pytest.mark.slow(seconds=170)
 
 
 def test_erase_mode_tampered_bundle_and_a_lost_enrollment_each_converge_in_one_up(

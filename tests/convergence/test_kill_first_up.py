@@ -11,7 +11,7 @@ import pytest
 from tests.convergence.kill import Stage, converge, stage, staged, stages, step_name
 from tests.convergence.world import World
 
-pytestmark = pytest.mark.slow(seconds=415)
+pytestmark = pytest.mark.slow(seconds=700)
 
 
 def test_kill_at_every_step_of_a_first_up(engine_factory: Any, tmp_path_factory: Any,

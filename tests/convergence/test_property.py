@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 
 from tests.convergence.world import ACTIONS, Action, World
 
-pytestmark = pytest.mark.slow(seconds=420)
+pytestmark = pytest.mark.slow(seconds=600)
 
 EXAMPLES = int(os.environ.get("GPUAAS_PROPERTY_EXAMPLES", "4"))
 
