@@ -36,14 +36,23 @@ _lock = threading.Lock()
 _held: dict[str, set[str]] = {}  # key -> system_ids holding (or reserving) a slot in this process
 
 
-@dataclass
-class _Lease:
-    """One key's lease as this process holds it: the ids written to Vault, renewed together."""
+@dataclass(frozen=True)
+class _Taker:
+    """The provider call that took a slot: its SlotLease counts the Vault requests made for the slot (the
+    call reports them when it ends, after giving its slots back) and its log gets the renewal's news."""
 
     lease: SlotLease
-    limit: int
     log: Callable[[str], None]
-    granted: set[str] = field(default_factory=set)
+
+
+@dataclass
+class _Lease:
+    """One key's lease as this process holds it: the ids written to Vault, renewed together. Each id keeps
+    the call that took it: several calls of one process (a pool and a standalone machine, each with its own
+    SlotLease) share the key, and a write is counted by a call that has not reported yet."""
+
+    granted: dict[str, _Taker] = field(default_factory=dict)
+    limit: int = 0  # batch_max_parallel as the latest take saw it
     lock: threading.Lock = field(default_factory=threading.Lock)  # this process's Vault ops on the key
     next_renewal: float = 0.0  # time.monotonic() of the next renewal (set when it first holds a slot)
 
@@ -67,20 +76,18 @@ def try_take(
         held.add(system_id)  # reserved: the other pools of this process count it from now
         entry = None
         if lease is not None:
-            entry = _leases.get(key)
-            if entry is None:
-                entry = _leases[key] = _Lease(lease, limit, log)
-            entry.lease, entry.limit, entry.log = lease, limit, log  # the latest call's client
-    if entry is None:
+            entry = _leases.setdefault(key, _Lease())
+            entry.limit = limit
+    if entry is None or lease is None:
         return True
     ok = False
     try:
         with entry.lock:
-            ok = entry.lease.take(system_id, limit)
+            ok = lease.take(system_id, limit)
             if ok:
                 if not entry.granted:
-                    entry.next_renewal = time.monotonic() + entry.lease.times.renew_s
-                entry.granted.add(system_id)
+                    entry.next_renewal = time.monotonic() + lease.times.renew_s
+                entry.granted[system_id] = _Taker(lease, log)
     finally:
         if not ok:
             with _lock:
@@ -101,10 +108,12 @@ def give_back(key: str, system_ids: Iterable[str]) -> None:
     if entry is None:
         return
     with entry.lock:
-        mine = ids & entry.granted
-        entry.granted -= mine
-        if mine:
-            entry.lease.give_back(mine)
+        by_lease: dict[int, tuple[SlotLease, set[str]]] = {}
+        for s in ids & entry.granted.keys():
+            taker = entry.granted.pop(s)
+            by_lease.setdefault(id(taker.lease), (taker.lease, set()))[1].add(s)
+        for lease, mine in by_lease.values():
+            lease.give_back(mine)
 
 
 def held(key: str) -> int:
@@ -135,25 +144,35 @@ def _renew_loop() -> None:
         due = [e for e in entries if e.next_renewal <= now]
         for e in due:
             renew_now(e)
-            e.next_renewal = time.monotonic() + e.lease.times.renew_s
+            e.next_renewal = time.monotonic() + _renew_s(e)
         if not due:
             _wake.wait(min(e.next_renewal for e in entries) - now)
             _wake.clear()
 
 
+def _renew_s(e: _Lease) -> float:
+    with e.lock:
+        taker = next(reversed(e.granted.values()), None)
+    return taker.lease.times.renew_s if taker is not None else 0.0
+
+
 def renew_now(e: _Lease) -> None:
+    """One CAS write for every holder of the key in this process, made through (and counted by) the call
+    that took the latest slot: it still holds one, so it has not reported its cost yet (a call gives its
+    slots back, under this lock, before it reports)."""
     with e.lock:
         if not e.granted:
             return
+        taker = next(reversed(e.granted.values()))
         try:
-            lost = e.lease.renew(set(e.granted), e.limit)
+            lost = taker.lease.renew(set(e.granted), e.limit)
         except LeaseUnavailable as err:
-            e.log(f"slot lease not renewed ({len(e.granted)} holder(s); they expire after "
-                  f"{e.lease.times.ttl_s:.0f} s without a renewal): {err}")
+            taker.log(f"slot lease not renewed ({len(e.granted)} holder(s); they expire after "
+                      f"{taker.lease.times.ttl_s:.0f} s without a renewal): {err}")
             return
     if lost:
-        e.log(f"slot lease lost for {sorted(lost)} ({e.lease.where}): the entries expired and the slots were "
-              "taken by another run; these machines' heavy stages go on, over the bound until they end")
+        taker.log(f"slot lease lost for {sorted(lost)} ({taker.lease.where}): the entries expired and the slots "
+                  "were taken by another run; these machines' heavy stages go on, over the bound until they end")
 
 
 def cost_line(lease: SlotLease) -> str | None:

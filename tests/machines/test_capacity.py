@@ -122,6 +122,31 @@ def test_the_process_renewer_keeps_held_slots_alive_and_stops_when_nothing_is_he
     assert not logs, logs
 
 
+def test_each_write_is_counted_by_a_call_that_has_not_reported_yet() -> None:
+    """Two provider calls of one process (a standalone machine and a pool, each with its own SlotLease) share
+    the key. The first takes, then the second, then the first again; the first gives back and reports; the
+    renewal and the second's give-back must land in the second's counts, not the first's (whose report is
+    already written): the sum of the reports is every write to Vault. Before, the renewal went through the
+    latest call to ask (CI of stop 34: a renewal mid-flight when its call reported, 16 writes of 17)."""
+    store = FakeCas()
+    times = LeaseTimes(ttl_s=0.6, renew_s=0.1)
+    first, second = (SlotLease(store, "leases/attr/p", "proc", times) for _ in range(2))
+    assert capacity.try_take("attr-test", "m1", 3, first, print)
+    assert capacity.try_take("attr-test", "m2", 3, second, print)
+    assert capacity.try_take("attr-test", "m3", 3, first, print)
+    capacity.give_back("attr-test", ["m1", "m3"])
+    reported = first.stats.writes
+    before = second.stats.renewals
+    deadline = time.monotonic() + 3
+    while second.stats.renewals == before and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert second.stats.renewals > before, "m2's renewal is the second call's"
+    capacity.give_back("attr-test", ["m2"])
+    assert first.stats.writes == reported, "nothing is counted by a call after it reported"
+    assert first.stats.writes + second.stats.writes == store.writes
+    assert store.holders("leases/attr/p") == {}
+
+
 def test_a_vault_restart_is_ridden_out(world_factory: Callable[..., World]) -> None:
     w = world_factory()
 
