@@ -168,6 +168,8 @@ def measure(n: int) -> dict[str, Any]:
             counts = world.maas.admin.request_counts()
             top = sorted(((v, f"{h}.{a}") for h, acts in counts.items() for a, v in acts.items()), reverse=True)[:12]
             peak = max((x.get("busy", 0) for x in world.maas.admin.peak_concurrency().values()), default=0)
+            busy_s = sum(world.maas.admin.busy_seconds().values())
+            pool_s = next(s.finished_s - s.started_s for s in first.steps if s.type.endswith(":MachinePool"))
             export = engine.export()
             if os.environ.get("BENCH_EXPORT_DIR"):  # keep the stack export to see where the bytes go
                 Path(os.environ["BENCH_EXPORT_DIR"], f"export-{n}.json").write_text(json.dumps(export, indent=1))
@@ -189,6 +191,7 @@ def measure(n: int) -> dict[str, Any]:
         "state_by_kind": ", ".join(f"{k} {v / n / 1024:.2f}" for k, v in sorted(kinds.items(), key=lambda kv: -kv[1])),
         "noop_s": noop, "noop_update_s": noop_update, "preview_s": preview, "refresh_s": refresh,
         "refresh_requests": refresh_requests, "sim_cpu": sim_cpu, "rest_cpu": rest_cpu, "validate_s": validate_s,
+        "busy_s": busy_s, "pool_s": pool_s,
         "top_requests": ", ".join(f"{name} {v / n:.1f}" for v, name in top),
         "profiles": {name: where_time_goes(run) for name, run in (
             ("first up", first), ("no-op up", noop_run), ("no-op update", noop_update_run),
@@ -221,6 +224,10 @@ def main() -> int:
             "refresh": TARGETS["refresh_s"] / max(r["refresh_s"], 1e-9),
         }
         print(f"    one machine's lifecycle {r['t_machine']:.2f} s; environment validation {r['validate_s']:.2f} s")
+        print(f"    MAAS heavy stages: {r['busy_s']:.0f} machine-seconds ({r['busy_s'] / r['n']:.2f} s per machine); "
+              f"the {r['p']} slots were {r['busy_s'] / (r['p'] * r['pool_s']):.1%} occupied over the pool's create "
+              f"({r['pool_s']:.1f} s; the rest of the first up, {r['wall'] - r['pool_s']:.1f} s, is the CLI, the "
+              "program and the resources the pool waits for)")
         print(f"    state KB per machine by resource type: {r['state_by_kind']}")
         print(f"    MAAS requests per machine, largest: {r['top_requests']}")
         print(f"    first up CPU: simulators {r['sim_cpu']:.0f} s, runner+CLI+provider {r['rest_cpu']:.0f} s, "

@@ -134,6 +134,10 @@ class AdminClient:
         """{site: {"commissioning": n, "deploying": n, "busy": n}} peaks since start/reset."""
         return {site: v["peak"] for site, v in self.stats()["concurrency"].items()}
 
+    def busy_seconds(self) -> dict[str, float]:
+        """{site: machine-seconds spent commissioning, testing or deploying} since start/reset."""
+        return {site: float(v["busy_seconds"]) for site, v in self.stats()["concurrency"].items()}
+
     def reset_stats(self) -> None:
         self._call("POST", "stats/reset")
 

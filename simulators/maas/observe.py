@@ -4,6 +4,7 @@ action, and the peak number of machines concurrently commissioning or deploying 
 from __future__ import annotations
 
 import threading
+import time
 from collections import Counter
 from typing import Any
 
@@ -23,6 +24,16 @@ class Stats:
         self._requests: Counter[tuple[str, str]] = Counter()
         self._current: Counter[tuple[str, str]] = Counter()
         self._peak: Counter[tuple[str, str]] = Counter()
+        # Machine-seconds in heavy stages per site since start/reset (benchmarks: how full the profile's
+        # batch_max_parallel slots were kept, against P x the run's wall).
+        self._busy_s: dict[str, float] = {}
+        self._busy_at: dict[str, float] = {}
+
+    def _accrue(self, site: str) -> None:
+        now = time.monotonic()
+        busy = self._current[(site, "busy")]
+        self._busy_s[site] = self._busy_s.get(site, 0.0) + busy * (now - self._busy_at.get(site, now))
+        self._busy_at[site] = now
 
     def count_request(self, handler: str, action: str) -> None:
         with self._lock:
@@ -34,6 +45,7 @@ class Stats:
         if old_kind == new_kind:
             return
         with self._lock:
+            self._accrue(site)
             if old_kind:
                 self._current[(site, old_kind)] -= 1
                 self._current[(site, "busy")] -= 1
@@ -47,6 +59,8 @@ class Stats:
         with self._lock:
             self._requests.clear()
             self._peak = Counter({k: v for k, v in self._current.items() if v > 0})
+            self._busy_s.clear()
+            self._busy_at = dict.fromkeys(self._busy_at, time.monotonic())
 
     def requests(self) -> dict[str, dict[str, int]]:
         with self._lock:
@@ -55,13 +69,16 @@ class Stats:
                 out.setdefault(handler, {})[action] = n
             return out
 
-    def concurrency(self) -> dict[str, dict[str, dict[str, int]]]:
+    def concurrency(self) -> dict[str, dict[str, Any]]:
         with self._lock:
             sites = {s for s, _ in self._peak} | {s for s, _ in self._current}
+            for site in sites:
+                self._accrue(site)
             return {
                 site: {
                     "peak": {k: self._peak[(site, k)] for k in ("commissioning", "deploying", "busy")},
                     "current": {k: self._current[(site, k)] for k in ("commissioning", "deploying", "busy")},
+                    "busy_seconds": round(self._busy_s.get(site, 0.0), 3),
                 }
                 for site in sorted(sites)
             }

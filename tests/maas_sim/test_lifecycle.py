@@ -95,10 +95,15 @@ def test_lifecycles_from_thread_pool_workers(maas_sim_factory) -> None:
         machine.release(**WAIT)
         return hostname, deployed, machine.status_name
 
+    started = time.monotonic()
     with ThreadPoolExecutor(max_workers=4) as pool:
         results = list(pool.map(lifecycle, hostnames))
+    elapsed = time.monotonic() - started
     assert results == [(h, "Deployed", "Ready") for h in hostnames]
     peaks = sim.admin.peak_concurrency()
+    busy = sim.admin.busy_seconds()  # machine-seconds deploying (the bench's slot occupancy)
+    assert set(busy) == {"site-a", "site-b"}
+    assert all(0 < busy[s] <= peaks[s]["busy"] * elapsed for s in busy), (busy, peaks, elapsed)
     assert set(peaks) == {"site-a", "site-b"}
     assert all(1 <= p["deploying"] <= 4 for p in peaks.values())
     counts = sim.admin.request_counts()
