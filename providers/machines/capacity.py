@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from clients.maas import MaasStatus
@@ -67,35 +67,42 @@ def try_take(
 ) -> bool:
     """Take a slot for `system_id` if the profile has one free here and in the lease document.
     Raises LeaseUnavailable when Vault cannot say (the caller fails the machine; no slot is assumed)."""
+    return system_id in try_take_many(key, [system_id], limit, lease, log)
+
+
+def try_take_many(
+    key: str, system_ids: Sequence[str], limit: int, lease: SlotLease | None, log: Callable[[str], None] = print
+) -> set[str]:
+    """The ids that hold a slot now: those that held one already, then, in order, as many of the others as
+    the profile has free here and in the lease document (one lease write for all of them).
+    Raises LeaseUnavailable when Vault cannot say (no slot is assumed for the ids not already holding)."""
     with _lock:
         held = _held.setdefault(key, set())
-        if system_id in held:
-            return True
-        if len(held) >= limit:
-            return False
-        held.add(system_id)  # reserved: the other pools of this process count it from now
+        already = {s for s in system_ids if s in held}
+        want = [s for s in dict.fromkeys(system_ids) if s not in held][: max(0, limit - len(held))]
+        held.update(want)  # reserved: the other pools of this process count them from now
         entry = None
-        if lease is not None:
+        if lease is not None and want:
             entry = _leases.setdefault(key, _Lease())
             entry.limit = limit
     if entry is None or lease is None:
-        return True
-    ok = False
+        return already | set(want)
+    ok: set[str] = set()
     try:
         with entry.lock:
-            ok = lease.take(system_id, limit)
+            ok = lease.take_many(want, limit)
             if ok:
                 if not entry.granted:
                     entry.next_renewal = time.monotonic() + lease.times.renew_s
-                entry.granted[system_id] = _Taker(lease, log)
+                for s in ok:
+                    entry.granted[s] = _Taker(lease, log)
     finally:
-        if not ok:
-            with _lock:
-                held.discard(system_id)
+        with _lock:
+            held.difference_update(set(want) - ok)
     if ok:
         _ensure_renewer()
         _wake.set()
-    return ok
+    return already | ok
 
 
 def give_back(key: str, system_ids: Iterable[str]) -> None:

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import random
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
 
@@ -113,22 +113,27 @@ class SlotLease:
     # ------------------------------------------------------------------------------------------
     def take(self, system_id: str, limit: int) -> bool:
         """True when `system_id` holds one of the `limit` slots (written to Vault)."""
-        self.stats.takes += 1
-        granted = False
+        return system_id in self.take_many([system_id], limit)
+
+    def take_many(self, system_ids: Sequence[str], limit: int) -> set[str]:
+        """The ids (in order, while slots are free) that now hold one of the `limit` slots: one CAS write for
+        all of them (a wave of 64 machines took 64 writes one after another: 2.1 s at its start)."""
+        self.stats.takes += len(system_ids)
+        granted: set[str] = set()
 
         def change(doc: LeaseDoc, now: datetime) -> LeaseDoc | None:
-            nonlocal granted
-            mine = doc.holders.get(system_id)
-            if mine is None and len(doc.holders) >= limit:
-                granted = False
-                return None  # full: nothing to write
-            granted = True
-            doc.holders[system_id] = Holder(holder=self.holder, expires_at=now + timedelta(seconds=self.times.ttl_s))
-            return doc
+            granted.clear()
+            for s in system_ids:
+                if s not in doc.holders and len(doc.holders) >= limit:
+                    continue  # full for this one (an id already holding only renews its entry)
+                granted.add(s)
+                doc.holders[s] = Holder(holder=self.holder, expires_at=now + timedelta(seconds=self.times.ttl_s))
+            return doc if granted else None  # full: nothing to write
 
-        ok = self._update(change, reclaim=True) and granted
-        self.stats.granted += ok
-        return ok
+        ok = self._update(change, reclaim=True)
+        out = granted if ok else set()
+        self.stats.granted += len(out)
+        return set(out)
 
     def give_back(self, system_ids: Iterable[str]) -> None:
         ids = set(system_ids)
