@@ -52,6 +52,9 @@ def scaled_environment(tmp: Path, n: int, p: int) -> tuple[Path, Path]:
     machines, no app instances; `racked` also has one spare machine (the single-machine measurement)."""
     doc = yaml.safe_load((REPO / "environments" / "local.yaml").read_text())
     doc["sites"][0]["profiles"][0]["batch_max_parallel"] = p
+    # The policy's default token TTL (local's 900 s is one simulated deploy: it expires at --time-scale 0.01,
+    # where the platform simulator's clock, at 0.01, runs as fast as MAAS's).
+    doc["sites"][0]["profiles"][0]["enrollment_token_ttl_seconds"] = 3600
     doc["machine_pools"] = [{"name": "bench", "site": "local", "profile": "h200-lab"}]
 
     def machine(i: int, hostname: str, pool: str | None) -> dict[str, Any]:

@@ -192,11 +192,12 @@ def _spec_output(env: Environment, sites: SiteOutputs, m: MachineDoc) -> pulumi.
 def _pool_specs(env: Environment, sites: SiteOutputs, site: str,
                 members: tuple[MachineDoc, ...]) -> pulumi.Output[Mapping[str, Any]]:
     """A pool's `machines` and `template` inputs, from one Output (issue 29: an Output per machine cost the
-    program ~10 ms of the SDK's asyncio machinery each, most of a 1,024-machine preview), as read-only
-    mappings (the SDK lifts each leaf of a dict an apply returns into an Output of its own; a Mapping that is
-    not a dict it passes as it is, and serialises like a dict). One JSON string per machine
-    (PoolInputs.machines: the SDK pays per leaf at every gRPC hop), each written against the pool's first
-    machine, the template: what they share is stored once."""
+    program ~10 ms of the SDK's asyncio machinery each, most of a 1,024-machine preview). The intermediate
+    value is a read-only mapping: the SDK lifts each leaf of a dict an apply returns into an Output of its
+    own, and passes a Mapping that is not a dict as it is. The resource's `machines` input is a plain dict
+    again (the caller's `dict(...)`: a policy pack's transformation deep-copies inputs, and a mapping proxy
+    cannot be copied). One JSON string per machine (PoolInputs.machines: the SDK pays per leaf at every gRPC
+    hop), each written against the pool's first machine, the template: what they share is stored once."""
     names = {env.machine_bundle(m).name for m in members}
     names |= {v for m in members if (v := validation_bundle_name(env, m))}
     bundles = pulumi.Output.all(**{n: sites.bundle(n) for n in sorted(names)})

@@ -18,8 +18,6 @@ from __future__ import annotations
 
 import ipaddress
 import json
-import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -30,6 +28,7 @@ import yaml
 from preview_note import StackPreview, parse_preview, render_note
 from simulators.localstack import LocalStack
 from tests.fixtures.maas_counts import deploy_counts, machines_by_host
+from tests.stack.maas_sampler import MaasSampler
 
 REPO = Path(__file__).resolve().parents[2]
 POOL_B, POOL_A = "dal1-h200-b", "dal1-h200-a"
@@ -87,27 +86,6 @@ def _changed(preview: Any) -> dict[str, str]:
     return {u.rsplit("::", 1)[-1]: op.value for u, op in preview.ops().items() if op.value != "same"}
 
 
-class _PeakSampler:
-    """Samples MAAS while `up` runs: the most machines in slot stages at once."""
-
-    def __init__(self, world: LocalStack) -> None:
-        self.world, self.peak, self._stop = world, 0, threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            self.peak = max(self.peak, sum(s in DEPLOYING for s in _statuses(self.world).values()))
-            time.sleep(0.05)
-
-    def __enter__(self) -> _PeakSampler:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join()
-
-
 def test_prod_site_note_says_exactly_what_up_then_does_in_maas(
         engine_factory: Any, world: tuple[LocalStack, Path, dict[str, Any], dict[str, Any]], tmp_path: Path) -> None:
     stack, env_file, declared, with_joiners = world
@@ -162,13 +140,13 @@ def test_prod_site_note_says_exactly_what_up_then_does_in_maas(
     assert "may redeploy" not in note and f"`{POOL_A}`" not in note, note
 
     before = (deploy_counts(stack.maas, "hostname"), _links(stack), _statuses(stack))
-    with _PeakSampler(stack) as sampler:
+    with MaasSampler(stack, lambda ms: sum(m["status_name"] in DEPLOYING for m in ms.values()), 0.05) as sampler:
         up = engine.up(timeout=900)
     assert up.ok, up.errors()
     deploys = deploy_counts(stack.maas, "hostname")
     assert {h for h in deploys if deploys[h] > before[0].get(h, 0)} == set(pool_b)
     assert all(deploys[h] == before[0][h] + 1 for h in pool_b), "each redeployed once"
-    assert 0 < sampler.peak <= 16, sampler.peak
+    assert 0 < max(sampler.samples) <= 16, max(sampler.samples)
     assert _links(stack) == before[1], "a redeploy keeps the machines' RoCE addresses"
     assert all(s == "Deployed" for h, s in _statuses(stack).items() if h in dal1 | JOINER_NAMES)
     assert engine.preview(expect_no_changes=True).ok

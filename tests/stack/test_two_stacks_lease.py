@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import itertools
 import re
-import threading
 import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -22,6 +21,7 @@ import pytest
 import yaml
 
 from simulators.localstack import LocalStack
+from tests.stack.maas_sampler import MaasSampler
 from tests.stack.test_machines_engine import REPO, maas_machines
 
 MAAS_SCALE = 2e-3
@@ -61,23 +61,14 @@ def _env(tmp_path: Path, stack: str, machines: bool = True) -> Path:
     return path
 
 
-class Sampler(threading.Thread):
-    """MAAS every 10 ms: the profile's machines in heavy stages, per stack."""
-
-    def __init__(self, w: LocalStack) -> None:
-        super().__init__(daemon=True)
-        self.world, self.stop = w, threading.Event()
-        self.samples: list[tuple[int, int]] = []
-
-    def run(self) -> None:
-        while not self.stop.is_set():
-            heavy = {h for h, m in maas_machines(self.world).items() if m["status_name"] in HEAVY}
-            self.samples.append(tuple(len(heavy & set(STACKS[s])) for s in ("a", "b")))  # type: ignore[arg-type]
-            time.sleep(0.01)
-
-
 LEASE_LINE = re.compile(r"slot lease \S+: (\d+) takes \((\d+) granted\), (\d+) give-backs, (\d+) renewals; "
                         r"(\d+) reads, (\d+) writes, (\d+) CAS conflicts")
+
+
+def _heavy_by_stack(machines: dict[str, dict[str, Any]]) -> tuple[int, int]:
+    """The profile's machines in heavy stages, per stack."""
+    heavy = {h for h, m in machines.items() if m["status_name"] in HEAVY}
+    return len(heavy & set(STACKS["a"])), len(heavy & set(STACKS["b"]))
 
 
 def _lease_cost(results: dict[str, Any]) -> dict[str, int]:
@@ -113,7 +104,7 @@ def test_two_stacks_at_once_never_exceed_batch_max_parallel(
     kv.create_or_update_secret(path=LEASE, mount_point="gpuaas", secret={"holders": {
         f"gate-{i}": {"holder": "test-gate", "expires_at": until} for i in (1, 2)}})
     world.maas.admin.reset_stats()
-    sampler = Sampler(world)
+    sampler = MaasSampler(world, _heavy_by_stack)
     sampler.start()
     started = time.monotonic()
     runs = {s: e.start_up() for s, e in engines.items()}  # together: two CLIs, two provider processes each
