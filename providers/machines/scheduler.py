@@ -1,3 +1,4 @@
+# size: the scheduling loop and the batch_max_parallel slot bookkeeping it runs every tick, read together
 """Drives many machines through the lifecycle table at once, inside one provider call.
 
 The scheduler only schedules: which machine runs a step now (a free `batch_max_parallel` slot,
