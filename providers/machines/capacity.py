@@ -53,6 +53,7 @@ class _Lease:
 
     granted: dict[str, _Taker] = field(default_factory=dict)
     limit: int = 0  # batch_max_parallel as the latest take saw it
+    renew_s: float = 0.0  # the renewal period, as the latest take's lease times say
     lock: threading.Lock = field(default_factory=threading.Lock)  # this process's Vault ops on the key
     next_renewal: float = 0.0  # time.monotonic() of the next renewal (set when it first holds a slot)
 
@@ -84,7 +85,7 @@ def try_take_many(
         entry = None
         if lease is not None and want:
             entry = _leases.setdefault(key, _Lease())
-            entry.limit = limit
+            entry.limit, entry.renew_s = limit, lease.times.renew_s
     if entry is None or lease is None:
         return already | set(want)
     ok: set[str] = set()
@@ -93,7 +94,7 @@ def try_take_many(
             ok = lease.take_many(want, limit)
             if ok:
                 if not entry.granted:
-                    entry.next_renewal = time.monotonic() + lease.times.renew_s
+                    entry.next_renewal = time.monotonic() + entry.renew_s
                 for s in ok:
                     entry.granted[s] = _Taker(lease, log)
     finally:
@@ -151,16 +152,10 @@ def _renew_loop() -> None:
         due = [e for e in entries if e.next_renewal <= now]
         for e in due:
             renew_now(e)
-            e.next_renewal = time.monotonic() + _renew_s(e)
+            e.next_renewal = time.monotonic() + e.renew_s
         if not due:
             _wake.wait(min(e.next_renewal for e in entries) - now)
             _wake.clear()
-
-
-def _renew_s(e: _Lease) -> float:
-    with e.lock:
-        taker = next(reversed(e.granted.values()), None)
-    return taker.lease.times.renew_s if taker is not None else 0.0
 
 
 def renew_now(e: _Lease) -> None:

@@ -130,10 +130,9 @@ class SlotLease:
                 doc.holders[s] = Holder(holder=self.holder, expires_at=now + timedelta(seconds=self.times.ttl_s))
             return doc if granted else None  # full: nothing to write
 
-        ok = self._update(change, reclaim=True)
-        out = granted if ok else set()
+        out = set(granted) if self._update(change, reclaim=True) else set()
         self.stats.granted += len(out)
-        return set(out)
+        return out
 
     def give_back(self, system_ids: Iterable[str]) -> None:
         ids = set(system_ids)

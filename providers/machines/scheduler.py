@@ -354,20 +354,16 @@ class Scheduler:
                 continue
             except LeaseUnavailable as e:  # counted per machine, as its own take would (MCH028 at the last)
                 for m in machines:
-                    m.sched.lease_failures += 1
-                    self.ctx.log(f"{m.rec.spec.hostname}: {e} (attempt {m.sched.lease_failures}/{LEASE_ATTEMPTS}, "
-                                 "will retry)")
+                    self._lease_failed(m, e)
                     skip.add(id(m))
-                with self._lock:
-                    self._full[key] = self.ctx.clock() + max(FULL_RETRY_S, self.ctx.deadlines.poll_initial_s)
+                self._full_for_now(key)
                 continue
             for m in machines:
                 m.sched.holds_slot = m.rec.system_id in granted
                 if not m.sched.holds_slot:
                     skip.add(id(m))
             if len(granted) < len(ids) and lease is not None and capacity.held(key) < limit:
-                with self._lock:  # the lease is full (another process holds the rest): re-read it later
-                    self._full[key] = self.ctx.clock() + max(FULL_RETRY_S, self.ctx.deadlines.poll_initial_s)
+                self._full_for_now(key)  # the lease is full (another process holds the rest): re-read it later
         return [m for m in ready if id(m) not in skip]
 
     def _take_slot(self, m: _Machine) -> bool:
@@ -386,16 +382,25 @@ class Scheduler:
             self.ctx.log(f"{m.rec.spec.hostname}: could not check an expired slot holder in MAAS: {e} (will retry)")
             return False
         except LeaseUnavailable as e:  # a Vault restart is ridden out; a Vault that stays away is MCH028
-            m.sched.lease_failures += 1
-            if m.sched.lease_failures >= LEASE_ATTEMPTS:
-                raise LeaseUnavailable(f"{e} ({m.sched.lease_failures} attempts)") from None
-            self.ctx.log(f"{spec.hostname}: {e} (attempt {m.sched.lease_failures}/{LEASE_ATTEMPTS}, will retry)")
+            self._lease_failed(m, e)
             ok = False
         m.sched.holds_slot = ok
         if not ok:
-            with self._lock:
-                self._full[key] = self.ctx.clock() + max(FULL_RETRY_S, self.ctx.deadlines.poll_initial_s)
+            self._full_for_now(key)
         return ok
+
+    def _lease_failed(self, m: _Machine, e: LeaseUnavailable) -> None:
+        """A take that could not reach the lease: counted against the machine's LEASE_ATTEMPTS and said; the
+        last raises (its step fails the machine with MCH028; the batch in _grant_slots never asks for it)."""
+        m.sched.lease_failures += 1
+        if m.sched.lease_failures >= LEASE_ATTEMPTS:
+            raise LeaseUnavailable(f"{e} ({m.sched.lease_failures} attempts)") from None
+        self.ctx.log(f"{m.rec.spec.hostname}: {e} (attempt {m.sched.lease_failures}/{LEASE_ATTEMPTS}, will retry)")
+
+    def _full_for_now(self, key: str) -> None:
+        """Ask the lease of `key` again only after FULL_RETRY_S (at once if this process frees a slot)."""
+        with self._lock:
+            self._full[key] = self.ctx.clock() + max(FULL_RETRY_S, self.ctx.deadlines.poll_initial_s)
 
     def _log_lease_cost(self, machines: list[_Machine]) -> None:
         """The Vault requests the slot lease cost this call (docs/machines.md quotes the figures)."""

@@ -27,8 +27,7 @@ import yaml
 
 from preview_note import StackPreview, parse_preview, render_note
 from simulators.localstack import LocalStack
-from tests.fixtures.maas_counts import deploy_counts, machines_by_host
-from tests.stack.maas_sampler import MaasSampler
+from tests.fixtures.maas_counts import MaasSampler, deploy_counts, machines_by_host
 
 REPO = Path(__file__).resolve().parents[2]
 POOL_B, POOL_A = "dal1-h200-b", "dal1-h200-a"
@@ -140,7 +139,7 @@ def test_prod_site_note_says_exactly_what_up_then_does_in_maas(
     assert "may redeploy" not in note and f"`{POOL_A}`" not in note, note
 
     before = (deploy_counts(stack.maas, "hostname"), _links(stack), _statuses(stack))
-    with MaasSampler(stack, lambda ms: sum(m["status_name"] in DEPLOYING for m in ms.values()), 0.05) as sampler:
+    with MaasSampler(stack.maas, lambda ms: sum(m["status_name"] in DEPLOYING for m in ms.values()), 0.05) as sampler:
         up = engine.up(timeout=900)
     assert up.ok, up.errors()
     deploys = deploy_counts(stack.maas, "hostname")

@@ -21,7 +21,7 @@ import pytest
 import yaml
 
 from simulators.localstack import LocalStack
-from tests.stack.maas_sampler import MaasSampler
+from tests.fixtures.maas_counts import MaasSampler
 from tests.stack.test_machines_engine import REPO, maas_machines
 
 MAAS_SCALE = 2e-3
@@ -104,7 +104,7 @@ def test_two_stacks_at_once_never_exceed_batch_max_parallel(
     kv.create_or_update_secret(path=LEASE, mount_point="gpuaas", secret={"holders": {
         f"gate-{i}": {"holder": "test-gate", "expires_at": until} for i in (1, 2)}})
     world.maas.admin.reset_stats()
-    sampler = MaasSampler(world, _heavy_by_stack)
+    sampler = MaasSampler(world.maas, _heavy_by_stack)
     sampler.start()
     started = time.monotonic()
     runs = {s: e.start_up() for s, e in engines.items()}  # together: two CLIs, two provider processes each
