@@ -90,7 +90,7 @@ def stack_policy(export: dict[str, Any]) -> dict[str, Any]:
 def per_machine_time(world: LocalStack, racked: Path, policy: dict[str, Any], scale: float) -> float:
     """One machine's lifecycle alone (create -> Deployed + enrolled), with the profile the stack made and
     the pool's own lifecycle policy (before 2026-11-27 it ran without the profile's scripts: 1.2 s
-    shorter at this time scale, which understated the ideal by a fifth)."""
+    shorter at this time scale, which understated the ideal by a sixth)."""
     from clients.maas import MaasClient
     from clients.platform import PlatformClient
     from providers.machines.records import Context
@@ -206,8 +206,8 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--sizes", default="64,256,1024")
     ap.add_argument("--time-scale", type=float, default=MAAS_SCALE,
-                    help="MAAS phase durations x this (default %(default)s); the provider's per-machine work does "
-                         "not scale with it, so a slower scale shows how much of the loss is fixed per machine")
+                    help="MAAS phase durations x this (default %(default)s); the provider's calls do not scale with "
+                         "it (its polls do), so a slower scale shows how much of the loss the compression makes")
     args = ap.parse_args()
     rows = [measure(int(s), args.time_scale) for s in args.sizes.split(",")]
     print(f"\nFleet scale: the site stack of `local` scaled to N machines in one pool, real program, Pulumi CLI, "
