@@ -25,12 +25,13 @@ from typing import Any
 
 from maas.client.bones import CallError, SessionAPI
 from maas.client.bones.helpers import RemoteError
+from pydantic import ValidationError
 
 from ..tls import trust, untrusted, untrusted_hint
 from .budget import DEFAULT_BUDGET, MaasUnavailable, RetryBudget
-from .parse import machine_detail, machine_view
+from .parse import machine_detail, machine_view, machine_views
 from .retry import call_with_retry, status_of
-from .verified import answer_timeout, connect_verified
+from .verified import answer_decoder, answer_timeout, connect_verified, decode_json
 from .vocabulary import (
     EventView,
     MaasError,
@@ -124,10 +125,11 @@ class MaasClient:
         return session
 
     def _call(self, handler: str, action: str, *, read: bool, idempotent: bool = False, answer_machines: int = 0,
-              answer_rows: int = 0, **params: Any) -> Any:
+              answer_rows: int = 0, decode: Callable[[bytes], Any] | None = None, **params: Any) -> Any:
         """One request. Reads and `idempotent` updates are retried through outages (retry.py);
         anything else is sent once and its failure raised for the lifecycle to decide. `answer_machines` /
-        `answer_rows`: the size of the answer expected (its timeout grows with it: RetryBudget.timeout_for)."""
+        `answer_rows`: the size of the answer expected (its timeout grows with it: RetryBudget.timeout_for);
+        `decode`: how its JSON answer is read (None: as any JSON)."""
         system_id = params.get("system_id")
         _ensure_loop()
         fn = getattr(getattr(self._session(), handler), action)
@@ -135,7 +137,7 @@ class MaasClient:
         timeout = self.retry.timeout_for(answer_machines, answer_rows) if answer_machines or answer_rows else None
 
         def send() -> Any:
-            with answer_timeout(timeout):
+            with answer_timeout(timeout), answer_decoder(decode):
                 return fn(**params)
 
         try:
@@ -156,6 +158,15 @@ class MaasClient:
             body = (e.content or b"").decode("utf-8", "replace").strip()[:500]
             raise MaasError(
                 f"MAAS {handler}.{action} -> HTTP {e.status}: {body}", status=e.status, system_id=system_id
+            ) from None
+        except ValidationError as e:  # an answer without what the client reads (not its values: owner data)
+            first, n = e.errors()[0], e.error_count()
+            where = ".".join(str(p) for p in first["loc"])
+            raise MaasError(
+                f"MAAS {handler}.{action}: an answer this client cannot read ({n} problem{'s' * (n != 1)}; "
+                f"first at [{where}]: {first['msg']}); fix: check that {self.url} is a MAAS region of a "
+                "supported version (2.0 API)",
+                system_id=system_id,
             ) from None
         except OSError as e:  # TimeoutError, ConnectionError (clients/maas/verified.py)
             if untrusted(e):
@@ -179,24 +190,24 @@ class MaasClient:
     def by_hostnames(self, hostnames: list[str]) -> list[MachineView]:
         if not hostnames:
             return []
-        return [machine_view(r) for r in self._call("Machines", "read", read=True, answer_machines=len(hostnames),
-                                                    hostname=hostnames)]
+        return self._call("Machines", "read", read=True, answer_machines=len(hostnames), decode=machine_views,
+                          hostname=hostnames)
 
     def by_macs(self, macs: list[str]) -> list[MachineView]:
         if not macs:
             return []
-        return [machine_view(r) for r in self._call("Machines", "read", read=True, answer_machines=len(macs),
-                                                    mac_address=macs)]
+        return self._call("Machines", "read", read=True, answer_machines=len(macs), decode=machine_views,
+                          mac_address=macs)
 
     def with_tag(self, tag: str) -> list[MachineView]:
         """Every machine carrying `tag` (one request)."""
-        return [machine_view(r) for r in self._call("Machines", "read", read=True, tags=[tag])]
+        return self._call("Machines", "read", read=True, decode=machine_views, tags=[tag])
 
     def read_many(self, system_ids: list[str]) -> list[MachineView]:
         if not system_ids:
             return []
-        return [machine_view(r) for r in self._call("Machines", "read", read=True, answer_machines=len(system_ids),
-                                                    id=system_ids)]
+        return self._call("Machines", "read", read=True, answer_machines=len(system_ids), decode=machine_views,
+                          id=system_ids)
 
     def by_power_addresses(self, addresses: list[str]) -> dict[str, str]:
         """power address -> system_id (one of them, if several machines share an address)."""
@@ -227,14 +238,16 @@ class MaasClient:
         self, system_ids: list[str], detail_when: Callable[[MachineView], bool]
     ) -> list[tuple[MachineView, MachineDetail | None]]:
         """`read_many`, plus each picked machine's interfaces and block devices: MAAS's machine list
-        carries them anyway, so the bulk poll that sees commissioning end also serves the preflight."""
+        carries them anyway, so the bulk poll that sees commissioning end also serves the preflight. The
+        whole answer is decoded only when a machine is picked (most polls pick none)."""
         if not system_ids:
             return []
-        out: list[tuple[MachineView, MachineDetail | None]] = []
-        for raw in self._call("Machines", "read", read=True, answer_machines=len(system_ids), id=system_ids):
-            view = machine_view(raw)
-            out.append((view, machine_detail(raw) if detail_when(view) else None))
-        return out
+        views, content = self._call("Machines", "read", read=True, answer_machines=len(system_ids), id=system_ids,
+                                    decode=lambda content: (machine_views(content), content))
+        picked = [i for i, view in enumerate(views) if detail_when(view)]
+        whole = decode_json(content) if picked else []
+        details = {i: machine_detail(whole[i]) for i in picked}
+        return [(view, details.get(i)) for i, view in enumerate(views)]
 
     def recent_events(self, system_id: str, limit: int = 10) -> list[EventView]:
         """The machine's newest MAAS events, newest first (one request)."""
