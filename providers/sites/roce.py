@@ -18,6 +18,7 @@ the machine lifecycle's RoCE stage from this table. The recorded table: addresse
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import threading
 from collections.abc import Mapping
@@ -44,6 +45,10 @@ Key = tuple[str, str]  # (hostname, interface)
 MISSING = "missing"  # link_status prefix after a refresh found links gone
 NETWORK_EDITABLE = frozenset({MaasStatus.NEW, MaasStatus.READY, MaasStatus.ALLOCATED, MaasStatus.BROKEN,
                               MaasStatus.FAILED_TESTING})
+
+
+# An address is parsed where MAAS reports it and again where the record keeps it: once per process.
+_address = functools.lru_cache(maxsize=1 << 16)(ipaddress.IPv4Address)
 
 
 class _M(BaseModel):
@@ -112,7 +117,7 @@ def allocate(pools: list[Pool], nics: list[Nic], existing: Mapping[Key, str],
         old = existing.get((n.hostname, n.interface))
         if old is None:
             continue
-        p, a = by_rail[n.rail], ipaddress.IPv4Address(old)
+        p, a = by_rail[n.rail], _address(old)
         if not p.contains(a):
             raise AllocationError(RoceFail.OUTSIDE_RANGE, p.label(), n.hostname,
                                   f"{n.interface} holds {a}, outside the pool's range now")
@@ -184,6 +189,10 @@ class RoceSpec(BaseModel):
                 for m in self.machines if not (m.fabric_mode is FabricMode.ROCE and m.enable_phase2_roce)]
 
     def nics(self) -> list[Nic]:
+        return self._nics
+
+    @cached_property
+    def _nics(self) -> list[Nic]:
         return [Nic(hostname=m.hostname, interface=i, rail=r)
                 for m in self.machines for r, i in enumerate(m.interfaces)]
 
@@ -267,7 +276,7 @@ class RoceReconciler:
             key = (h.hostname, h.interface)
             pool = pool_of.get(rail_of[key]) if key in rail_of else None
             ours = (pool is not None and str(pool.subnet) == h.subnet
-                    and pool.contains(ipaddress.IPv4Address(h.address)) and applied.get(key, h.address) == h.address)
+                    and pool.contains(_address(h.address)) and applied.get(key, h.address) == h.address)
             if ours:
                 applied[key] = h.address
             else:
