@@ -55,11 +55,11 @@ class Addresses:
         """(ip, machine, interface name, link) of every address a machine's link holds on `subnet`, by
         address: what MAAS's `Subnet.ip_addresses` lists (its StaticIPAddress rows of the subnet)."""
         out: list[tuple[str, Machine, str, Link]] = []
-        for ip in sorted(self._ip_links, key=socket.inet_aton):
-            for m, lk in self._ip_links[ip]:
-                if lk.ip_address != ip or lk.subnet_id != subnet.id or self._machines.get(m.system_id) is not m:
-                    continue
-                iface = next((i for i in m.interfaces if any(x is lk for x in i.links)), None)
-                if iface is not None:
-                    out.append((ip, m, iface.name, lk))
+        # The subnet's own addresses sorted, not the region's (a pool's eight rails each ask, at every check).
+        held = [(ip, m, lk) for ip, links in self._ip_links.items() for m, lk in links
+                if lk.subnet_id == subnet.id and lk.ip_address == ip and self._machines.get(m.system_id) is m]
+        for ip, m, lk in sorted(held, key=lambda row: socket.inet_aton(row[0])):
+            iface = next((i for i in m.interfaces if any(x is lk for x in i.links)), None)
+            if iface is not None:
+                out.append((ip, m, iface.name, lk))
         return out
