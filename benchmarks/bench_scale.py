@@ -91,7 +91,7 @@ def per_machine_time(world: LocalStack, racked: Path, policy: dict[str, Any], sc
     """One machine's lifecycle alone (create -> Deployed + enrolled), with the profile the stack made and
     the pool's own lifecycle policy (before 2026-11-27 it ran without the profile's scripts: 1.2 s
     shorter at this time scale, which understated the ideal by a sixth)."""
-    from clients.maas import MaasClient
+    from clients.maas import MaasSiteClient
     from clients.platform import PlatformClient
     from providers.machines.records import Context
     from providers.machines.runtime import PlatformEnrollment
@@ -102,7 +102,7 @@ def per_machine_time(world: LocalStack, racked: Path, policy: dict[str, Any], sc
     profile = next(iter(world.platform.store.profiles.values()))
     spec = machine_specs(load_environment(racked), bundle_digest="a" * 64)[SPARE]
     ctx = Context(
-        ops=MaasClient(world.maas.url, world.maas.api_key),
+        ops=MaasSiteClient(world.maas.url, world.maas.api_key),
         policy=LifecyclePolicy.model_validate(policy),
         enrollment=PlatformEnrollment(PlatformClient(world.platform.url, world.platform_admin_token),
                                       profile.site_id, profile.profile_id),
@@ -115,6 +115,25 @@ def per_machine_time(world: LocalStack, racked: Path, policy: dict[str, Any], sc
     took = time.monotonic() - started
     assert result.outcome.value == "ready", result.reason
     return took
+
+
+def slot_idle(changes: list[tuple[float, int, int]], p: int) -> dict[str, tuple[float, float]]:
+    """Where the P slots stood idle over the pool's heavy stages (`changes`: the simulator's (time, busy,
+    commissioning) at each change), as {phase: (seconds of wall the idle slot-seconds are worth at P, the
+    phase's length)}: `ramp` until P machines first were busy, `drain` from the last commissioning start (no
+    machine left to start) to the end, `hand-overs` between."""
+    if not changes:
+        return {}
+    start, end = changes[0][0], changes[-1][0]
+    full = next((t for t, n, _ in changes if n >= p), start)
+    last_start = max((t for (t, _, c), (_, _, before) in zip(changes[1:], changes, strict=False) if c > before),
+                     default=start)
+    idle = {"ramp": 0.0, "hand-overs": 0.0, "drain": 0.0}
+    for (t0, busy, _), (t1, _, _) in zip(changes, changes[1:], strict=False):
+        phase = "ramp" if t0 < full else "drain" if t0 >= last_start else "hand-overs"
+        idle[phase] += (p - busy) * (t1 - t0) / p
+    length = {"ramp": full - start, "hand-overs": last_start - full, "drain": end - last_start}
+    return {k: (idle[k], length[k]) for k in idle}
 
 
 def _cpu(who: int) -> float:
@@ -172,6 +191,7 @@ def measure(n: int, scale: float = MAAS_SCALE) -> dict[str, Any]:
             top = sorted(((v, f"{h}.{a}") for h, acts in counts.items() for a, v in acts.items()), reverse=True)[:12]
             peak = max((x.get("busy", 0) for x in world.maas.admin.peak_concurrency().values()), default=0)
             busy_s = sum(world.maas.admin.busy_seconds().values())
+            idle = slot_idle(world.maas.admin.busy_changes().get("local", []), p)
             pool_s = next(s.finished_s - s.started_s for s in first.steps if s.type.endswith(":MachinePool"))
             export = engine.export()
             if os.environ.get("BENCH_EXPORT_DIR"):  # keep the stack export to see where the bytes go
@@ -194,7 +214,7 @@ def measure(n: int, scale: float = MAAS_SCALE) -> dict[str, Any]:
         "state_by_kind": ", ".join(f"{k} {v / n / 1024:.2f}" for k, v in sorted(kinds.items(), key=lambda kv: -kv[1])),
         "noop_s": noop, "noop_update_s": noop_update, "preview_s": preview, "refresh_s": refresh,
         "refresh_requests": refresh_requests, "sim_cpu": sim_cpu, "rest_cpu": rest_cpu, "validate_s": validate_s,
-        "busy_s": busy_s, "pool_s": pool_s,
+        "busy_s": busy_s, "pool_s": pool_s, "idle": idle,
         "top_requests": ", ".join(f"{name} {v / n:.1f}" for v, name in top),
         "profiles": {name: where_time_goes(run) for name, run in (
             ("first up", first), ("no-op up", noop_run), ("no-op update", noop_update_run),
@@ -234,6 +254,8 @@ def main() -> int:
               f"the {r['p']} slots were {r['busy_s'] / (r['p'] * r['pool_s']):.1%} occupied over the pool's create "
               f"({r['pool_s']:.1f} s; the rest of the first up, {r['wall'] - r['pool_s']:.1f} s, is the CLI, the "
               "program and the resources the pool waits for)")
+        print("    the slots' idle time, in seconds of wall at P: " + ", ".join(
+            f"{k} {v:.1f} s (over {d:.1f} s)" for k, (v, d) in r["idle"].items()))
         print(f"    state KB per machine by resource type: {r['state_by_kind']}")
         print(f"    MAAS requests per machine, largest: {r['top_requests']}")
         print(f"    first up CPU: simulators {r['sim_cpu']:.0f} s, runner+CLI+provider {r['rest_cpu']:.0f} s, "

@@ -4,6 +4,7 @@ doesn't list) and `AdminClient`, its Python client for tests, benchmarks and the
     GET  /_sim/health                      {"ok": true}
     GET  /_sim/stats                       request counts, peak/current concurrency per site
     POST /_sim/stats/reset
+    GET  /_sim/stats/busy                  per site: [[monotonic time, busy, commissioning], ...] at each change
     GET  /_sim/faults                      PUT it with a whole SimFaults
     PUT  /_sim/faults/global               MachineFaults for every machine
     PUT  /_sim/faults/api                  ApiFaults (latency, dropped connections, 5xx bursts)
@@ -54,6 +55,8 @@ def _route(core: SimCore, method: str, rel: str, payload: Any) -> tuple[int, Any
         return 200, {"ok": True}
     if (method, rel) == ("GET", "stats"):
         return 200, core.stats.as_dict()
+    if (method, rel) == ("GET", "stats/busy"):
+        return 200, core.stats.busy_changes()
     if (method, rel) == ("POST", "stats/reset"):
         core.stats.reset()
         return 200, {"ok": True}
@@ -137,6 +140,12 @@ class AdminClient:
     def busy_seconds(self) -> dict[str, float]:
         """{site: machine-seconds spent commissioning, testing or deploying} since start/reset."""
         return {site: float(v["busy_seconds"]) for site, v in self.stats()["concurrency"].items()}
+
+    def busy_changes(self) -> dict[str, list[tuple[float, int, int]]]:
+        """{site: [(time.monotonic(), machines commissioning, testing or deploying, of them commissioning or
+        testing), ...]} at each change since start/reset (the machine-wide monotonic clock)."""
+        return {site: [(float(t), int(n), int(c)) for t, n, c in rows]
+                for site, rows in self._call("GET", "stats/busy").items()}
 
     def reset_stats(self) -> None:
         self._call("POST", "stats/reset")

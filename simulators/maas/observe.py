@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections import Counter
+from collections import Counter, deque
 from typing import Any
 
 from .enums import NodeStatus
@@ -18,6 +18,9 @@ BUSY_KIND: dict[NodeStatus, str] = {
 }
 
 
+BUSY_CHANGES_KEPT = 100_000  # a 10,000-machine onboarding changes each site's busy count ~40,000 times
+
+
 class Stats:
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -28,6 +31,9 @@ class Stats:
         # batch_max_parallel slots were kept, against P x the run's wall).
         self._busy_s: dict[str, float] = {}
         self._busy_at: dict[str, float] = {}
+        # (monotonic time, machines busy, of them commissioning) at each change per site since start/reset
+        # (benchmarks: where the slots went idle: the first wave's ramp, the hand-overs, the drain); bounded.
+        self._busy_changes: dict[str, deque[tuple[float, int, int]]] = {}
 
     def _accrue(self, site: str) -> None:
         now = time.monotonic()
@@ -53,6 +59,10 @@ class Stats:
                 for key in ((site, new_kind), (site, "busy")):
                     self._current[key] += 1
                     self._peak[key] = max(self._peak[key], self._current[key])
+            if bool(old_kind) != bool(new_kind):
+                changes = self._busy_changes.setdefault(site, deque(maxlen=BUSY_CHANGES_KEPT))
+                changes.append((self._busy_at[site], self._current[(site, "busy")],
+                                self._current[(site, "commissioning")]))
 
     def reset(self) -> None:
         """Forget counts and peaks; machines currently busy stay counted as current."""
@@ -61,6 +71,7 @@ class Stats:
             self._peak = Counter({k: v for k, v in self._current.items() if v > 0})
             self._busy_s.clear()
             self._busy_at = dict.fromkeys(self._busy_at, time.monotonic())
+            self._busy_changes.clear()
 
     def requests(self) -> dict[str, dict[str, int]]:
         with self._lock:
@@ -82,6 +93,10 @@ class Stats:
                 }
                 for site in sorted(sites)
             }
+
+    def busy_changes(self) -> dict[str, list[tuple[float, int, int]]]:
+        with self._lock:
+            return {site: list(changes) for site, changes in sorted(self._busy_changes.items())}
 
     def as_dict(self) -> dict[str, Any]:
         reqs = self.requests()

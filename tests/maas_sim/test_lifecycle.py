@@ -104,6 +104,14 @@ def test_lifecycles_from_thread_pool_workers(maas_sim_factory) -> None:
     busy = sim.admin.busy_seconds()  # machine-seconds deploying (the bench's slot occupancy)
     assert set(busy) == {"site-a", "site-b"}
     assert all(0 < busy[s] <= peaks[s]["busy"] * elapsed for s in busy), (busy, peaks, elapsed)
+    # Each busy change, in time order (the bench's idle split): the same machine-seconds, every machine back.
+    changes = sim.admin.busy_changes()
+    assert set(changes) == {"site-a", "site-b"}
+    for site, rows in changes.items():
+        assert [t for t, _, _ in rows] == sorted(t for t, _, _ in rows)
+        assert all(0 <= c <= n <= peaks[site]["busy"] for _, n, c in rows) and rows[-1][1:] == (0, 0)
+        integral = sum(n * (t1 - t0) for (t0, n, _), (t1, _, _) in zip(rows, rows[1:], strict=False))
+        assert abs(integral - busy[site]) < 0.01, (site, integral, busy[site])
     assert set(peaks) == {"site-a", "site-b"}
     assert all(1 <= p["deploying"] <= 4 for p in peaks.values())
     counts = sim.admin.request_counts()
