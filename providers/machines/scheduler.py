@@ -338,7 +338,10 @@ class Scheduler:
                 want.setdefault(self._key(m), []).append(m)
         skip: set[int] = set()
         limit = self.ctx.policy.batch_max_parallel
+        last_wave = self._not_started() <= limit
         for key, machines in want.items():
+            if last_wave:
+                machines.sort(key=lambda m: m.rec.stage is not Stage.COMMISSION)  # stable: the rest keep their order
             if self._full.get(key, 0.0) > self.ctx.clock():
                 skip |= {id(m) for m in machines}
                 continue
@@ -365,6 +368,16 @@ class Scheduler:
             if len(granted) < len(ids) and lease is not None and capacity.held(key) < limit:
                 self._full_for_now(key)  # the lease is full (another process holds the rest): re-read it later
         return [m for m in ready if id(m) not in skip]
+
+    def _not_started(self) -> int:
+        """Machines still to start their first heavy stage (commissioning), those being created included.
+        A freed slot goes to machines further along first (list order: machines are delivered as the run
+        goes), except in the last wave, when no more are left than there are slots: then the last
+        commissionings start first and the deploys fill the slots they leave. Deploy-first to the end left
+        the last machines a whole lifecycle behind (the drain of a 1,024-machine first up: 3.8 s of wall
+        idle over its last 7.3 s)."""
+        return len(self._creating) + sum(1 for m in self._machines
+                                         if m.rec.stage is Stage.COMMISSION and m.rec.outcome is None)
 
     def _take_slot(self, m: _Machine) -> bool:
         """Raises LeaseUnavailable (the lifecycle fails the machine with MCH028) when Vault cannot say."""

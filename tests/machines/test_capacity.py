@@ -1,7 +1,7 @@
 """batch_max_parallel per profile, exactly (issue 14 item 7, issue 25 item 1): bounded across pools (two
 schedulers at once, as two MachinePools of one `up`) and across processes (the slot lease, here on an
-in-memory check-and-set store; tests/machines/test_lease_openbao.py runs it on OpenBao). Peaks are the
-MAAS simulator's own statistics."""
+in-memory check-and-set store; tests/machines/test_lease_openbao.py runs it on OpenBao), and who gets a freed
+slot first. Peaks and busy changes are the MAAS simulator's own statistics."""
 
 from __future__ import annotations
 
@@ -165,3 +165,24 @@ def test_a_vault_restart_is_ridden_out(world_factory: Callable[..., World]) -> N
         [w.specs["local-gpu-1"]])[0]
     assert r.outcome is MachineOutcome.READY, r.reason
     assert sum("will retry" in line and "Vault restarting" in line for line in logs) == 2, logs
+
+
+def test_in_the_last_wave_new_machines_take_freed_slots_before_deploys(world_factory: Callable[..., World]) -> None:
+    """Machines further along deploy first while new machines keep coming; once no more are left to start
+    than there are slots, a freed slot starts the last commissionings first (issue 29: deploy-first to the end
+    left the last machines a whole lifecycle behind)."""
+    w = world_factory()
+    w.maas.admin.set_time_scale(1e-3)  # a deploy takes 0.9 s: the order asserted is by phases, not by threads
+    w.maas.admin.reset_stats()
+    specs = [w.specs[h] for h in ("local-gpu-1", "local-gpu-2", "local-gpu-3")]
+    # One slot: the first machine's deploy and the third machine's commissioning both want the one the second
+    # machine's commissioning frees (the first is configured meanwhile, outside a slot).
+    results = w.scheduler(batch_max_parallel=1).onboard(specs)
+    assert {r.outcome for r in results} == {MachineOutcome.READY}, [r.reason for r in results]
+    (rows,) = w.maas.admin.busy_changes().values()
+    steps = list(zip([(0.0, 0, 0), *rows], rows, strict=False))
+    commissioning_starts = [t for (_, _, c0), (t, _, c) in steps if c > c0]
+    deploy_ends = [t for (_, n0, c0), (t, n, c) in steps if n < n0 and c == c0]
+    assert len(commissioning_starts) == 3 and len(deploy_ends) == 3, rows
+    assert commissioning_starts[2] < deploy_ends[0], rows  # the third machine did not wait for a deploy
+    assert _peak_busy(w) == 1
