@@ -234,13 +234,15 @@ class Scheduler:
         self._created, self._creating = None, set()
 
     def _advance_all(self, ready: list[_Machine]) -> None:
-        """Run ready machines' steps concurrently: one machine's HTTP calls never wait for another's."""
+        """Run ready machines' steps concurrently: one machine's HTTP calls never wait for another's. The
+        slots their steps dropped are given back before this returns (the loop hands them on at once)."""
         ready = self._grant_slots(ready)
         if len(ready) <= 1 or self._pool is None:
             for m in ready:
                 self._advance(m)
-            return
-        list(self._pool.map(self._advance, ready))
+        else:
+            list(self._pool.map(self._advance, ready))
+        self._give_back()
 
     def _poll(self, due: list[_Machine]) -> None:
         try:

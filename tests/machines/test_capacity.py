@@ -16,6 +16,7 @@ from providers.machines.lease import LeaseTimes, SlotLease, lease_path
 from providers.machines.records import Context
 from providers.machines.scheduler import MachineResult, Scheduler
 from providers.machines.status import MachineOutcome
+from simulators.maas.faults import MachineFaults
 
 from .conftest import World
 from .lease_fakes import FakeCas
@@ -185,4 +186,27 @@ def test_in_the_last_wave_new_machines_take_freed_slots_before_deploys(world_fac
     deploy_ends = [t for (_, n0, c0), (t, n, c) in steps if n < n0 and c == c0]
     assert len(commissioning_starts) == 3 and len(deploy_ends) == 3, rows
     assert commissioning_starts[2] < deploy_ends[0], rows  # the third machine did not wait for a deploy
+    assert _peak_busy(w) == 1
+
+
+class _CountChecked(Scheduler):
+    """After every round of steps, the process's slot count is what its machines hold: a slot a step dropped
+    is given back before the loop hands slots on or sleeps."""
+
+    def _advance_all(self, ready: list) -> None:
+        super()._advance_all(ready)
+        for key in {self._key(m) for m in self._machines}:
+            holding = sum(1 for m in self._machines if m.sched.holds_slot and self._key(m) == key)
+            assert capacity.held(key) == holding, (key, capacity.held(key), holding)
+
+
+def test_a_slot_a_step_drops_is_handed_on_before_the_loop_goes_on(world_factory: Callable[..., World]) -> None:
+    w = world_factory()
+    # local-gpu-1's deploy fails with no retry: its own step fails it at the deploy stage, holding the one slot.
+    w.maas.admin.set_machine_faults("local-gpu-1", MachineFaults(deploy_failures=1))
+    ctx = w.context(batch_max_parallel=1, enable_deploy_retry_on_datasource_failure=False)
+    results = _CountChecked(ctx).onboard([w.specs["local-gpu-1"], w.specs["local-gpu-2"]])
+    by_host = {r.hostname: r.outcome for r in results}
+    assert by_host == {"local-gpu-1": MachineOutcome.FAILED, "local-gpu-2": MachineOutcome.READY}, \
+        [r.reason for r in results]
     assert _peak_busy(w) == 1
