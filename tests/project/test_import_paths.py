@@ -17,6 +17,7 @@ import nodes` is refused as well.
 from __future__ import annotations
 
 import ast
+import shutil
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
@@ -49,8 +50,8 @@ class Module:
     all_names: list[str] = field(default_factory=list)
 
 
-def _dotted(path: Path) -> str:
-    rel = path.relative_to(REPO).with_suffix("")
+def _dotted(path: Path, root: Path = REPO) -> str:
+    rel = path.relative_to(root).with_suffix("")
     parts = rel.parts[:-1] if rel.name == "__init__" else rel.parts
     return ".".join(parts)
 
@@ -63,10 +64,10 @@ def _resolve(node: ast.ImportFrom, module: str, is_package: bool) -> str:
     return ".".join([*base, node.module] if node.module else base)
 
 
-def _files(roots: tuple[str, ...]) -> list[Path]:
+def _files(tops: tuple[str, ...], root: Path = REPO) -> list[Path]:
     out: list[Path] = []
-    for root in roots:
-        path = REPO / root
+    for top in tops:
+        path = root / top
         out += [path] if path.is_file() else sorted(path.rglob("*.py"))
     return [p for p in out if "-" not in p.stem and ".lab" not in p.parts]
 
@@ -77,9 +78,9 @@ def _tree(path: Path) -> ast.Module:
 
 
 @cache
-def _parse(path: Path) -> Module:
+def _parse(path: Path, root: Path = REPO) -> Module:
     tree = _tree(path)
-    mod = Module(_dotted(path), path, path.name == "__init__.py")
+    mod = Module(_dotted(path, root), path, path.name == "__init__.py")
     for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom):
             source = _resolve(node, mod.name, mod.is_package)
@@ -107,12 +108,13 @@ def _names_in_annotation(text: str) -> set[str]:
 
 
 @cache
-def _modules() -> dict[str, Module]:
-    return {m.name: m for m in map(_parse, _files(PRODUCT))}
+def _modules(root: Path = REPO) -> dict[str, Module]:
+    """The product modules of the checkout (or of a probe's own tree, `root`)."""
+    return {m.name: m for m in (_parse(p, root) for p in _files(PRODUCT, root))}
 
 
-def _is_module(dotted: str) -> bool:
-    return dotted in _modules()
+def _is_module(dotted: str, root: Path = REPO) -> bool:
+    return dotted in _modules(root)
 
 
 def _in_api(module: str) -> str | None:
@@ -120,71 +122,72 @@ def _in_api(module: str) -> str | None:
     return max((p for p in PACKAGE_APIS if module == p or module.startswith(p + ".")), key=len, default=None)
 
 
-def _imports_of(path: Path, modules: bool = False) -> list[tuple[int, str, str]]:
+def _imports_of(path: Path, modules: bool = False, root: Path = REPO) -> list[tuple[int, str, str]]:
     """(line, source module, name) of every `from <product module> import <name>` in `path`; with `modules`,
     the product modules it imports instead, as (line, module, "")."""
-    mod = _parse(path)
+    mod = _parse(path, root)
     tree = _tree(path)
     out = []
     for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom):
             source = _resolve(node, mod.name, mod.is_package)
-            if source not in _modules():
+            if source not in _modules(root):
                 continue
             if modules:
-                out += [(node.lineno, f"{source}.{a.name}", "") for a in node.names if _is_module(f"{source}.{a.name}")]
+                out += [(node.lineno, f"{source}.{a.name}", "") for a in node.names
+                        if _is_module(f"{source}.{a.name}", root)]
             else:
-                out += [(node.lineno, source, a.name) for a in node.names if not _is_module(f"{source}.{a.name}")]
+                out += [(node.lineno, source, a.name) for a in node.names if not _is_module(f"{source}.{a.name}", root)]
         elif isinstance(node, ast.Import) and modules:
-            out += [(node.lineno, a.name, "") for a in node.names if _is_module(a.name)]
+            out += [(node.lineno, a.name, "") for a in node.names if _is_module(a.name, root)]
     return out
 
 
-def _where(path: Path, line: int) -> str:
-    return f"{path.relative_to(REPO)}:{line}"
+def _where(path: Path, line: int, root: Path = REPO) -> str:
+    return f"{path.relative_to(root)}:{line}"
 
 
-def reexports(files: list[Path] | None = None) -> list[str]:
+def reexports(files: list[Path] | None = None, root: Path = REPO) -> list[str]:
     """Names a product module binds by an import and hands on: in `__all__`, or unused but imported from it
     (by one of `files`, every scanned file by default)."""
     importers: dict[tuple[str, str], list[str]] = {}
-    for path in _files(SCANNED) if files is None else files:
-        for line, source, name in _imports_of(path):
-            importers.setdefault((source, name), []).append(_where(path, line))
+    for path in _files(SCANNED, root) if files is None else files:
+        for line, source, name in _imports_of(path, root=root):
+            importers.setdefault((source, name), []).append(_where(path, line, root))
     wrong = []
-    for mod in _modules().values():
+    for mod in _modules(root).values():
         if mod.name in PACKAGE_APIS:
             continue
         for local, origin in sorted(mod.imported.items()):
-            if _is_module(origin):
+            if _is_module(origin, root):
                 continue
             if local in mod.all_names:
-                wrong.append(f"{mod.path.relative_to(REPO)} lists {local} (from {origin}) in __all__")
+                wrong.append(f"{mod.path.relative_to(root)} lists {local} (from {origin}) in __all__")
             elif local not in mod.used and (mod.name, local) in importers:
                 users = ", ".join(importers[(mod.name, local)])
-                wrong.append(f"{mod.path.relative_to(REPO)} re-exports {local} (from {origin}); imported by {users}")
+                wrong.append(f"{mod.path.relative_to(root)} re-exports {local} (from {origin}); imported by {users}")
     return wrong
 
 
-def second_paths(files: list[Path] | None = None) -> list[str]:
+def second_paths(files: list[Path] | None = None, root: Path = REPO) -> list[str]:
     """`from M import X` where M only imported X (M's own package API aside), or where M's package is a public
     API and the importer, outside that package, reaches past it into a submodule."""
     wrong = []
-    for path in _files(SCANNED) if files is None else files:
-        importer = _dotted(path)
-        for line, source, name in _imports_of(path):
-            mod = _modules()[source]
+    for path in _files(SCANNED, root) if files is None else files:
+        importer = _dotted(path, root)
+        for line, source, name in _imports_of(path, root=root):
+            mod = _modules(root)[source]
             origin = mod.imported.get(name)
             api = _in_api(source)
-            if origin and not _is_module(origin) and source not in PACKAGE_APIS:
-                wrong.append(f"{_where(path, line)} imports {name} from {source}; import it from "
+            if origin and not _is_module(origin, root) and source not in PACKAGE_APIS:
+                wrong.append(f"{_where(path, line, root)} imports {name} from {source}; import it from "
                              f"{origin.rsplit('.', 1)[0]}")
-            elif api and api != source and not _in_api(importer) and name in _modules()[api].all_names:
-                wrong.append(f"{_where(path, line)} imports {name} from {source}; {api} is its public API")
-        for line, module, _ in _imports_of(path, modules=True):
+            elif api and api != source and not _in_api(importer) and name in _modules(root)[api].all_names:
+                wrong.append(f"{_where(path, line, root)} imports {name} from {source}; {api} is its public API")
+        for line, module, _ in _imports_of(path, modules=True, root=root):
             api = _in_api(module)
             if api in WHOLE_APIS and api != module and not _in_api(importer):
-                wrong.append(f"{_where(path, line)} imports the module {module}; import its names from {api}, "
+                wrong.append(f"{_where(path, line, root)} imports the module {module}; import its names from {api}, "
                              "the package's public API")
     return wrong
 
@@ -199,21 +202,17 @@ def test_every_name_is_imported_from_its_one_path() -> None:
     assert not wrong, "\n".join(wrong)
 
 
-def test_the_checks_can_fail() -> None:
-    """A probe module that re-exports (unused + imported by another probe, and via __all__) is found."""
-    probe = REPO / "providers" / "_reexport_probe.py"
-    user = REPO / "providers" / "_reexport_user.py"
+def test_the_checks_can_fail(tmp_path: Path) -> None:
+    """A probe module that re-exports (unused + imported by another probe, and via __all__) is found. The probes
+    sit in a copy of the product packages outside the checkout: the other workers' scans of the checkout must
+    never see them (a probe written into the checkout was read by a scan after it was removed)."""
+    for top in PRODUCT:
+        shutil.copytree(REPO / top, tmp_path / top, ignore=shutil.ignore_patterns("__pycache__"))
+    probe = tmp_path / "providers" / "_reexport_probe.py"
+    user = tmp_path / "providers" / "_reexport_user.py"
     probe.write_text('from providers.kind import is_unknown, register\n\n__all__ = ["register"]\n')
     user.write_text("from providers._reexport_probe import is_unknown\nfrom clients.platform.models import nodes\n")
-    try:
-        _modules.cache_clear()
-        found, paths = reexports([user]), second_paths([user])
-    finally:
-        probe.unlink()
-        user.unlink()
-        _tree.cache_clear()
-        _parse.cache_clear()
-        _modules.cache_clear()
+    found, paths = reexports([user], root=tmp_path), second_paths([user], root=tmp_path)
     assert any("_reexport_probe.py re-exports is_unknown" in w for w in found), found
     assert any("_reexport_probe.py lists register" in w for w in found), found
     assert any("_reexport_user.py:1 imports is_unknown from providers._reexport_probe" in w for w in paths), paths

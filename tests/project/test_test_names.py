@@ -106,21 +106,21 @@ EXCEPTIONS: dict[str, tuple[str | None, str]] = {
 }
 
 
-def _dotted(path: Path) -> str:
-    rel = path.relative_to(REPO).with_suffix("")
+def _dotted(path: Path, repo: Path = REPO) -> str:
+    rel = path.relative_to(repo).with_suffix("")
     return ".".join(rel.parts[:-1] if rel.name == "__init__" else rel.parts)
 
 
-def product_modules() -> dict[str, Path]:
-    """Every importable product module but the package namespaces (`__init__`)."""
-    paths = [p for root in PRODUCT for p in (REPO / root).rglob("*.py")]
-    return {_dotted(p): p for p in paths if p.name != "__init__.py" and "-" not in p.stem}
+def product_modules(repo: Path = REPO) -> dict[str, Path]:
+    """Every importable product module but the package namespaces (`__init__`), of the checkout (or `repo`)."""
+    paths = [p for root in PRODUCT for p in (repo / root).rglob("*.py")]
+    return {_dotted(p, repo): p for p in paths if p.name != "__init__.py" and "-" not in p.stem}
 
 
-def imported_by_tests(modules: dict[str, Path]) -> dict[str, list[str]]:
+def imported_by_tests(modules: dict[str, Path], repo: Path = REPO) -> dict[str, list[str]]:
     """module -> the test files that import it (`from m import x`, `from pkg import m`, `import m`)."""
     users: dict[str, list[str]] = {}
-    for path in sorted(TESTS.rglob("test_*.py")):
+    for path in sorted((repo / "tests").rglob("test_*.py")):
         names: set[str] = set()
         for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
             if isinstance(node, ast.ImportFrom) and node.module and not node.level:
@@ -129,7 +129,7 @@ def imported_by_tests(modules: dict[str, Path]) -> dict[str, list[str]]:
             elif isinstance(node, ast.Import):
                 names.update(a.name for a in node.names)
         for module in names & modules.keys():
-            users.setdefault(module, []).append(str(path.relative_to(REPO)))
+            users.setdefault(module, []).append(str(path.relative_to(repo)))
     return users
 
 
@@ -138,18 +138,19 @@ def area(module: str) -> str:
     return AREAS[prefix] if prefix else module.split(".")[0]
 
 
-def named_files(module: str) -> list[Path]:
-    directory, stem = TESTS / area(module), module.rsplit(".", 1)[-1]
+def named_files(module: str, repo: Path = REPO) -> list[Path]:
+    directory, stem = repo / "tests" / area(module), module.rsplit(".", 1)[-1]
     return [directory / f"test_{stem}.py", *sorted(directory.glob(f"test_{stem}_*.py"))]
 
 
-def unfindable() -> list[str]:
-    modules = product_modules()
+def unfindable(repo: Path = REPO) -> list[str]:
+    """Tested product modules without a test file named after them, in the checkout (or `repo`)."""
+    modules = product_modules(repo)
     wrong = []
-    for module, users in sorted(imported_by_tests(modules).items()):
-        if module in EXCEPTIONS or any(p.exists() for p in named_files(module)):
+    for module, users in sorted(imported_by_tests(modules, repo).items()):
+        if module in EXCEPTIONS or any(p.exists() for p in named_files(module, repo)):
             continue
-        wrong.append(f"{modules[module].relative_to(REPO)}: no {named_files(module)[0].relative_to(REPO)} "
+        wrong.append(f"{modules[module].relative_to(repo)}: no {named_files(module, repo)[0].relative_to(repo)} "
                      f"(imported by {', '.join(users[:3])}{', ...' if len(users) > 3 else ''}); name the file "
                      f"of its tests so, or add it to EXCEPTIONS with the reason")
     return wrong
@@ -177,15 +178,14 @@ def test_every_area_is_a_test_directory() -> None:
 
 
 def test_the_check_can_fail(tmp_path: Path) -> None:
-    """A module some test imports, with no file named after it, is reported."""
-    probe = REPO / "providers" / "machines" / "_names_probe.py"
-    user = TESTS / "machines" / "test_zz_names_user.py"
-    probe.write_text("X = 1\n")
-    user.write_text("from providers.machines._names_probe import X\n")
-    try:
-        wrong = unfindable()
-    finally:
-        probe.unlink()
-        user.unlink()
+    """A module some test imports, with no file named after it, is reported. The probe is a tree of its own,
+    outside the checkout: the other workers' scans of the checkout must never see it (one did, and read a
+    probe file this test had just removed)."""
+    probe = tmp_path / "providers" / "machines" / "_names_probe.py"
+    user = tmp_path / "tests" / "machines" / "test_zz_names_user.py"
+    for path, text in ((probe, "X = 1\n"), (user, "from providers.machines._names_probe import X\n")):
+        path.parent.mkdir(parents=True)
+        path.write_text(text)
+    wrong = unfindable(tmp_path)
     want = "providers/machines/_names_probe.py: no tests/machines/test__names_probe.py"
     assert any(w.startswith(want) for w in wrong), wrong
