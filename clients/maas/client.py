@@ -31,7 +31,7 @@ from ..tls import trust, untrusted, untrusted_hint
 from .budget import DEFAULT_BUDGET, MaasUnavailable, RetryBudget
 from .parse import machine_detail, machine_view, machine_views
 from .retry import call_with_retry, status_of
-from .verified import answer_decoder, answer_timeout, connect_verified, decode_json
+from .verified import connect_verified, decode_json, this_call
 from .vocabulary import (
     EventView,
     MaasError,
@@ -137,7 +137,7 @@ class MaasClient:
         timeout = self.retry.timeout_for(answer_machines, answer_rows) if answer_machines or answer_rows else None
 
         def send() -> Any:
-            with answer_timeout(timeout), answer_decoder(decode):
+            with this_call(timeout, decode):
                 return fn(**params)
 
         try:

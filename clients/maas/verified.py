@@ -33,7 +33,7 @@ from maas.client.utils import api_url
 from maas.client.utils.creds import Credentials
 from maas.client.utils.maas_async import asynchronous
 
-__all__ = ["VerifiedCall", "answer_decoder", "answer_timeout", "connect_verified", "decode_json"]
+__all__ = ["VerifiedCall", "connect_verified", "decode_json", "this_call"]
 
 _ACCEPT = {"Accept": "application/json"}
 # One MAAS API request, connect to last byte (the client passes its RetryBudget.request_timeout_s).
@@ -76,27 +76,17 @@ _THIS_CALL = threading.local()  # the request the calling thread is making: its 
 
 
 @contextlib.contextmanager
-def answer_timeout(seconds: float | None) -> Iterator[None]:
-    """Requests this thread sends inside the block wait up to `seconds` (None: the session's timeout): a
-    bulk read whose answer grows with what it asks for gets a timeout that grows with it."""
-    before = getattr(_THIS_CALL, "seconds", None)
-    _THIS_CALL.seconds = seconds
+def this_call(timeout: float | None = None, decode: Callable[[bytes], Any] | None = None) -> Iterator[None]:
+    """Requests this thread sends inside the block wait up to `timeout` seconds (None: the session's timeout):
+    a bulk read whose answer grows with what it asks for gets a timeout that grows with it; their JSON answers
+    are decoded by `decode` (None: as any JSON): a bulk machine read decodes only what its caller reads
+    (1,024 machines are 34 MB of JSON)."""
+    before = getattr(_THIS_CALL, "seconds", None), getattr(_THIS_CALL, "decode", None)
+    _THIS_CALL.seconds, _THIS_CALL.decode = timeout, decode
     try:
         yield
     finally:
-        _THIS_CALL.seconds = before
-
-
-@contextlib.contextmanager
-def answer_decoder(decode: Callable[[bytes], Any] | None) -> Iterator[None]:
-    """JSON answers to requests this thread sends inside the block are decoded by `decode` (None: as any
-    JSON): a bulk machine read decodes only what its caller reads (1,024 machines are 34 MB of JSON)."""
-    before = getattr(_THIS_CALL, "decode", None)
-    _THIS_CALL.decode = decode
-    try:
-        yield
-    finally:
-        _THIS_CALL.decode = before
+        _THIS_CALL.seconds, _THIS_CALL.decode = before
 
 
 def _send(http: httpx.Client, method: str, uri: str, body: Any = None, headers: dict[str, str] | None = None
