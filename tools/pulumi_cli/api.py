@@ -76,6 +76,7 @@ class EngineHandle:
         self.operation = operation
         self.popen = popen
         self.run_dir = run_dir
+        self.spawned_at = time.monotonic()  # CLOCK_MONOTONIC: one clock for every process on the host
 
     @property
     def pid(self) -> int:
@@ -125,6 +126,9 @@ class EngineHandle:
             if runner_err.exists():
                 result.log += runner_err.read_text(errors="replace")
         shutil.rmtree(self.run_dir, ignore_errors=True)
+        if result.cli_exit_at is not None:
+            result.until_cli_exit_s = result.cli_exit_at - self.spawned_at
+        result.call_s = time.monotonic() - self.spawned_at
         return result
 
 

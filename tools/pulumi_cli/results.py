@@ -18,6 +18,7 @@ from pydantic import BaseModel, Field
 
 ROOT_STACK_TYPE = "pulumi:pulumi:Stack"
 SECRET_SIG = "4dabf18193072939515e22adb298388d"
+SECRET_VALUE = "1b47061264138c4ac30d75fd1eb44270"  # SECRET_SIG's value on a secret
 SECRET = "[secret]"
 
 
@@ -60,15 +61,9 @@ class Severity(StrEnum):
     ERROR = "error"
 
 
-def mask_secrets(value: Any) -> Any:
-    """Secret values as the CLI displays them: `[secret]`."""
-    if isinstance(value, dict):
-        if value.get(SECRET_SIG) == "1b47061264138c4ac30d75fd1eb44270":
-            return SECRET
-        return {k: mask_secrets(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [mask_secrets(v) for v in value]
-    return value
+def _masked(obj: dict[str, Any]) -> Any:
+    """A decoded JSON object as the CLI displays it: a secret is `[secret]`."""
+    return SECRET if obj.get(SECRET_SIG) == SECRET_VALUE else obj
 
 
 class StepState(BaseModel):
@@ -134,6 +129,11 @@ class EngineResult(BaseModel):
     preview: dict[str, Any] | None = None
     summary: bool = False  # the CLI reached its summary event (a killed run never does)
     wall_s: float = 0.0  # the CLI's run, start to exit
+    # what an operator waits for: from the runner's start (as a language host's Python starts) to the CLI's
+    # exit, on the host's monotonic clock; the runner's reading of the event log afterwards is not in it
+    until_cli_exit_s: float | None = None
+    cli_exit_at: float | None = None  # the runner's record of the CLI's exit (time.monotonic())
+    call_s: float | None = None  # the whole operation as its caller waited: the runner's start to its result
     program_runs: list[tuple[float, float]] = Field(default_factory=list)  # the program's (start, end)s
     policyViolations: list[PolicyViolation] = Field(default_factory=list)  # `policyEvent`s, in order
     policyPacks: dict[str, str] = Field(default_factory=dict)  # packs that ran: name -> version (summary)
@@ -178,8 +178,8 @@ def _state(raw: dict[str, Any] | None) -> StepState | None:
         id=raw.get("id", ""),
         parent=raw.get("parent", ""),
         custom=bool(raw.get("custom")),
-        inputs=mask_secrets(raw.get("inputs") or {}),
-        outputs=mask_secrets(raw.get("outputs") or {}),
+        inputs=raw.get("inputs") or {},  # secrets masked as read (read_events)
+        outputs=raw.get("outputs") or {},
     )
 
 
@@ -199,13 +199,15 @@ def _step(meta: dict[str, Any], failed: bool = False, at: float | None = None) -
 
 
 def read_events(path: Path) -> list[dict[str, Any]]:
-    """The event log's events; a torn last line (the run was killed mid-write) is dropped."""
+    """The event log's events, each secret value as `[secret]`; a torn last line (the run was killed
+    mid-write) is dropped. Only a line that holds a secret is decoded object by object: a fleet's step
+    events are megabytes, and walking every one of them took a second per run."""
     out: list[dict[str, Any]] = []
     if not path.exists():
         return out
     for line in path.read_text(errors="replace").splitlines():
         try:
-            out.append(json.loads(line))
+            out.append(json.loads(line, object_hook=_masked) if SECRET_VALUE in line else json.loads(line))
         except ValueError:
             continue
     return out

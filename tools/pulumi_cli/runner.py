@@ -212,6 +212,7 @@ def run(req: RunRequest) -> EngineResult:
     server.start()
     try:
         code, stdout, times, wall = _run_cli(req, port, clock)
+        cli_exit_at = time.monotonic()
     finally:
         server.stop(0)
     preview = None
@@ -223,6 +224,7 @@ def run(req: RunRequest) -> EngineResult:
     log = (req.run_dir / "cli.log").read_text(errors="replace")
     result = result_from_events(req.operation, read_events(req.run_dir / "events.jsonl"), code, log, preview, times)
     result.wall_s = wall
+    result.cli_exit_at = cli_exit_at
     result.program_runs = program_runs
     return result
 
