@@ -104,8 +104,12 @@ def allocate(pools: list[Pool], nics: list[Nic], existing: Mapping[Key, str],
     taken: dict[ipaddress.IPv4Address, Key] = {}
     out: dict[Key, Entry] = {}
 
-    def entry(n: Nic, p: Pool, a: ipaddress.IPv4Address) -> Entry:
-        return Entry(interface=n.interface, rail=n.rail, subnet=str(p.subnet), address=str(a), mtu=p.mtu, vlan=p.vlan)
+    subnets = {p.rail: str(p.subnet) for p in pools}  # formatted once per rail, not per row
+
+    def entry(n: Nic, p: Pool, a: ipaddress.IPv4Address, text: str | None = None) -> Entry:
+        address = text if isinstance(text, str) else str(a)
+        return Entry(interface=n.interface, rail=n.rail, subnet=subnets[p.rail], address=address, mtu=p.mtu,
+                     vlan=p.vlan)
 
     ordered = sorted(nics, key=lambda n: (n.hostname, n.rail, n.interface))
     for n in ordered:
@@ -128,7 +132,7 @@ def allocate(pools: list[Pool], nics: list[Nic], existing: Mapping[Key, str],
             raise AllocationError(RoceFail.ADDRESS_HELD, p.label(), n.hostname,
                                   f"{n.interface} holds {a}, which MAAS also gives to {held[str(a)]}")
         taken[a] = (n.hostname, n.interface)
-        out[(n.hostname, n.interface)] = entry(n, p, a)
+        out[(n.hostname, n.interface)] = entry(n, p, a, old)  # an address that parses is written canonically
     # 2. new interfaces: lowest free address of the rail's range
     cursor: dict[int, int] = {}
     for n in ordered:
@@ -205,11 +209,11 @@ class RoceSpec(BaseModel):
 
     def links(self, table: Mapping[str, Any] | None) -> dict[str, list[dict[str, Any]]]:
         """Each machine's links as its lifecycle applies them ({interface, subnet, address, mtu})."""
-        pools = {p.rail: p for p in self.pools}
+        rails = {p.rail: (str(p.subnet), p.mtu) for p in self.pools}  # formatted once, not per address
         addrs = canonical_table(table)
-        return {m.hostname: [{"interface": i, "subnet": str(pools[r].subnet), "address": a, "mtu": pools[r].mtu}
+        return {m.hostname: [{"interface": i, "subnet": rails[r][0], "address": a, "mtu": rails[r][1]}
                              for r, (i, a) in enumerate(zip(m.interfaces, addrs.get(m.hostname, []), strict=False))
-                             if r in pools]
+                             if r in rails]
                 for m in self.machines}
 
 
