@@ -84,12 +84,16 @@ class TempRootNodes:
     def __init__(self, tmp: Path, env: dict[str, dict[str, str]]) -> None:
         self.tmp, self.env = tmp, env
         self.nodes: dict[str, list[Node]] = {}
+        self._boots: dict[str, int] = {}
+        self._lock = threading.Lock()
 
     def __call__(self, hostname: str, user_data: bytes) -> None:
         files = {f["path"]: f["content"] for f in yaml.safe_load(user_data)["write_files"]}
         enrollment = json.loads(files["/etc/gpuaas/enrollment.json"])
         bundle = json.loads(files["/etc/gpuaas/bundle.json"])
-        root = self.tmp / f"{hostname}-{len(self.nodes.get(hostname, []))}"  # a reimage: a fresh disk
+        with self._lock:  # numbered as boots start: a redeploy's boot may start while the last one still runs
+            n = self._boots[hostname] = self._boots.get(hostname, -1) + 1
+        root = self.tmp / f"{hostname}-{n}"  # a reimage: a fresh disk
         root.mkdir()
         node = Node(root=root, node_id=enrollment["node_id"], token=enrollment["enrollment_token"],
                     url=bundle["url"], user_data=user_data)
@@ -111,7 +115,10 @@ def context_for(node_world: NodeWorld, maas: MaasSimulator) -> Context:
         ops=MaasSiteClient(maas.url, maas.api_key),
         enrollment=PlatformEnrollment(platform, node_world.site_id, node_world.profile_id),
         policy=LifecyclePolicy(commissioning_scripts=(), batch_max_parallel=2),
-        deadlines=Deadlines().scaled(1e-2),  # enrollment: 18 s, for a launcher run of a few seconds
+        # enrollment: 45 s. The launcher alone runs in a few seconds, but on a 2-core host running the suite's three
+        # workers it took over 18 s (the 1e-2 scale), and the lifecycle redeployed nodes whose launchers were still
+        # running (run20 on a slower host).
+        deadlines=Deadlines().scaled(1e-2).model_copy(update={"enroll_s": 45.0}),
         platform_url=node_world.platform.url,
         presign=bundle_presigner(node_world.store),
         log=lambda _m: None,
@@ -203,7 +210,7 @@ def test_a_node_whose_agent_the_platform_never_sees_is_not_ready(node_world: Nod
     try:
         specs = specs_for_world(node_world)
         nodes = TempRootNodes(tmp_path, {"local-gpu-2": {"GPUAAS_TEST_AGENT_DEAD": "1"}})
-        with NodeRunner(maas, nodes).running():  # the enrollment deadline: 18 s (context_for)
+        with NodeRunner(maas, nodes).running():  # the enrollment deadline: 45 s (context_for)
             results = {r.hostname: r for r in Scheduler(context_for(node_world, maas)).onboard(specs)}
     finally:
         maas.stop()
