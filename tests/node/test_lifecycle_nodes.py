@@ -164,9 +164,10 @@ def test_a_failed_deployment_ends_by_the_failed_step_its_node_reported(node_worl
     and reports a failed validation; MAAS's deploy then fails with a datasource failure (injected), which
     alone the lifecycle would retry: the node's own report decides (MCH021 naming the script), no retry."""
     maas = MaasSimulator(maas_inventory(load_environment("local"), enlisted=False), time_scale=MAAS_SCALE,
-                         # 15 s of Deploying: the node's launcher (a few seconds, more on a loaded 2-core host:
-                         # 5 s was once too short) reports before MAAS's injected deploy failure
-                         enroll_backend=EnrollBackend.NODE, durations=PhaseDurations(deploying=150_000),
+                         # 30 s of Deploying: the node's launcher (a few seconds, more on a loaded 2-core host:
+                         # 5 s was once too short, and 15 s on a slower host running the suite) reports before
+                         # MAAS's injected deploy failure
+                         enroll_backend=EnrollBackend.NODE, durations=PhaseDurations(deploying=300_000),
                          faults={"per_machine": {"local-gpu-2": {"deploy_failures": 1}}})
     maas.start()
     nodes = TempRootNodes(tmp_path, {"local-gpu-2": {"GPUAAS_LAB_GPUS": "7"}})
