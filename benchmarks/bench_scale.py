@@ -13,7 +13,7 @@ that set-up builds (tools/pulumi_cli), against the MAAS and platform simulators 
   (and the MAAS requests it made);
 - each timed as an operator waits for it: from the start of the process that serves the program (as a
   language host's Python starts) to the CLI's exit (the harness's reading of the event log after the exit,
-  about a second at 1,024 machines, is printed beside it, not counted);
+  0.3-1.3 s at 1,024 machines, is printed beside it, not counted);
 - each with its ratio to the target, and the first up's CPU split (simulators in this process; the
   runner, CLI and provider plugin as children).
 

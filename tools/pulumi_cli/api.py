@@ -72,11 +72,11 @@ def _signal(pids: list[int], sig: int) -> None:
 class EngineHandle:
     """A running operation (the runner process, the CLI under it, the plugins the CLI started)."""
 
-    def __init__(self, operation: Operation, popen: subprocess.Popen[bytes], run_dir: Path) -> None:
+    def __init__(self, operation: Operation, popen: subprocess.Popen[bytes], run_dir: Path, started_at: float) -> None:
         self.operation = operation
         self.popen = popen
         self.run_dir = run_dir
-        self.spawned_at = time.monotonic()  # CLOCK_MONOTONIC: one clock for every process on the host
+        self.started_at = started_at  # time.monotonic() as the runner was started (RunRequest.started_at)
 
     @property
     def pid(self) -> int:
@@ -126,9 +126,7 @@ class EngineHandle:
             if runner_err.exists():
                 result.log += runner_err.read_text(errors="replace")
         shutil.rmtree(self.run_dir, ignore_errors=True)
-        if result.cli_exit_at is not None:
-            result.until_cli_exit_s = result.cli_exit_at - self.spawned_at
-        result.call_s = time.monotonic() - self.spawned_at
+        result.call_s = time.monotonic() - self.started_at
         return result
 
 
@@ -283,7 +281,7 @@ class Engine:
             operation=operation, project_dir=self.project_dir, workspace_dir=self.workspace_dir,
             pulumi_home=self.pulumi_home, backend_url=self.backend_url, stack=self.stack, args=args,
             env={k: v for k, v in self._env().items() if k in self.env or k == "PULUMI_CONFIG_PASSPHRASE"},
-            run_dir=run_dir, echo=echo, color=color, preview_json=preview_json,
+            run_dir=run_dir, echo=echo, color=color, preview_json=preview_json, started_at=time.monotonic(),
         )
         request = run_dir / "request.json"
         request.write_text(req.model_dump_json())
@@ -297,7 +295,7 @@ class Engine:
                                      stdout=None if echo else subprocess.DEVNULL, stderr=err)
         finally:
             err.close()
-        return EngineHandle(operation, popen, run_dir)
+        return EngineHandle(operation, popen, run_dir, req.started_at)
 
     def run(
         self,

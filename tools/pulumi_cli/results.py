@@ -132,7 +132,6 @@ class EngineResult(BaseModel):
     # what an operator waits for: from the runner's start (as a language host's Python starts) to the CLI's
     # exit, on the host's monotonic clock; the runner's reading of the event log afterwards is not in it
     until_cli_exit_s: float | None = None
-    cli_exit_at: float | None = None  # the runner's record of the CLI's exit (time.monotonic())
     call_s: float | None = None  # the whole operation as its caller waited: the runner's start to its result
     program_runs: list[tuple[float, float]] = Field(default_factory=list)  # the program's (start, end)s
     policyViolations: list[PolicyViolation] = Field(default_factory=list)  # `policyEvent`s, in order
@@ -199,9 +198,8 @@ def _step(meta: dict[str, Any], failed: bool = False, at: float | None = None) -
 
 
 def read_events(path: Path) -> list[dict[str, Any]]:
-    """The event log's events, each secret value as `[secret]`; a torn last line (the run was killed
-    mid-write) is dropped. Only a line that holds a secret is decoded object by object: a fleet's step
-    events are megabytes, and walking every one of them took a second per run."""
+    """The event log's events, each secret value as `[secret]` wherever it sits in an event; a torn last line
+    (the run was killed mid-write) is dropped. Only a line that holds a secret is decoded object by object."""
     out: list[dict[str, Any]] = []
     if not path.exists():
         return out

@@ -46,6 +46,9 @@ class RunRequest(BaseModel):
     echo: bool = False  # also print the CLI's output here (the demo)
     color: str = "never"
     preview_json: bool = True  # a preview prints the CLI's `--json` document (else its display)
+    # the caller's time.monotonic() as it started this process: CLOCK_MONOTONIC is one clock for every process on
+    # the host, so the runner can tell how long the caller waited until the CLI exited
+    started_at: float
 
 
 def _main_file(project_dir: Path) -> Path:
@@ -212,7 +215,7 @@ def run(req: RunRequest) -> EngineResult:
     server.start()
     try:
         code, stdout, times, wall = _run_cli(req, port, clock)
-        cli_exit_at = time.monotonic()
+        until_cli_exit = time.monotonic() - req.started_at
     finally:
         server.stop(0)
     preview = None
@@ -224,7 +227,7 @@ def run(req: RunRequest) -> EngineResult:
     log = (req.run_dir / "cli.log").read_text(errors="replace")
     result = result_from_events(req.operation, read_events(req.run_dir / "events.jsonl"), code, log, preview, times)
     result.wall_s = wall
-    result.cli_exit_at = cli_exit_at
+    result.until_cli_exit_s = until_cli_exit
     result.program_runs = program_runs
     return result
 
