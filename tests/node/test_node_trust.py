@@ -185,7 +185,9 @@ def test_the_weka_client_comes_from_the_vendor_repository_and_the_mounts_require
         for host in booted:
             nodes.wait_cloud_init(host)
         steps = _steps(booted["lab-weka-1"].root)
-        assert all(s["ok"] for s in steps.values()), {k: s["output_tail"][-600:] for k, s in steps.items()}
+        failed = {k: (s["exit_code"], s["duration_s"], s["output_tail"][-1500:])
+                  for k, s in steps.items() if not s["ok"]}
+        assert not failed, failed
         assert "WEKA client installed: weka-agent" in steps["mounts"]["output_tail"]
         show = nodes.exec("lab-weka-1", ["systemctl", "show", "-p", "Requires", "-p", "ActiveState",
                                          "mnt-weka-training.mount"]).stdout

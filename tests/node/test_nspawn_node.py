@@ -26,7 +26,7 @@ from environments import load_environment
 from lab.node import NodeLab
 from providers.machines.scheduler import Scheduler
 from providers.machines.status import MachineOutcome
-from simulators.localstack import maas_inventory
+from simulators.localstack import NSPAWN_MACHINE_TIME_SCALE, maas_inventory
 from simulators.maas import EnrollBackend, MaasSimulator
 from simulators.maas import NodeStatus as MaasNodeStatus
 from simulators.maas.nspawn import NspawnNodes
@@ -154,7 +154,8 @@ def test_the_lifecycle_on_real_nodes_behind_maas_one_validation_failure(lab_worl
         maas.start()
         try:
             assert maas.url.startswith(f"http://{nodes.gateway}:"), "the nodes reach MAAS on the lab gateway"
-            results = {r.hostname: r for r in Scheduler(context_for(world, maas)).onboard(specs_for_world(world))}
+            scheduler = Scheduler(context_for(world, maas, NSPAWN_MACHINE_TIME_SCALE))
+            results = {r.hostname: r for r in scheduler.onboard(specs_for_world(world))}
             machines = {m["hostname"]: m for m in maas.admin.machines()}
             events = {h: maas.admin.events(m["system_id"]) for h, m in machines.items() if h in HOSTS}
         finally:
@@ -214,6 +215,7 @@ def test_a_real_node_restarted_mid_launcher_resumes_through_its_unit(lab_world: 
 
 
 DATA_DISKS = ("nvme1n1", "nvme2n1")
+DEPLOY_TIMEOUT_S = 60.0  # the backend's wall clock for the node that never reports (the test waits for it)
 
 
 def test_a_real_node_formats_and_mounts_its_data_disks_by_label(lab_world: Callable[..., Any]) -> None:
@@ -291,11 +293,13 @@ def test_a_node_that_never_reports_fails_its_deployment_on_the_wall_clock(lab_wo
         m.model_copy(update={"enlisted": True, "status": MaasNodeStatus.READY}) if m.hostname == "local-gpu-2" else m
         for m in inventory.machines]})
     with lab_world(["local-gpu-1"]) as (nodes, world):
-        backend = NspawnNodes(nodes, deploy_timeout_s=20)  # a real node deploys in ~5-8 s here
+        # a real node deploys in 5-8 s on an idle fast host; CI's slower host under the suite's load took over 20 s
+        backend = NspawnNodes(nodes, deploy_timeout_s=DEPLOY_TIMEOUT_S)
         maas = MaasSimulator(inventory, time_scale=MAAS_SCALE, enroll_backend=EnrollBackend.NSPAWN, nodes=backend)
         maas.start()
         try:
-            results = {r.hostname: r for r in Scheduler(context_for(world, maas)).onboard(specs_for_world(world))}
+            scheduler = Scheduler(context_for(world, maas, NSPAWN_MACHINE_TIME_SCALE))
+            results = {r.hostname: r for r in scheduler.onboard(specs_for_world(world))}
             machines = {m["hostname"]: m for m in maas.admin.machines()}
         finally:
             maas.stop()
@@ -303,5 +307,6 @@ def test_a_node_that_never_reports_fails_its_deployment_on_the_wall_clock(lab_wo
         lost = results["local-gpu-2"]
         assert lost.outcome is MachineOutcome.FAILED and lost.reason.startswith("MCH008"), lost.reason
         assert machines["local-gpu-2"]["status_name"] == "Failed deployment"
-        assert machines["local-gpu-2"]["error_description"] == "Node operation 'Deploying' timed out after 20 seconds."
+        assert machines["local-gpu-2"]["error_description"] == \
+            f"Node operation 'Deploying' timed out after {DEPLOY_TIMEOUT_S:.0f} seconds."
         assert any(e.startswith("local-gpu-2: ") for e in backend.errors), backend.errors
