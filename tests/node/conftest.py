@@ -29,6 +29,7 @@ from providers.machines.cloud_init import LAUNCHER, render_user_data
 from providers.machines.runtime import bundle_presigner
 from providers.machines.spec import BundlePin, MachineSpec
 from providers.sites.bundle import BundleProfile, BundleSite, BundleSpec, Packages, digest, pack, render_bundle
+from simulators.localstack import LAB_NODE_PROFILE
 from simulators.s3 import FAKE_ACCESS_KEY_ID, FAKE_SECRET_ACCESS_KEY, MotoS3Server
 from tests.fixtures.platform_sim import RunningSim, platform_sim_factory  # noqa: F401
 
@@ -37,6 +38,10 @@ FAKE_OS = Path(__file__).resolve().parent / "fake_os"
 STANDINS = REPO / "lab" / "node_standins"
 BUCKET = "gpuaas-bundles"
 DEVICES = tuple(f"nvme{i}n1" for i in range(8))
+# The profile's enrollment token TTL for nodes in these tests, in the platform simulator's time (100x fast): the
+# policy's default 3600 s are 36 real seconds, and a node booting under the suite's load on a slower host can take
+# longer than that from mint to enrollment (CI stop 36: the WEKA test's node). 18000 s are 180 real seconds.
+NODE_TOKEN_TTL_S: int = LAB_NODE_PROFILE["enrollment_token_ttl_seconds"]
 HOSTNAME, SYSTEM_ID = "lab-gpu-1", "abcd12"
 
 
@@ -182,7 +187,7 @@ def world_at(
     admin = PlatformClient(platform.url, platform.creds.platform_admin)
     site = admin.create_site(models.MaasSiteCreate(
         name="lab", maas_url="http://127.0.0.1:9/MAAS", credential_ref=models.VaultCredentialRef(path="lab/maas")))
-    policy = models.SiteProfilePolicy()
+    policy = models.SiteProfilePolicy(enrollment_token_ttl_seconds=NODE_TOKEN_TTL_S)
     profile = admin.create_profile(site.site_id, models.SiteProfileCreate(name="h200", policy=policy))
     with MotoS3Server(private=True, host=host) as s3:
         s3.create_bucket(BUCKET)

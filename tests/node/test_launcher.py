@@ -16,7 +16,7 @@ from clients.platform.models import BootstrapOutcome, NodeStatus
 from simulators.platform import ErrorBurst, FaultPlan
 from tests.fixtures.platform_sim import platform_sim_factory  # noqa: F401
 
-from .conftest import DEVICES, Node, NodeWorld, world_at
+from .conftest import DEVICES, NODE_TOKEN_TTL_S, Node, NodeWorld, world_at
 
 STEPS = ["fetch", "packages", "cloud-init", "storage", "fabric", "hw-sync", "mounts",
          "validate-gpu-check", "validate-fabric-state"]
@@ -150,7 +150,7 @@ def test_a_failing_validation_script_stops_with_its_name_and_output_tail(node_wo
 
 def test_an_expired_token_is_the_enrollment_error(node_world: NodeWorld) -> None:
     node = node_world.deploy()
-    node_world.platform.advance(3600 + 1)  # past the profile's token TTL
+    node_world.platform.advance(NODE_TOKEN_TTL_S + 1)  # past the profile's token TTL
     proc = node.run()
     assert proc.returncode == 1
     # Once seen under heavy load: the storage step failed instead; the whole stderr says why next time.

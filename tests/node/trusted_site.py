@@ -38,7 +38,7 @@ from simulators.platform import agent_package
 from simulators.s3 import FAKE_ACCESS_KEY_ID, FAKE_SECRET_ACCESS_KEY, MotoS3Server
 from simulators.tls import PrivateCa, TlsFront
 
-from .conftest import BUCKET, machine_spec
+from .conftest import BUCKET, NODE_TOKEN_TTL_S, machine_spec
 
 SUITE, COMPONENT = "lab", "main"
 # LAB STAND-IN of the WEKA client package (the lab has no WEKA cluster and no wekafs kernel module): its agent unit
@@ -219,6 +219,6 @@ def trusted_site(tmp: Path, gateway: str, platform: Any, repo_packages: tuple[st
             name="lab", maas_url="http://127.0.0.1:9/MAAS",
             credential_ref=models.VaultCredentialRef(path="lab/maas")))
         profile = admin.create_profile(site.site_id, models.SiteProfileCreate(
-            name="h200", policy=models.SiteProfilePolicy()))
+            name="h200", policy=models.SiteProfilePolicy(enrollment_token_ttl_seconds=NODE_TOKEN_TTL_S)))
         yield TrustedSite(ca=ca, platform=platform, admin=admin, site_id=site.site_id, profile_id=profile.profile_id,
                           store=store, urls=urls, repo=repo)
