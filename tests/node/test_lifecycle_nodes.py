@@ -115,8 +115,9 @@ def _deadlines(time_scale: float) -> Deadlines:
 
 
 def context_for(node_world: NodeWorld, maas: MaasSimulator, time_scale: float = 1e-2) -> Context:
-    """`time_scale`: of MAAS's deadlines. Real nspawn nodes take NSPAWN_MACHINE_TIME_SCALE (deploy 180 s): at 1e-2
-    (deploy 36 s) a real node's deploy on CI's slower host under the suite's load came close to the deadline."""
+    """`time_scale`: of MAAS's deadlines. Real nspawn nodes take NSPAWN_MACHINE_TIME_SCALE (deploy 180 s, as the
+    NSPAWN stack): a real node's deploy took over 20 s on CI's slower host under the suite's load, and 1e-2's 36 s
+    expired before the never-reporting node's 60 s MAAS wall clock (test_nspawn_node.py), giving MCH014."""
     platform = PlatformClient(node_world.platform.url, node_world.platform.creds.platform_admin)
     return Context(
         ops=MaasSiteClient(maas.url, maas.api_key),
