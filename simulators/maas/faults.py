@@ -28,6 +28,9 @@ class MachineFaults(BaseModel):
     commissioning_failures: int = Field(default=0, ge=0, description="next N commissionings fail")
     testing_failures: int = Field(default=0, ge=0, description="next N commissioning test runs fail")
     deploy_failures: int = Field(default=0, ge=0, description="next N deploys fail with a datasource error")
+    deploy_stalls: int = Field(default=0, ge=0, description=(
+        "next N deploys stall in Deploying until aborted: a test knob for a deploy still going when the next call "
+        "arrives, however loaded the host (not MAAS behaviour: MAAS fails a deploy left that long on its timeout)"))
     erase_failures: int = Field(default=0, ge=0, description="next N disk erasures fail")
     power_error: str | None = Field(default=None, description="power driver error text; every power action fails")
 
@@ -60,7 +63,8 @@ class SimFaults(BaseModel):
     api: ApiFaults = Field(default_factory=lambda: ApiFaults())
 
 
-MachineFaultKind = Literal["commissioning_failures", "testing_failures", "deploy_failures", "erase_failures"]
+MachineFaultKind = Literal["commissioning_failures", "testing_failures", "deploy_failures", "deploy_stalls",
+                          "erase_failures"]
 
 
 class FaultBook:

@@ -221,6 +221,9 @@ class Lifecycle(NodeDeploys):
         if self.nodes is not None:
             self._boot_node(m)
             return
+        if self.faults.take("deploy_stalls", m.system_id, m.hostname):
+            m.event("NODE", "deploy stalled (injected fault): no phase end until the deploy is aborted")
+            return
         self._arm(m, self.durations.deploying)
 
     def release(self, m: Machine, erase: bool, secure_erase: bool, quick_erase: bool, force: bool) -> None:

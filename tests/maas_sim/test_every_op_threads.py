@@ -11,7 +11,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from maas.client.enum import LinkMode, PowerState
 
-from simulators.maas import NodeStatus, demo_inventory
+from simulators.maas import MachineFaults, NodeStatus, demo_inventory
 from simulators.maas.enums import TRANSITIONS
 
 from .conftest import connect, session
@@ -86,7 +86,9 @@ def exercise(sim, n: int) -> list[str]:
     m.release(erase=True, quick_erase=True, **WAIT)
     assert m.status == NodeStatus.READY
     done += ["deploy", "power", "set_owner_data", "release"]
-    # abort a deploy, release, break and fix, delete
+    # abort a deploy, release, break and fix, delete (the deploy stalls, so it is still going when the abort
+    # arrives: at the suite's 1e-4 a 60 ms deploy ended first on a loaded host, run23's 409 "Cannot abort")
+    sim.admin.set_machine_faults(name, MachineFaults(deploy_stalls=1))
     m.deploy()
     m.abort()
     assert m.status == NodeStatus.ALLOCATED
@@ -108,9 +110,7 @@ def _all_transitions_legal(sim, sid: str) -> None:
 
 
 def test_every_op_main_thread_then_workers(maas_sim_factory) -> None:
-    # 1e-3, not the suite's 1e-4: `deploy` then `abort` needs the deploy still running when the abort arrives, and
-    # at 1e-4 (a 60 ms deploy) a loaded slower host finished it first (run23: 409 "Cannot abort in current state")
-    sim = maas_sim_factory(inventory=demo_inventory(h200_per_site=0, small_per_site=0), time_scale=1e-3)
+    sim = maas_sim_factory(inventory=demo_inventory(h200_per_site=0, small_per_site=0))
     first = exercise(sim, 1)
     assert len(first) == 22
     with ThreadPoolExecutor(max_workers=4) as pool:

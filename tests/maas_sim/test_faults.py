@@ -61,6 +61,19 @@ def test_deploy_datasource_failure_first_n_attempts(maas_sim, client) -> None:
     assert len(causes) == 2
 
 
+def test_a_stalled_deploy_waits_for_its_abort_and_the_next_deploy_runs(maas_sim, client) -> None:
+    machine = _machine(client, "gpu-a-001")
+    maas_sim.admin.set_machine_faults("gpu-a-001", MachineFaults(deploy_stalls=1))
+    machine.deploy()
+    time.sleep(0.2)  # several whole deploys at the suite's 1e-4 (a deploy is 60 ms)
+    machine.refresh()
+    assert machine.status_name == "Deploying"
+    machine.abort()
+    assert machine.status_name == "Allocated"
+    machine.deploy(**WAIT)  # the fault was one stall
+    assert machine.status_name == "Deployed"
+
+
 def test_disk_erase_failure_then_plain_release(maas_sim, client) -> None:
     machine = _machine(client, "gpu-a-001")
     machine.deploy(**WAIT)
