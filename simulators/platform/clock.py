@@ -32,6 +32,16 @@ class SimClock:
     def now(self) -> datetime:
         return self.at(self.seconds())
 
+    def set_time_scale(self, time_scale: float) -> None:
+        """From now on `time_scale` real seconds pass per simulated second; the simulated time so far is kept (the
+        engine's steps are due in simulated seconds, so a step under way just runs at the new pace)."""
+        if time_scale <= 0:
+            raise ValueError(f"time_scale must be > 0 (real seconds per simulated second), got {time_scale}")
+        with self._lock:
+            now = time.monotonic()
+            self._offset += (now - self._start_real) / self.time_scale
+            self._start_real, self.time_scale = now, time_scale
+
     def advance(self, sim_seconds: float) -> float:
         if sim_seconds < 0:
             raise ValueError("the simulated clock only moves forward")

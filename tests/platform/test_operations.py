@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from clients.platform import PlatformApiError, PlatformClient
@@ -71,6 +73,9 @@ def test_conflicting_operations_are_refused_while_one_runs(platform_sim: Running
     api, pid = client_for("service_account"), platform_sim.creds.project_id
     inst = ready_instance(api, pid)
     worker = next(x for x in api.list_members(pid, inst) if x.component_key == "worker")
+    # The drain (3 simulated seconds) must still run when the conflicting calls arrive: at the fixture's 0.01 it lasts
+    # 30 ms, which a loaded host let pass between two calls (run24). At 10 it lasts 30 s; nothing here waits for it.
+    platform_sim.clock.set_time_scale(10.0)
     drain = api.drain_member(pid, inst, worker.member_id)
     with pytest.raises(PlatformApiError) as err:
         api.remove_member(pid, inst, worker.member_id)
@@ -180,3 +185,17 @@ def test_the_clock_refuses_nonsense() -> None:
     assert clock.advance(100) >= before + 100
     with pytest.raises(ValueError, match="only moves forward"):
         clock.advance(-1)
+
+
+def test_a_new_time_scale_keeps_the_simulated_time_and_sets_the_pace() -> None:
+    from simulators.platform.clock import SimClock
+
+    clock = SimClock(0.001)
+    clock.advance(50)
+    clock.set_time_scale(100.0)  # a simulated second now takes 100 real ones
+    before = clock.seconds()
+    time.sleep(0.5)
+    after = clock.seconds()
+    assert before >= 50 and before <= after < before + 0.05, (before, after)  # 0.5 s is 0.005 simulated seconds
+    with pytest.raises(ValueError, match="time_scale must be > 0"):
+        clock.set_time_scale(0)
