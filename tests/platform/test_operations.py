@@ -24,6 +24,7 @@ def ready_instance(api: PlatformClient, pid: str) -> str:
 def test_operations_progress_through_their_steps_over_simulated_time(
     platform_sim: RunningSim, client_for: ClientFor
 ) -> None:
+    platform_sim.clock.set_time_scale(1000.0)  # only `advance` moves it (at 0.01 a step is tens of real ms)
     api, pid = client_for("service_account"), platform_sim.creds.project_id
     op = api.create_instance(pid, SLURM)
     assert op.status is m.OperationStatus.PENDING and op.step is None
