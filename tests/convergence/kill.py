@@ -228,10 +228,12 @@ def stages(steps: list[dict[str, Any]]) -> list[Stage]:
     provider call is going; right after the first step started, and after the last of each run of steps that
     call no provider (the stack, components, the default provider, `same` steps).
 
-    A kill after one step of such a run and a kill after the next one differ only in which of them the CLI's
-    own snapshot holds: no provider call is made, started or left pending in between. One kill per run (its
-    last step: the most the run can have saved before the next change starts) covers them; a kill after each
-    cost a whole stage (a fresh world, the killed run and the recovery's five CLI runs) for the CLI's snapshot
+    Between a kill after one step of such a run and a kill after the next, no change through a provider
+    starts (their checks and diffs ran as they registered, before their steps): the kills differ in which
+    of the steps the CLI's own snapshot holds, and in how far a change already under way has got, which the
+    kill while it is under way and the kill after the run's last step bracket. One kill per run (its last
+    step: the most the run can have saved before the next change starts) covers them; a kill after each cost
+    a whole stage (a fresh world, the killed run and the recovery's five CLI runs) for the CLI's snapshot
     logic, not the project's (the first up: 18 stages → 15; a redeploy: 13 → 6)."""
     out: list[Stage] = [(None, None)]
     for n, meta in enumerate(steps, 1):
