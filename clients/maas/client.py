@@ -21,6 +21,7 @@ import base64
 import hashlib
 import threading
 from collections.abc import Callable, Sequence
+from concurrent.futures import Future
 from typing import Any
 
 from maas.client.bones import CallError, SessionAPI
@@ -45,6 +46,9 @@ _sessions: dict[tuple[str, str, bool, str | None], SessionAPI] = {}
 # How many machines a region-wide answer is sized for (its timeout): docs/scale.md plans 10,000 machines.
 REGION_MACHINES = 10_000
 _sessions_lock = threading.Lock()
+# A session's connect (its describe request) under way: a provider's concurrent first calls (a refresh reads every
+# resource at once) share its outcome, the session or the error, rather than each fetching the document.
+_connecting: dict[tuple[str, str, bool, str | None], Future[SessionAPI]] = {}
 
 
 def _ensure_loop() -> None:
@@ -91,37 +95,60 @@ class MaasClient:
         key = (self.url, hashlib.sha256(self._api_key.encode()).hexdigest(), self.tls_verify, self.ca_bundle)
         with _sessions_lock:
             session = _sessions.get(key)
-        if session is None:
-            _ensure_loop()
-
-            def connect() -> SessionAPI:
-                # Always our own dispatch: the CA (or the system store, or no verification when
-                # tls_verify is off) and a per-request timeout (clients/maas/verified.py).
-                context = trust(self.ca_bundle) if self.tls_verify else False
-                return connect_verified(self.url, self._api_key, context, self.retry.request_timeout_s)
-
-            try:  # the anonymous describe request: a read, retried like any other
-                session = call_with_retry(
-                    connect,
-                    budget=self.retry,
-                    site=self.site,
-                    endpoint=f"{self.url}api/2.0/describe/",
-                    on_attempt=self._count,
-                )
-            except MaasUnavailable:
-                raise
-            except OSError as e:  # TimeoutError, ConnectionError (clients/maas/verified.py)
-                if untrusted(e):
-                    raise self.untrusted_error() from None
-                raise MaasError(f"MAAS of site {self.site or '?'} at {self.url} is unreachable: {e}") from None
-            except (CallError, RemoteError) as e:
-                status = status_of(e)
-                raise MaasError(
-                    f"MAAS of site {self.site or '?'} at {self.url} refused the describe request: HTTP {status}",
-                    status=status,
-                ) from None
+            if session is not None:
+                return session
+            flight = _connecting.get(key)
+            if flight is None:
+                flight = _connecting[key] = Future()
+                first = True
+            else:
+                first = False
+        if not first:
+            return flight.result()  # the first caller's session, or its error
+        try:
+            session = self._connect()
+        except BaseException as e:
+            flight.set_exception(e)
+            raise
+        else:
+            flight.set_result(session)
             with _sessions_lock:
                 _sessions[key] = session
+            return session
+        finally:
+            with _sessions_lock:
+                del _connecting[key]
+
+    def _connect(self) -> SessionAPI:
+        """Connect: the describe request, retried like any other read."""
+        _ensure_loop()
+
+        def connect() -> SessionAPI:
+            # Always our own dispatch: the CA (or the system store, or no verification when
+            # tls_verify is off) and a per-request timeout (clients/maas/verified.py).
+            context = trust(self.ca_bundle) if self.tls_verify else False
+            return connect_verified(self.url, self._api_key, context, self.retry.request_timeout_s)
+
+        try:  # the anonymous describe request: a read, retried like any other
+            session = call_with_retry(
+                connect,
+                budget=self.retry,
+                site=self.site,
+                endpoint=f"{self.url}api/2.0/describe/",
+                on_attempt=self._count,
+            )
+        except MaasUnavailable:
+            raise
+        except OSError as e:  # TimeoutError, ConnectionError (clients/maas/verified.py)
+            if untrusted(e):
+                raise self.untrusted_error() from None
+            raise MaasError(f"MAAS of site {self.site or '?'} at {self.url} is unreachable: {e}") from None
+        except (CallError, RemoteError) as e:
+            status = status_of(e)
+            raise MaasError(
+                f"MAAS of site {self.site or '?'} at {self.url} refused the describe request: HTTP {status}",
+                status=status,
+            ) from None
         return session
 
     def _call(self, handler: str, action: str, *, read: bool, idempotent: bool = False, answer_machines: int = 0,
