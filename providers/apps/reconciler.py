@@ -24,10 +24,12 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from enum import StrEnum
+from typing import TYPE_CHECKING
 
 from pydantic import BaseModel
 
-from clients.platform import PlatformApiError, PlatformClient
+import clients.platform
+from clients.platform import PlatformApiError
 from clients.platform import models as pm
 from clients.platform.models import ErrorCode
 from clients.vault import VaultCredentials, VaultError
@@ -39,6 +41,9 @@ from .failures import REFUSED, AppFail, AppInstanceFailed, OpFailure, idempotenc
 from .plan import Action, ActionKind, Observed, Phase, plan_members
 from .routes import converge_routes
 from .spec import AppInstanceSpec
+
+if TYPE_CHECKING:  # the HTTP client loads when a call first makes one (clients/platform)
+    from clients.platform import PlatformClient
 
 S = pm.InstanceStatus
 
@@ -101,7 +106,8 @@ class AppInstanceReconciler:
         path = self.spec.instance.service_account_token_path
         with coded_errors(self.where, {VaultError: AppFail.VAULT}):
             token = vault_reader(self.spec.vault, self._credentials).read(path)
-        with PlatformClient(self.spec.platform_url, token, ca_bundle=resolve_ca(self.spec.platform_ca_bundle)) as api:
+        ca_bundle = resolve_ca(self.spec.platform_ca_bundle)
+        with clients.platform.PlatformClient(self.spec.platform_url, token, ca_bundle=ca_bundle) as api:
             try:
                 yield api
             except PlatformApiError as e:

@@ -8,12 +8,17 @@ the gateway rejects is reported like a failed operation.
 
 from __future__ import annotations
 
-from clients.platform import PlatformApiError, PlatformClient
+from typing import TYPE_CHECKING
+
+from clients.platform import PlatformApiError
 from clients.platform import models as pm
 from providers.wire import FramePolicy
 
 from .failures import REFUSED, AppInstanceFailed, OpFailure, idempotency_key
 from .spec import AppInstanceSpec, UiRouteSpec
+
+if TYPE_CHECKING:  # the HTTP client loads when a call first makes one (clients/platform)
+    from clients.platform import PlatformClient
 
 
 def route_body(r: UiRouteSpec) -> pm.UiRouteCreate:

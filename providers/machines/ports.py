@@ -8,7 +8,7 @@ lifecycle calls only these protocols, so tests can drive it with the simulators 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from pydantic import BaseModel, ConfigDict, SecretStr
 
@@ -19,8 +19,10 @@ from clients.maas import (
     PortError,
     PowerSettings,
     ScriptResultView,
-    StaticHolding,
 )
+
+if TYPE_CHECKING:  # clients/maas/site.py loads python-libmaas: the HTTP stack loads when a call makes a client
+    from clients.maas import StaticHolding
 
 
 class _View(BaseModel):

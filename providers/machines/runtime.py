@@ -11,10 +11,13 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import TYPE_CHECKING
 from urllib.parse import parse_qs, urlsplit
 
-from clients.maas import DEFAULT_BUDGET, MaasSiteClient
-from clients.platform import PlatformApiError, PlatformClient, models
+import clients.maas
+import clients.platform
+from clients.maas import DEFAULT_BUDGET
+from clients.platform import PlatformApiError, models
 from clients.s3 import ArtifactStore, s3_credentials
 from clients.vault import VaultCredentials, VaultReader
 from environments.rules_tls import resolve_ca
@@ -27,6 +30,10 @@ from .node_trust import node_ca_bundle
 from .ports import BootstrapView, EnrollmentError, EnrollmentToken, NodeState
 from .records import Presign
 from .spec import BundlePin, Connection, Deadlines, LifecyclePolicy, MachineSpec
+
+if TYPE_CHECKING:  # the HTTP clients load when a call first makes one (clients/maas, clients/platform)
+    from clients.maas import MaasSiteClient
+    from clients.platform import PlatformClient
 
 
 class PlatformEnrollment:
@@ -137,7 +144,7 @@ def maas_client(
     calls ride out outages within `DEFAULT_BUDGET` (scaled with the machine time scale)."""
     reader = vault or vault_reader(conn.vault, credentials)
     key = reader.read(conn.maas.api_key_path)
-    return MaasSiteClient(
+    return clients.maas.MaasSiteClient(
         conn.maas.maas_url,
         key.get_secret_value(),
         tls_verify=conn.maas.tls_verify,
@@ -166,7 +173,7 @@ def build_context(
 ) -> tuple[Context, MaasSiteClient, PlatformClient]:
     vault = vault_reader(conn.vault, credentials)
     maas = maas_client(conn, credentials, vault, time_scale)
-    platform = PlatformClient(
+    platform = clients.platform.PlatformClient(
         conn.platform.url, vault.read(conn.platform.token_path), ca_bundle=resolve_ca(conn.platform.ca_bundle)
     )
     ctx = Context(

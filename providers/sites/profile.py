@@ -25,12 +25,14 @@ from __future__ import annotations
 import hashlib
 import ipaddress
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from clients.maas import MaasError, MaasSiteClient
-from clients.platform import PlatformApiError, PlatformClient
+import clients.maas
+import clients.platform
+from clients.maas import MaasError
+from clients.platform import PlatformApiError
 from clients.platform import models as pm
 from clients.s3 import ArtifactStore, s3_credentials
 from clients.vault import VaultCredentials, VaultReader, parse_ref
@@ -42,6 +44,10 @@ from providers.common import VaultInputs, plain, vault_reader
 from providers.sites.bundle import Script, StoreInputs, bundle_scripts
 from providers.sites.failures import PROFILE_CLIENTS, SiteProfileFail
 from providers.wire import EraseMode, FabricMode, Name, Tier, VaultRef, Wire
+
+if TYPE_CHECKING:  # the HTTP clients load when a call first makes one (clients/maas, clients/platform)
+    from clients.maas import MaasSiteClient
+    from clients.platform import PlatformClient
 
 SOURCE = "sites"
 
@@ -190,7 +196,7 @@ class SiteProfileReconciler:
     def _maas(self, vault: VaultReader) -> MaasSiteClient:
         s = self.spec.site
         key = vault.read(s.maas_api_key_path)
-        maas = MaasSiteClient(s.maas_url, key.get_secret_value(), tls_verify=s.tls_verify,
+        maas = clients.maas.MaasSiteClient(s.maas_url, key.get_secret_value(), tls_verify=s.tls_verify,
                               ca_bundle=resolve_ca(s.maas_ca_bundle))
         try:
             maas.whoami()
@@ -228,7 +234,7 @@ class SiteProfileReconciler:
 
     def _platform(self, vault: VaultReader) -> PlatformClient:
         p = self.spec.platform
-        return PlatformClient(p.url, vault.read(p.admin_token_path), ca_bundle=resolve_ca(p.ca_bundle))
+        return clients.platform.PlatformClient(p.url, vault.read(p.admin_token_path), ca_bundle=resolve_ca(p.ca_bundle))
 
     def _ensure_profile(self, api: PlatformClient) -> tuple[str, pm.SiteProfile]:
         """Adopt-or-create the site, then the profile; update only what differs."""

@@ -23,12 +23,12 @@ import ipaddress
 import threading
 from collections.abc import Mapping
 from functools import cached_property
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from clients.maas import MaasError, MaasSiteClient, MaasStatus, StaticHolding
-from clients.maas import MachineNics as MaasMachineNics
+import clients.maas
+from clients.maas import MaasError, MaasStatus
 from clients.vault import VaultCredentials, VaultError
 from environments.coded import CodedError, line, raises_coded
 from environments.findings import Code
@@ -38,6 +38,10 @@ from providers.machines.records import OWNER_RESOURCE
 from providers.sites.failures import ROCE_CLIENTS, RoceFail
 from providers.sites.roce_table import MachineNics, NicGroup, Table, addresses_of, canonical_table, grouped
 from providers.wire import FabricMode
+
+if TYPE_CHECKING:  # the HTTP clients load when a call first makes one (clients/maas, clients/platform)
+    from clients.maas import MaasSiteClient, StaticHolding
+    from clients.maas import MachineNics as MaasMachineNics
 
 SOURCE = "roce_pools"
 Key = tuple[str, str]  # (hostname, interface)
@@ -247,7 +251,8 @@ class RoceReconciler:
     def maas(self) -> MaasSiteClient:
         key = vault_reader(self.spec.vault, self._credentials).read(self.spec.maas.api_key_path)
         m = self.spec.maas
-        return MaasSiteClient(m.url, key.get_secret_value(), tls_verify=m.tls_verify, ca_bundle=resolve_ca(m.ca_bundle))
+        return clients.maas.MaasSiteClient(m.url, key.get_secret_value(), tls_verify=m.tls_verify,
+                                           ca_bundle=resolve_ca(m.ca_bundle))
 
     def plan(self, old_table: Mapping[str, Any] | None) -> Table:
         """The table `converge` will apply, from the recorded one and what MAAS holds on the pools' subnets
