@@ -28,7 +28,8 @@ from simulators.platform import PlatformSimulator
 
 from .test_contract_schemathesis import schema_valid_data_accepted
 
-MAX_EXAMPLES = 25
+# 50, not 25: fixed draws are fixed per process, not per run (below); at 25 a draw followed links 0-5 times.
+MAX_EXAMPLES = 50
 STEP_COUNT = 8
 STILL_TIME_SCALE = 1e9  # real seconds per simulated second: the clock moves only when the test moves it
 STEP_SIM_S = 2.0  # simulated seconds before each call: an instance create (~8.5 s) ends within a sequence
@@ -112,9 +113,15 @@ def test_linked_sequences_honour_the_contract() -> None:
             phases=[hypothesis.Phase.generate],
             # Fixed draws in the suite: the coverage checks below held in ~71 of 72 random runs, and a
             # test that fails by luck is a defect. GPUAAS_CONTRACT_EXPLORE=1 draws afresh each run.
+            # "Fixed" holds for one process's history only: the sequences drawn change with what the process
+            # imported before this test (not with the global random or the hash seed), so another file's
+            # imports, or a worker that ran other files first, draws differently. At 25 examples one such
+            # draw (a `-n 2 --dist load` run, 2026-11-28) followed no link, and the usual order followed 2;
+            # at 50 the orders tried followed 6-18.
             derandomize=not os.environ.get("GPUAAS_CONTRACT_EXPLORE"),
         )
     )
+    print("HITS", sorted(hits.items()))
     # Sequences went past the roots: things were created and then reached through links.
     assert hits.get("createMaasSite", 0) + hits.get("createAppInstance", 0) > MAX_EXAMPLES  # + setup's sites
     assert (
