@@ -223,6 +223,17 @@ def test_a_node_restarted_mid_launcher_resumes_without_repeating_a_step(node_wor
     assert_private(node)
 
 
+def test_the_apt_lists_lock_held_at_first_boot_is_waited_for_whatever_the_nodes_locale(node_world: NodeWorld) -> None:
+    """apt-daily holds the lists lock at a fresh node's first boot: the packages step retries `apt-get update`
+    while apt says the lock is held. It reads apt's English message, so it runs apt under the C locale: on a
+    German node (the double answers in German unless the locale is C) it still waits, rather than failing."""
+    node = node_world.deploy()
+    proc = node.run(LANG="de_DE.UTF-8", LC_ALL="", GPUAAS_TEST_APT_LOCKED="1")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert node.calls().count("apt-get update -q") == 2, "refused once (lock held), then updated"
+    assert node.steps()["packages"]["ok"]
+
+
 def test_a_node_agent_package_whose_digest_differs_is_refused_and_reported(node_world: NodeWorld) -> None:
     """The enrollment answer names an agent package whose bytes do not match its sha256: step
     agent-install fails naming both digests and what to do, nothing is installed, the final report says so."""

@@ -12,6 +12,17 @@ if [ -n "${GPUAAS_TEST_KILL_AT:-}" ] && [ "$GPUAAS_TEST_KILL_AT" = "$tool" ] && 
   kill -KILL 0  # the whole process group: the launcher, its step, this call (a node losing power)
 fi
 case "$tool" in
+  apt-get)  # GPUAAS_TEST_APT_LOCKED=<n>: the first n `apt-get update` find the lists lock held (apt-daily at a first
+    # boot) and say so, as apt does, in the caller's language: English only under the C locale
+    held=$(cat "$R/.apt-lock-refusals" 2>/dev/null || echo 0)
+    if [ "${1:-}" = "update" ] && [ "$held" -lt "${GPUAAS_TEST_APT_LOCKED:-0}" ]; then
+      echo $((held + 1)) > "$R/.apt-lock-refusals"
+      case "${LC_ALL:-${LC_MESSAGES:-${LANG:-}}}" in
+        C|C.*|POSIX) echo "E: Could not get lock /var/lib/apt/lists/lock. It is held by process 812 (apt-get)" ;;
+        *) echo "E: Sperre /var/lib/apt/lists/lock konnte nicht erlangt werden. Sie wird von Prozess 812 (apt-get) gehalten." ;;
+      esac
+      exit 100
+    fi ;;
   sfdisk)  # `printf '<script>' | sfdisk -q /dev/<dev>`: read the script as sfdisk does; a double that exits without
     # reading lets the writer die of SIGPIPE, which `set -o pipefail` turns into a silent step failure (seen once)
     cat > /dev/null ;;
