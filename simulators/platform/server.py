@@ -178,6 +178,11 @@ class PlatformSimulator:
         self.clock.advance(sim_seconds)
         engine.tick(self.store)
 
+    def set_time_scale(self, time_scale: float) -> None:
+        """Real seconds per simulated second from now on; the simulated time so far is kept. A test that moves
+        the clock only by `advance` sets a large scale first, so the host's speed cannot move it between calls."""
+        self.clock.set_time_scale(time_scale)
+
     def inject(self, plan: FaultPlan) -> None:
         self.store.faults.add(plan)
 

@@ -29,7 +29,7 @@ TTL = 120
 def grant(platform_sim: RunningSim, admin: PlatformClient) -> tuple[m.MaasSite, m.SiteProfile, m.EnrollmentTokenGrant]:
     # Only `advance` moves the token's clock in these tests: at the fixture's 0.01 its 120 s TTL is 1.2 real seconds,
     # and "valid just before its TTL" had 50 ms of margin, which a loaded host can spend between two calls.
-    platform_sim.clock.set_time_scale(1000.0)
+    platform_sim.set_time_scale(1000.0)
     site, profile = make_site_and_profile(admin, ttl=TTL)
     g = admin.mint_enrollment_token(
         site.site_id, m.EnrollmentTokenRequest(profile_id=profile.profile_id, hostname="gpu-01", system_id="abc123")

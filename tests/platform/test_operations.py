@@ -24,7 +24,7 @@ def ready_instance(api: PlatformClient, pid: str) -> str:
 def test_operations_progress_through_their_steps_over_simulated_time(
     platform_sim: RunningSim, client_for: ClientFor
 ) -> None:
-    platform_sim.clock.set_time_scale(1000.0)  # only `advance` moves it (at 0.01 a step is tens of real ms)
+    platform_sim.set_time_scale(1000.0)  # only `advance` moves it (at 0.01 a step is tens of real ms)
     api, pid = client_for("service_account"), platform_sim.creds.project_id
     op = api.create_instance(pid, SLURM)
     assert op.status is m.OperationStatus.PENDING and op.step is None
@@ -76,7 +76,7 @@ def test_conflicting_operations_are_refused_while_one_runs(platform_sim: Running
     worker = next(x for x in api.list_members(pid, inst) if x.component_key == "worker")
     # The drain (3 simulated seconds) must still run when the conflicting calls arrive: at the fixture's 0.01 it lasts
     # 30 ms, which a loaded host let pass between two calls (run24). At 10 it lasts 30 s; nothing here waits for it.
-    platform_sim.clock.set_time_scale(10.0)
+    platform_sim.set_time_scale(10.0)
     drain = api.drain_member(pid, inst, worker.member_id)
     with pytest.raises(PlatformApiError) as err:
         api.remove_member(pid, inst, worker.member_id)

@@ -26,7 +26,7 @@ def list_instances(sim: RunningSim, token: str, project_id: str, request_id: str
 
 
 def test_a_token_works_until_its_ttl_then_gets_a_401_envelope(platform_sim: RunningSim) -> None:
-    platform_sim.clock.set_time_scale(1000.0)  # only `advance` moves it: 1 s of margin at 0.01 is 10 real ms
+    platform_sim.set_time_scale(1000.0)  # only `advance` moves it: 1 s of margin at 0.01 is 10 real ms
     pid = platform_sim.creds.project_id
     token = platform_sim.issue_token(m.Role.SERVICE_ACCOUNT, project_id=pid, name="ci", ttl_s=600)
     assert list_instances(platform_sim, token, pid, "req-fresh-1").status_code == 200
