@@ -121,7 +121,6 @@ def test_linked_sequences_honour_the_contract() -> None:
             derandomize=not os.environ.get("GPUAAS_CONTRACT_EXPLORE"),
         )
     )
-    print("HITS", sorted(hits.items()))
     # Sequences went past the roots: things were created and then reached through links.
     assert hits.get("createMaasSite", 0) + hits.get("createAppInstance", 0) > MAX_EXAMPLES  # + setup's sites
     assert (
