@@ -4,7 +4,9 @@
 `vocabulary` (statuses, views, `MaasError`). Import from here: `from clients.maas import MaasClient`.
 """
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from clients.lazy import lazy_attributes
 
 from .budget import DEFAULT_BUDGET, MaasUnavailable, RetryBudget
 from .vocabulary import (
@@ -36,16 +38,7 @@ if TYPE_CHECKING:
 _LAZY = {"MaasClient": ".client", "MaasSiteClient": ".site", "MachineNics": ".site", "NicView": ".site",
          "ScriptView": ".site", "StaticHolding": ".site", "SubnetView": ".site"}
 
-
-def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        import importlib
-
-        value = getattr(importlib.import_module(_LAZY[name], __name__), name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
+__getattr__ = lazy_attributes(__name__, globals(), _LAZY)
 
 __all__ = [
     "DEFAULT_BUDGET",

@@ -5,7 +5,9 @@ with PlatformClient(url, token) as api:
     site = api.find_site("site-a") or api.create_site(models.MaasSiteCreate(...))
 """
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from clients.lazy import lazy_attributes
 
 from . import models
 from .errors import PlatformApiError
@@ -20,16 +22,7 @@ if TYPE_CHECKING:
 # platform (issue 29; as clients/maas does).
 _LAZY = {"CLIENT_METHODS": ".client", "PlatformClient": ".client", "new_idempotency_key": ".transport"}
 
-
-def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        import importlib
-
-        value = getattr(importlib.import_module(_LAZY[name], __name__), name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
+__getattr__ = lazy_attributes(__name__, globals(), _LAZY)
 
 __all__ = [
     "CLIENT_METHODS",

@@ -2,8 +2,10 @@
 (issue 29).
 
 Every `pulumi` run starts the program (it imports every component and provider module) and a provider
-plugin (it imports the provider modules of the resources it is asked about). Neither talks to the platform
-in a preview, and the program never talks to MAAS, the store or Vault. Importing python-libmaas (aiohttp,
+plugin (it imports the provider modules of the resources it is asked about). The program never talks to
+MAAS, the platform, the store or Vault; in a preview the plugin runs only checks and diffs, and no kind's check
+or diff calls the platform (the RoCE assignment's check reads MAAS; the platform is called from create, update,
+read and delete only). Importing python-libmaas (aiohttp,
 macaroonbakery, requests) and httpx (with its CLI extra, rich and pygments) costs ~0.3 s of CPU per process.
 """
 
