@@ -18,12 +18,11 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from maas.client.utils import multipart
-from maas.client.utils import prepare_payload
+from maas.client.bones import CallAPI
+from maas.client.utils import multipart, prepare_payload
 
 from clients.maas import MaasClient
 from clients.maas.form import encode_form, plain_form
-from clients.maas.verified import VerifiedCall
 from simulators.maas import forms as sim_forms
 from simulators.maas.simulator import MaasSimulator
 from tests.fixtures.maas_sim import maas_sim, maas_sim_factory  # noqa: F401 - fixtures
@@ -116,8 +115,7 @@ def test_a_form_with_a_file_goes_through_the_library(client: MaasClient, monkeyp
     monkeypatch.setattr(multipart, "build_multipart_message", spy)
     monkeypatch.setattr("maas.client.utils.build_multipart_message", spy)
     action = client._session().Machines.create
-    call = VerifiedCall({}, action)
-    uri, body, headers = call.prepare({"script": io.BytesIO(b"#!/bin/sh\n")})
+    uri, body, headers = action.bind().prepare({"script": io.BytesIO(b"#!/bin/sh\n")})
     assert calls, "the library's encoder was not used for a file"
     assert uri == client.url + "api/2.0/machines/" and "Authorization" in headers  # create: the POST without op
     [(name, _ctype, _charset, filename, content)] = _parts(body, headers)
@@ -130,8 +128,8 @@ def test_the_uri_and_signature_are_libmaas(client: MaasClient) -> None:
     session = client._session()
     for action in (session.Machines.create, session.Machine.update):
         params = {"system_id": "abc123"} if "system_id" in action.handler.params else {}
-        ours = VerifiedCall(params, action).prepare({"hostname": "h"})
-        theirs = VerifiedCall.__mro__[1].prepare(VerifiedCall(params, action), {"hostname": "h"})
+        call = action.bind(**params)  # the session's VerifiedCall (clients/maas/verified.py)
+        ours, theirs = call.prepare({"hostname": "h"}), CallAPI.prepare(call, {"hostname": "h"})
         assert ours[0] == theirs[0]
         for headers in (ours[2], theirs[2]):
             assert headers["Authorization"].startswith('OAuth realm="OAuth"')
