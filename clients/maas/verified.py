@@ -9,7 +9,8 @@ connection and never answers would hold a run for 5 minutes per request. A new c
 also cost a TCP (and TLS) handshake per request: a third of the provider's CPU while onboarding a
 pool (issue 18). A session from `connect_verified` fetches the describe document itself and binds
 every action to `VerifiedCall`, whose `dispatch` sends through the calling thread's `httpx.Client`
-of the session (a keep-alive connection, the SSL setting, `REQUEST_TIMEOUT_S`). Transport failures surface as
+of the session (a keep-alive connection, the SSL setting, `REQUEST_TIMEOUT_S`), and whose `prepare` writes
+the forms the provider sends without the email package (clients/maas/form.py). Transport failures surface as
 `TimeoutError` / `ConnectionError`, retried like any outage (clients/maas/retry.py). The library is
 not modified.
 """
