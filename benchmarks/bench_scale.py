@@ -10,7 +10,8 @@ that set-up builds (tools/pulumi_cli), against the MAAS and platform simulators 
   ideal / wall; MAAS requests per machine; peak machines in flight;
 - the whole stack's state bytes per machine (`pulumi stack export`);
 - no-op `up` as operators run it (the CLI previews first) and the update alone, `preview`, `refresh`
-  (and the MAAS requests it made);
+  (and the MAAS requests it made) and the refresh alone (`--skip-preview`, one pass: how Pulumi's Automation
+  API runs `refresh()`), and the pipeline's deploy job on an unchanged world (`up --refresh`, docs/recovery.md);
 - each timed as an operator waits for it: from the start of the process that serves the program (as a
   language host's Python starts) to the CLI's exit (the harness's reading of the event log after the exit,
   0.3-1.3 s at 1,024 machines, is printed beside it, not counted);
@@ -228,6 +229,10 @@ def measure(n: int, scale: float = MAAS_SCALE) -> dict[str, Any]:
             world.maas.admin.reset_stats()
             refresh, refresh_run = _timed(lambda: engine.refresh(timeout=3600))
             refresh_requests = _requests(world)
+            refresh_one, refresh_one_run = _timed(lambda: engine.refresh(timeout=3600, flags=["--skip-preview"]))
+            world.maas.admin.reset_stats()
+            deploy, deploy_run = _timed(lambda: engine.up(timeout=3600, flags=["--refresh"]))
+            deploy_requests = _requests(world)
             t_machine = per_machine_time(world, racked, stack_policy(export), scale)
     ideal = math.ceil(n / p) * t_machine
     return {
@@ -235,12 +240,14 @@ def measure(n: int, scale: float = MAAS_SCALE) -> dict[str, Any]:
         "requests": requests / n, "peak": peak, "state_kb": state_bytes / n / 1024,
         "state_by_kind": ", ".join(f"{k} {v / n / 1024:.2f}" for k, v in sorted(kinds.items(), key=lambda kv: -kv[1])),
         "noop_s": noop, "noop_update_s": noop_update, "preview_s": preview, "refresh_s": refresh,
-        "refresh_requests": refresh_requests, "sim_cpu": sim_cpu, "rest_cpu": rest_cpu, "validate_s": validate_s,
+        "refresh_requests": refresh_requests, "refresh_one_s": refresh_one, "deploy_s": deploy,
+        "deploy_requests": deploy_requests, "sim_cpu": sim_cpu, "rest_cpu": rest_cpu, "validate_s": validate_s,
         "busy_s": busy_s, "pool_s": pool_s, "idle": idle,
         "top_requests": ", ".join(f"{name} {v / n:.1f}" for v, name in top),
         "profiles": {name: where_time_goes(run) for name, run in (
             ("first up", first), ("no-op up", noop_run), ("no-op update", noop_update_run),
-            ("preview", preview_run), ("refresh", refresh_run))},
+            ("preview", preview_run), ("refresh", refresh_run), ("refresh alone", refresh_one_run),
+            ("deploy job", deploy_run))},
     }
 
 
@@ -277,6 +284,9 @@ def main() -> int:
             "refresh": TARGETS["refresh_s"] / max(r["refresh_s"], 1e-9),
         }
         print(f"    one machine's lifecycle {r['t_machine']:.2f} s; environment validation {r['validate_s']:.2f} s")
+        print(f"    refresh alone (--skip-preview, one pass) {r['refresh_one_s']:.1f} s; the deploy job on an "
+              f"unchanged world (up --refresh: a refresh in its preview and in its update) {r['deploy_s']:.1f} s, "
+              f"{r['deploy_requests']} MAAS requests (not targets; the target ratios are of the figures above)")
         print(f"    MAAS heavy stages: {r['busy_s']:.0f} machine-seconds ({r['busy_s'] / r['n']:.2f} s per machine); "
               f"the {r['p']} slots were {r['busy_s'] / (r['p'] * r['pool_s']):.1%} occupied over the pool's create "
               f"({r['pool_s']:.1f} s; the rest of the first up, {r['wall'] - r['pool_s']:.1f} s, is the CLI, the "
