@@ -14,6 +14,7 @@ import email
 import email.policy
 import io
 from typing import Any
+from urllib.parse import parse_qs, urlsplit
 
 import pytest
 from hypothesis import given, settings
@@ -123,14 +124,17 @@ def test_a_form_with_a_file_goes_through_the_library(client: MaasClient, monkeyp
 
 
 def test_the_uri_and_signature_are_libmaas(client: MaasClient) -> None:
-    """The same URI (op in the query) and an OAuth PLAINTEXT signature of it, for a POST with an op and a
-    PUT without one."""
+    """The same URI (op in the query) and an OAuth PLAINTEXT signature of it, for a POST with an op (what
+    the hot path sends: deploy, link_subnet), a POST without one (MAAS's create) and a PUT."""
     session = client._session()
-    for action in (session.Machines.create, session.Machine.update):
+    ops = []
+    for action in (session.Machine.deploy, session.Machines.create, session.Machine.update):
         params = {"system_id": "abc123"} if "system_id" in action.handler.params else {}
         call = action.bind(**params)  # the session's VerifiedCall (clients/maas/verified.py)
         ours, theirs = call.prepare({"hostname": "h"}), CallAPI.prepare(call, {"hostname": "h"})
         assert ours[0] == theirs[0]
+        ops.append((parse_qs(urlsplit(ours[0]).query).get("op") or [None])[0])
         for headers in (ours[2], theirs[2]):
             assert headers["Authorization"].startswith('OAuth realm="OAuth"')
             assert 'oauth_signature_method="PLAINTEXT"' in headers["Authorization"]
+    assert ops == ["deploy", None, None]
