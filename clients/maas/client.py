@@ -30,9 +30,9 @@ from pydantic import ValidationError
 
 from ..tls import trust, untrusted, untrusted_hint
 from .budget import DEFAULT_BUDGET, MaasUnavailable, RetryBudget
-from .parse import machine_detail, machine_view, machine_views
+from .parse import machine_detail, machine_details, machine_view, machine_views
 from .retry import call_with_retry, status_of
-from .verified import connect_verified, decode_json, this_call
+from .verified import connect_verified, this_call
 from .vocabulary import (
     EventView,
     MaasError,
@@ -259,22 +259,30 @@ class MaasClient:
         return out
 
     def detail(self, system_id: str) -> MachineDetail:
-        return machine_detail(self._call("Machine", "read", read=True, system_id=system_id))
+        detail: MachineDetail = self._call("Machine", "read", read=True, system_id=system_id, decode=machine_detail)
+        return detail
 
     def poll_many(
         self, system_ids: list[str], detail_when: Callable[[MachineView], bool]
     ) -> list[tuple[MachineView, MachineDetail | None]]:
         """`read_many`, plus each picked machine's interfaces and block devices: MAAS's machine list
         carries them anyway, so the bulk poll that sees commissioning end also serves the preflight. The
-        whole answer is decoded only when a machine is picked (most polls pick none)."""
+        interfaces and disks are decoded, typed, only when a machine is picked (most polls pick none)."""
         if not system_ids:
             return []
-        views, content = self._call("Machines", "read", read=True, answer_machines=len(system_ids), id=system_ids,
-                                    decode=lambda content: (machine_views(content), content))
-        picked = [i for i, view in enumerate(views) if detail_when(view)]
-        whole = decode_json(content) if picked else []
-        details = {i: machine_detail(whole[i]) for i in picked}
-        return [(view, details.get(i)) for i, view in enumerate(views)]
+
+        def decode(content: bytes) -> list[tuple[MachineView, MachineDetail | None]]:
+            # Both decodes run inside the request's own, so an answer the detail cannot read is the coded
+            # MaasError "an answer this client cannot read", like any other.
+            views = machine_views(content)
+            picked = {i for i, view in enumerate(views) if detail_when(view)}
+            details = machine_details(content) if picked else []
+            return [(view, details[i] if i in picked else None) for i, view in enumerate(views)]
+
+        polled: list[tuple[MachineView, MachineDetail | None]] = self._call(
+            "Machines", "read", read=True, answer_machines=len(system_ids), id=system_ids, decode=decode
+        )
+        return polled
 
     def recent_events(self, system_id: str, limit: int = 10) -> list[EventView]:
         """The machine's newest MAAS events, newest first (one request)."""

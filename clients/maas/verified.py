@@ -36,7 +36,7 @@ from maas.client.utils.maas_async import asynchronous
 
 from .form import encode_form, plain_form
 
-__all__ = ["VerifiedCall", "connect_verified", "decode_json", "this_call"]
+__all__ = ["VerifiedCall", "connect_verified", "this_call"]
 
 _ACCEPT = {"Accept": "application/json"}
 # One MAAS API request, connect to last byte (the client passes its RetryBudget.request_timeout_s).

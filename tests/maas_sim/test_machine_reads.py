@@ -3,21 +3,24 @@ JSON), through python-libmaas and the simulator over HTTP:
 
 - every bulk read gives the views a whole-document decode gives, field for field (owner data, tags, PXE
   MAC, power state, status message), before and after a deploy;
-- a poll decodes the whole answer only when it picks a machine, and a picked machine's detail is what a
-  single machine read gives;
-- an answer without what the client reads is a MaasError naming the request and where, never a crash
-  and never the answer's values.
+- a poll decodes interfaces and disks (typed, only those) only when it picks a machine, and a picked
+  machine's detail is what a single machine read gives, for every machine of a poll and for the document
+  shapes MAAS versions send (disks under `physicalblockdevice_set`, nulls, fields this client ignores);
+- an answer without what the client reads, in a view or in a picked machine's detail, is a MaasError
+  naming the request and where, never a crash and never the answer's values.
 """
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
 
 import simulators.maas.handlers_machines as sim_handlers
 from clients.maas import MaasClient, MaasError, MaasStatus
-from clients.maas.parse import machine_view
+from clients.maas.parse import machine_detail, machine_details, machine_view, machine_views
+from clients.maas.vocabulary import BlockDeviceView, InterfaceView, MachineDetail
 from simulators.maas.enums import NodeStatus
 
 
@@ -94,3 +97,79 @@ def test_an_answer_without_what_the_client_reads_is_a_maas_error(maas_sim: Any,
     msg = str(e.value)
     assert msg.startswith("MAAS Machines.read: an answer this client cannot read (1 problem; first at [0.system_id]")
     assert "fix:" in msg and "value-never-in-an-error" not in msg
+
+
+def test_every_machine_of_a_poll_has_the_single_reads_detail(maas_sim: Any) -> None:
+    c = MaasClient(maas_sim.url, maas_sim.api_key, tls_verify=False)
+    _deploy_one(maas_sim, c)  # one deployed machine among the ready ones: links and owner data in the answer
+    ids = sorted(v.system_id for v in c.by_hostnames(["gpu-a-001", "gpu-a-002", "cpu-a-001"]))
+    polled = c.poll_many(ids, detail_when=lambda v: True)
+    assert [v.system_id for v, _ in polled] == ids
+    for view, detail in polled:
+        assert detail == c.detail(view.system_id)
+        assert detail.machine == view
+
+
+_BASE = {"system_id": "abc123", "hostname": "gpu-a-001", "status": 4, "status_message": "Ready",
+         "power_state": "off", "boot_interface": {"mac_address": "52:54:00:AA:BB:CC"}, "owner_data": {},
+         "enable_hw_sync": False, "tag_names": []}
+_LINK = {"id": 1, "mode": "auto", "subnet": {"id": 3, "cidr": "10.0.0.0/24"}}
+_ETH0 = InterfaceView(id=7, name="eth0", mac_address="52:54:00:aa:bb:cc")
+
+
+@pytest.mark.parametrize("doc, interfaces, disks, boot_mac, boot_disk_id", [
+    pytest.param({**_BASE,
+                  "interface_set": [{"id": 7, "name": "eth0", "mac_address": "52:54:00:AA:BB:CC", "links": [_LINK]}],
+                  "physicalblockdevice_set": [{"id": 9, "name": "sda", "model": "QEMU", "size": 10 ** 11}],
+                  "boot_disk": {"id": 9}},
+                 (_ETH0.model_copy(update={"links": (_LINK,)}),),
+                 (BlockDeviceView(id=9, name="sda", model="QEMU", size=10 ** 11),), "52:54:00:aa:bb:cc", 9,
+                 id="disks-under-physicalblockdevice_set"),
+    pytest.param({**_BASE, "boot_interface": None,
+                  "interface_set": [{"id": 7, "name": "eth0", "mac_address": None, "links": None}],
+                  "blockdevice_set": [{"id": 9, "name": "sda", "model": None, "size": None}], "boot_disk": None},
+                 (InterfaceView(id=7, name="eth0", mac_address=""),), (BlockDeviceView(id=9, name="sda"),),
+                 None, None, id="nulls"),
+    pytest.param({**_BASE, "cpu_count": 8, "memory": 4096,
+                  "interface_set": [{"id": 7, "name": "eth0", "mac_address": "52:54:00:aa:bb:cc", "links": [],
+                                     "vlan": {"id": 5000, "mtu": 9000}, "enabled": True}],
+                  "blockdevice_set": [{"id": 9, "name": "sda", "model": "M", "size": 5, "serial": "S1",
+                                       "partitions": [{"id": 1}]}],
+                  "physicalblockdevice_set": [{"id": 10, "name": "sdb"}], "boot_disk": {"id": 9, "name": "sda"}},
+                 (_ETH0,), (BlockDeviceView(id=9, name="sda", model="M", size=5),), "52:54:00:aa:bb:cc", 9,
+                 id="fields-this-client-ignores"),
+    pytest.param(dict(_BASE), (), (), "52:54:00:aa:bb:cc", None, id="no-interfaces-or-disks"),
+])
+def test_the_detail_reads_the_shapes_maas_sends(doc: dict[str, Any], interfaces: tuple[InterfaceView, ...],
+                                                disks: tuple[BlockDeviceView, ...], boot_mac: str | None,
+                                                boot_disk_id: int | None) -> None:
+    """A poll's answer and a single read's, for the document shapes MAAS versions send: disks listed only
+    under `physicalblockdevice_set` (older regions), nulls, fields this client does not read."""
+    expected = MachineDetail(machine=machine_views(json.dumps([doc]).encode())[0], boot_interface_mac=boot_mac,
+                             interfaces=interfaces, block_devices=disks, boot_disk_id=boot_disk_id)
+    assert machine_details(json.dumps([doc, doc]).encode()) == [expected] * 2
+    assert machine_detail(json.dumps(doc).encode()) == expected
+
+
+def test_a_picked_machine_the_client_cannot_read_is_a_maas_error(maas_sim: Any,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """Only the picked machine's detail is read: an interface without its name is the coded error when the
+    poll picks that machine, not a KeyError out of the poll, and nothing when it does not."""
+    c = MaasClient(maas_sim.url, maas_sim.api_key, tls_verify=False)
+    sid = _deploy_one(maas_sim, c)
+    c.set_owner_data(sid, {"gpuaas/note": "value-never-in-an-error"})
+    render = sim_handlers.machine_json
+
+    def interface_without_name(store: Any, m: Any) -> dict[str, Any]:
+        data = dict(render(store, m))
+        if m.system_id == sid:
+            data["interface_set"] = [{k: v for k, v in i.items() if k != "name"} for i in data["interface_set"]]
+        return data
+
+    monkeypatch.setattr(sim_handlers, "machine_json", interface_without_name)
+    assert [d for _, d in c.poll_many([sid], detail_when=lambda v: False)] == [None]
+    with pytest.raises(MaasError) as e:
+        c.poll_many([sid], detail_when=lambda v: True)
+    msg = str(e.value)
+    assert msg.startswith("MAAS Machines.read: an answer this client cannot read (")
+    assert "interface_set.0.name" in msg and "fix:" in msg and "value-never-in-an-error" not in msg
