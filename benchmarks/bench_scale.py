@@ -157,15 +157,16 @@ def _timed(fn: Any) -> tuple[float, Any]:
 
 
 def where_time_goes(result: Any) -> str:
-    """The CLI run's wall time, the program's runs and each resource step's time (from its events)."""
+    """The CLI run's wall time, the program's runs and each resource step's time, with when it started (seconds
+    after the CLI's start: `@`), from its events."""
     parts = [f"until the CLI exits {result.until_cli_exit_s:.1f}s (the harness's whole call "
              f"{result.call_s:.1f}s)", f"CLI {result.wall_s:.1f}s"]
     parts += [f"program {end - start:.1f}s @{start:.1f}" for start, end in result.program_runs]
-    steps = [(s.finished_s - s.started_s, s.type.rsplit(":", 1)[-1], s.op.value) for s in result.steps
+    steps = [(s.finished_s - s.started_s, s.type.rsplit(":", 1)[-1], s.op.value, s.started_s) for s in result.steps
              if s.started_s is not None and s.finished_s is not None and not s.type.startswith("pulumi:")]
-    for took, kind, op in sorted(steps, reverse=True)[:6]:
+    for took, kind, op, start in sorted(steps, reverse=True)[:6]:
         if took >= 0.05:
-            parts.append(f"{kind} {op} {took:.1f}s")
+            parts.append(f"{kind} {op} {took:.1f}s @{start:.1f}")
     return ", ".join(parts)
 
 
