@@ -18,9 +18,8 @@ from typing import Any
 import pytest
 
 import simulators.maas.handlers_machines as sim_handlers
-from clients.maas import MaasClient, MaasError, MaasStatus
+from clients.maas import BlockDeviceView, InterfaceView, MaasClient, MaasError, MaasStatus, MachineDetail
 from clients.maas.parse import machine_detail, machine_details, machine_view, machine_views
-from clients.maas.vocabulary import BlockDeviceView, InterfaceView, MachineDetail
 from simulators.maas.enums import NodeStatus
 
 
