@@ -13,6 +13,7 @@ JSON), through python-libmaas and the simulator over HTTP:
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -34,6 +35,24 @@ def _deploy_one(sim: Any, c: MaasClient) -> str:
     c.deploy(sid, user_data=b"#cloud-config\n", distro_series="jammy", hwe_kernel=None, enable_hw_sync=True)
     sim.admin.wait_for_status(sid, NodeStatus.DEPLOYED)
     c.set_owner_data(sid, {"gpuaas/pool": "bench", "gpuaas/spec": "a1b2"})
+    return sid
+
+
+def _one_machine_rendered_as(sim: Any, c: MaasClient, monkeypatch: pytest.MonkeyPatch,
+                             change: Callable[[dict[str, Any]], None]) -> str:
+    """A deployed machine whose owner data holds a value no error may show, and whose document the simulator
+    renders changed by `change` (the others as they are)."""
+    sid = _deploy_one(sim, c)
+    c.set_owner_data(sid, {"gpuaas/note": "value-never-in-an-error"})
+    render = sim_handlers.machine_json
+
+    def changed(store: Any, m: Any) -> dict[str, Any]:
+        data = dict(render(store, m))
+        if m.system_id == sid:
+            change(data)
+        return data
+
+    monkeypatch.setattr(sim_handlers, "machine_json", changed)
     return sid
 
 
@@ -80,17 +99,7 @@ def test_a_poll_decodes_details_only_for_the_machines_it_picks(maas_sim: Any) ->
 def test_an_answer_without_what_the_client_reads_is_a_maas_error(maas_sim: Any,
                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     c = MaasClient(maas_sim.url, maas_sim.api_key, tls_verify=False)
-    sid = _deploy_one(maas_sim, c)
-    c.set_owner_data(sid, {"gpuaas/note": "value-never-in-an-error"})
-    render = sim_handlers.machine_json
-
-    def without_system_id(store: Any, m: Any) -> dict[str, Any]:
-        data = dict(render(store, m))
-        if m.system_id == sid:
-            del data["system_id"]
-        return data
-
-    monkeypatch.setattr(sim_handlers, "machine_json", without_system_id)
+    _one_machine_rendered_as(maas_sim, c, monkeypatch, lambda data: data.pop("system_id"))
     with pytest.raises(MaasError) as e:
         c.with_tag("gpuaas-bench")
     msg = str(e.value)
@@ -155,17 +164,11 @@ def test_a_picked_machine_the_client_cannot_read_is_a_maas_error(maas_sim: Any,
     """Only the picked machine's detail is read: an interface without its name is the coded error when the
     poll picks that machine, not a KeyError out of the poll, and nothing when it does not."""
     c = MaasClient(maas_sim.url, maas_sim.api_key, tls_verify=False)
-    sid = _deploy_one(maas_sim, c)
-    c.set_owner_data(sid, {"gpuaas/note": "value-never-in-an-error"})
-    render = sim_handlers.machine_json
 
-    def interface_without_name(store: Any, m: Any) -> dict[str, Any]:
-        data = dict(render(store, m))
-        if m.system_id == sid:
-            data["interface_set"] = [{k: v for k, v in i.items() if k != "name"} for i in data["interface_set"]]
-        return data
+    def interface_without_name(data: dict[str, Any]) -> None:
+        data["interface_set"] = [{k: v for k, v in i.items() if k != "name"} for i in data["interface_set"]]
 
-    monkeypatch.setattr(sim_handlers, "machine_json", interface_without_name)
+    sid = _one_machine_rendered_as(maas_sim, c, monkeypatch, interface_without_name)
     assert [d for _, d in c.poll_many([sid], detail_when=lambda v: False)] == [None]
     with pytest.raises(MaasError) as e:
         c.poll_many([sid], detail_when=lambda v: True)
