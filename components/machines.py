@@ -9,6 +9,7 @@ contract, the environment document is not.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -315,6 +316,17 @@ def _summary_records(records: Mapping[str, Any] | None) -> dict[str, dict[str, A
     }
 
 
+def _gathered(outputs: list[pulumi.Output[Any]]) -> pulumi.Output[list[Any]]:
+    """The outputs' values as one list, as `Output.all` gives them, without its lifting: `Output.all` first
+    turns every leaf of each resolved value into an Output of its own, ~5,000 for a 1,024-machine pool's
+    summary (0.4 s of the program in every pass, issue 29). Chained applies keep what `Output.all` keeps:
+    the resources depended on, secrecy, and an unknown anywhere makes the whole unknown."""
+    def then(gathered: pulumi.Output[list[Any]], output: pulumi.Output[Any]) -> pulumi.Output[list[Any]]:
+        return gathered.apply(lambda values: output.apply(lambda value: [*values, value]))
+
+    return functools.reduce(then, outputs, pulumi.Output.from_input(cast(list[Any], [])))
+
+
 class NodeIds(Mapping[str, pulumi.Output[Any]]):
     """hostname -> Output of the platform node id its machine enrolled as, made when asked: the apps area asks
     for its members only, and an Output per machine costs the program milliseconds each at fleet scale."""
@@ -343,13 +355,13 @@ class NodeIds(Mapping[str, pulumi.Output[Any]]):
         pools = sorted({p for p in self._pool_of.values() if p is not None})
 
         def merge(args: list[Any]) -> dict[str, Any]:  # a dict: a stack output's other mappings become key lists
-            ids = dict(zip(standalone, args[: len(standalone)], strict=True))
-            for records in args[len(standalone):]:
+            ids = dict(zip(standalone, args[0], strict=True))
+            for records in args[1:]:
                 ids.update({h: (r or {}).get("node_id") for h, r in (records or {}).items()})
             return {h: ids.get(h) for h in self._pool_of}
 
-        return pulumi.Output.all(*(self._machines[h]["node_id"] for h in standalone),
-                                 *(self._machines[f"pool:{p}"] for p in pools)).apply(merge)
+        return _gathered([pulumi.Output.all(*(self._machines[h]["node_id"] for h in standalone)),
+                          *(self._machines[f"pool:{p}"] for p in pools)]).apply(merge)
 
 
 def build_machines(env: Environment, settings: StackSettings, sites: SiteOutputs) -> MachinesResult:
