@@ -16,6 +16,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import ipaddress
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict
@@ -74,6 +75,9 @@ class StaticHolding(BaseModel):
 
 _SCRIPT_TYPES = {0: "commissioning", 2: "testing", 3: "release"}
 STICKY = 1  # MAAS IPADDRESS_TYPE of an address a static link holds (AUTO 0, USER_RESERVED 4, DHCP 5, DISCOVERED 6)
+
+
+_SUBNET_READS = 4  # subnets read at once (each answer is one subnet's addresses: up to a few thousand rows)
 
 
 def _subnet_size(cidr: str) -> int:
@@ -185,10 +189,17 @@ class MaasSiteClient(MaasClient):
         (`Subnet.ip_addresses`, one request per subnet) after one `Subnets.read` for their ids. The answer
         follows the addresses on those subnets, never the region's machines (docs/scale.md)."""
         ids = {s.cidr: s.id for s in self.subnets() if s.cidr in cidrs}
-        out: list[StaticHolding] = []
-        for cidr in sorted(ids):
-            rows = self._call("Subnet", "ip_addresses", read=True, id=str(ids[cidr]), with_username="0",
+
+        def rows_of(cidr: str) -> Any:
+            return self._call("Subnet", "ip_addresses", read=True, id=str(ids[cidr]), with_username="0",
                               answer_rows=_subnet_size(cidr))
+
+        # the subnets' reads at once: a site's eight rails would otherwise wait on each other at every check
+        with ThreadPoolExecutor(max_workers=max(1, min(_SUBNET_READS, len(ids))),
+                                thread_name_prefix="maas-subnets") as reads:
+            answers = dict(zip(sorted(ids), reads.map(rows_of, sorted(ids)), strict=True))
+        out: list[StaticHolding] = []
+        for cidr, rows in answers.items():
             for row in rows or ():
                 node = row.get("node_summary") or {}
                 if int(row.get("alloc_type", -1)) != STICKY or not node.get("system_id") or not row.get("ip"):
