@@ -17,6 +17,8 @@ class Addresses:
         self._machines = machines  # the store's own dict, so deleted machines drop out
         self._ip_links: dict[str, list[tuple[Machine, Link]]] = {}  # ip -> links given it, in order
         self._mac_machines: dict[str, list[Machine]] = {}  # mac -> machines built with it, in order
+        self._subnet_ips: dict[int, dict[str, None]] = {}  # subnet id -> addresses ever given on it (a link's
+        # subnet never changes), so a subnet's listing reads its own addresses, not the region's
 
     def add_machine(self, m: Machine) -> None:
         for i in m.interfaces:
@@ -32,6 +34,8 @@ class Addresses:
         lk.ip_address = ip
         if ip is not None:
             self._ip_links.setdefault(ip, []).append((m, lk))
+            if lk.subnet_id is not None:
+                self._subnet_ips.setdefault(lk.subnet_id, {})[ip] = None
 
     def ip_owner(self, ip: str) -> Machine | None:
         """The machine one of whose links holds ip; links that lost it or left their machine are dropped."""
@@ -56,7 +60,7 @@ class Addresses:
         address: what MAAS's `Subnet.ip_addresses` lists (its StaticIPAddress rows of the subnet)."""
         out: list[tuple[str, Machine, str, Link]] = []
         # The subnet's own addresses sorted, not the region's (a pool's eight rails each ask, at every check).
-        held = [(ip, m, lk) for ip, links in self._ip_links.items() for m, lk in links
+        held = [(ip, m, lk) for ip in self._subnet_ips.get(subnet.id, ()) for m, lk in self._ip_links.get(ip, ())
                 if lk.subnet_id == subnet.id and lk.ip_address == ip and self._machines.get(m.system_id) is m]
         for ip, m, lk in sorted(held, key=lambda row: socket.inet_aton(row[0])):
             iface = next((i for i in m.interfaces if any(x is lk for x in i.links)), None)
