@@ -22,7 +22,7 @@ from environments.model import MaasMachine as MachineDoc
 from environments.model_node import LoginUser
 from providers.maas_machine import MaasMachine
 from providers.machine_pool import MachinePool
-from providers.machines.resource_io import spec_delta
+from providers.machines.resource_io import spec_deltas
 from providers.machines.spec import (
     AptKeyPin,
     BootDiskHint,
@@ -115,6 +115,11 @@ def machine_spec(
     )
 
 
+def with_roce_links(spec: MachineSpec, roce: list[dict[str, Any]]) -> MachineSpec:
+    """`spec` with its RoCE links (as `machine_spec` makes them): the links checked, the rest already was."""
+    return spec.model_copy(update={"roce_links": tuple(RoceLink.model_validate(link) for link in roce)})
+
+
 def _login_user(user: LoginUser | None) -> LoginUserSpec | None:
     if user is None:
         return None
@@ -203,15 +208,23 @@ def _pool_specs(env: Environment, sites: SiteOutputs, site: str,
     names |= {v for m in members if (v := validation_bundle_name(env, m))}
     bundles = pulumi.Output.all(**{n: sites.bundle(n) for n in sorted(names)})
 
+    def unlinked(published: dict[str, Any]) -> tuple[MachineSpec, ...]:
+        # Everything but the RoCE links, made as soon as the bundles are known: the RoCE assignment is checked
+        # after them, and meanwhile the program has nothing else to do (issue 29: once the table is known, the
+        # pool registers after its links only, not after 1,024 specs).
+        return tuple(machine_spec(env, m, published[env.machine_bundle(m).name], [],
+                                  published[vname] if (vname := validation_bundle_name(env, m)) else None)
+                     for m in members)
+
     def build(args: list[Any]) -> Mapping[str, Any]:
-        published, links = args
-        specs = [machine_spec(env, m, published[env.machine_bundle(m).name], links.get(m.hostname, []),
-                              published[v] if (v := validation_bundle_name(env, m)) else None) for m in members]
+        unlinked_specs, links = args
+        specs = [with_roce_links(s, links.get(s.hostname, [])) for s in unlinked_specs]
         template = specs[0]
         return MappingProxyType({"template": template.wire(),
-                                 "machines": MappingProxyType({s.hostname: spec_delta(s, template) for s in specs})})
+                                 "machines": MappingProxyType(spec_deltas(specs, template))})
 
-    return pulumi.Output.all(bundles, sites.site_roce_links(site)).apply(build)
+    # chained applies, not Output.all: a tuple of specs would be lifted leaf by leaf (see `_gathered`)
+    return _gathered([bundles.apply(unlinked), sites.site_roce_links(site)]).apply(build)
 
 
 def _props(env: Environment, settings: StackSettings, sites: SiteOutputs, site: str, profile: str) -> dict[str, Any]:

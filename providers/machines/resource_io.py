@@ -78,7 +78,17 @@ def spec_delta(spec: MachineSpec, template: MachineSpec) -> str:
     """`spec` as a pool's `machines` entry written against `template`: its hostname and every field that differs
     (None and defaults written out where the template has another value), as one canonical JSON string.
     `expand_specs` gives back exactly `spec`."""
-    mine, theirs = spec.model_dump(mode="json"), template.model_dump(mode="json")
+    return _delta(spec, template.model_dump(mode="json"))
+
+
+def spec_deltas(specs: Iterable[MachineSpec], template: MachineSpec) -> dict[str, str]:
+    """hostname -> `spec_delta` of each spec (the template read once for all of them)."""
+    theirs = template.model_dump(mode="json")
+    return {s.hostname: _delta(s, theirs) for s in specs}
+
+
+def _delta(spec: MachineSpec, theirs: dict[str, Any]) -> str:
+    mine = spec.model_dump(mode="json")
     out: dict[str, Any] = {"hostname": spec.hostname}
     for key, value in mine.items():
         if value == theirs.get(key):

@@ -22,6 +22,7 @@ import functools
 import ipaddress
 import threading
 from collections.abc import Mapping
+from dataclasses import dataclass
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
@@ -81,15 +82,16 @@ class Nic(_M):
     rail: int
 
 
-class Entry(_M):
-    """One row of the address table."""
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """One row of the address table (`allocate` builds 8,192 at a 1,024-machine site from pools and addresses
+    already checked: a plain record, not a model validated again)."""
 
     interface: str
     rail: int
     subnet: str
     address: str
     mtu: int
-    mac: str = ""
     vlan: int | None = None
 
 
@@ -103,17 +105,18 @@ def allocate(pools: list[Pool], nics: list[Nic], existing: Mapping[Key, str],
              held: Mapping[str, str] | None = None) -> dict[Key, Entry]:
     """The table for `nics`. `existing`: (hostname, interface) -> address already assigned (kept);
     `held`: address -> who holds it outside this table (e.g. MAAS links of other machines)."""
-    held = dict(held or {})
     by_rail = {p.rail: p for p in pools}
-    taken: dict[ipaddress.IPv4Address, Key] = {}
+    # Addresses as integers (issue 29: a site's 8,192 kept addresses were IPv4Address objects hashed, compared
+    # and formatted, most of a RoCE check's allocation); a held address that does not parse holds nothing.
+    held_at = {int(parsed): who for text, who in (held or {}).items() if (parsed := _parsed(text)) is not None}
+    bounds = {p.rail: (int(p.start), int(p.end)) for p in pools}
+    taken: dict[int, Key] = {}
     out: dict[Key, Entry] = {}
+    rail_fields = {p.rail: (str(p.subnet), p.mtu, p.vlan) for p in pools}
 
-    subnets = {p.rail: str(p.subnet) for p in pools}  # formatted once per rail, not per row
-
-    def entry(n: Nic, p: Pool, a: ipaddress.IPv4Address, text: str | None = None) -> Entry:
-        address = text if isinstance(text, str) else str(a)
-        return Entry(interface=n.interface, rail=n.rail, subnet=subnets[p.rail], address=address, mtu=p.mtu,
-                     vlan=p.vlan)
+    def entry(n: Nic, text: str) -> Entry:
+        subnet, mtu, vlan = rail_fields[n.rail]
+        return Entry(n.interface, n.rail, subnet, text, mtu, vlan)
 
     ordered = sorted(nics, key=lambda n: (n.hostname, n.rail, n.interface))
     for n in ordered:
@@ -125,36 +128,42 @@ def allocate(pools: list[Pool], nics: list[Nic], existing: Mapping[Key, str],
         old = existing.get((n.hostname, n.interface))
         if old is None:
             continue
-        p, a = by_rail[n.rail], _address(old)
-        if not p.contains(a):
-            raise AllocationError(RoceFail.OUTSIDE_RANGE, p.label(), n.hostname,
-                                  f"{n.interface} holds {a}, outside the pool's range now")
+        a = int(_address(old))
+        lo, hi = bounds[n.rail]
+        if not lo <= a <= hi:
+            raise AllocationError(RoceFail.OUTSIDE_RANGE, by_rail[n.rail].label(), n.hostname,
+                                  f"{n.interface} holds {_address(old)}, outside the pool's range now")
         if a in taken:
-            raise AllocationError(RoceFail.ADDRESS_TWICE, p.label(), n.hostname,
-                                  f"{n.interface} and {taken[a][0]}/{taken[a][1]} both hold {a}")
-        if str(a) in held:
-            raise AllocationError(RoceFail.ADDRESS_HELD, p.label(), n.hostname,
-                                  f"{n.interface} holds {a}, which MAAS also gives to {held[str(a)]}")
+            raise AllocationError(RoceFail.ADDRESS_TWICE, by_rail[n.rail].label(), n.hostname,
+                                  f"{n.interface} and {taken[a][0]}/{taken[a][1]} both hold {_address(old)}")
+        if a in held_at:
+            raise AllocationError(RoceFail.ADDRESS_HELD, by_rail[n.rail].label(), n.hostname,
+                                  f"{n.interface} holds {_address(old)}, which MAAS also gives to {held_at[a]}")
         taken[a] = (n.hostname, n.interface)
-        out[(n.hostname, n.interface)] = entry(n, p, a, old)  # an address that parses is written canonically
+        out[(n.hostname, n.interface)] = entry(n, old)  # the record's text (what parses is canonical already)
     # 2. new interfaces: lowest free address of the rail's range
     cursor: dict[int, int] = {}
     for n in ordered:
         if (n.hostname, n.interface) in out:
             continue
-        p = by_rail[n.rail]
-        lo, hi = int(p.start), int(p.end)
+        lo, hi = bounds[n.rail]
         i = cursor.get(n.rail, lo)
-        while i <= hi and (ipaddress.IPv4Address(i) in taken or str(ipaddress.IPv4Address(i)) in held):
+        while i <= hi and (i in taken or i in held_at):
             i += 1
         if i > hi:
-            raise AllocationError(RoceFail.POOL_EXHAUSTED, p.label(), n.hostname,
+            raise AllocationError(RoceFail.POOL_EXHAUSTED, by_rail[n.rail].label(), n.hostname,
                                   f"no free address left for {n.interface}")
-        a = ipaddress.IPv4Address(i)
         cursor[n.rail] = i + 1
-        taken[a] = (n.hostname, n.interface)
-        out[(n.hostname, n.interface)] = entry(n, p, a)
+        taken[i] = (n.hostname, n.interface)
+        out[(n.hostname, n.interface)] = entry(n, str(ipaddress.IPv4Address(i)))
     return out
+
+
+def _parsed(text: str) -> ipaddress.IPv4Address | None:
+    try:
+        return _address(text)
+    except ValueError:
+        return None
 
 
 # --- spec -----------------------------------------------------------------------------------------
@@ -278,14 +287,15 @@ class RoceReconciler:
         already holds for us (under their name or another)."""
         recorded = self.spec.existing(old_table)
         rail_of = {(n.hostname, n.interface): n.rail for n in self.spec.nics()}
-        pool_of = {p.rail: p for p in self.spec.pools}
+        range_of = {p.rail: (str(p.subnet), int(p.start), int(p.end)) for p in self.spec.pools}
         applied: dict[Key, str] = {}
         foreign: dict[str, StaticHolding] = {}
-        for h in maas.static_holdings({str(p.subnet) for p in self.spec.pools}):
+        for h in maas.static_holdings({subnet for subnet, _, _ in range_of.values()}):
             key = (h.hostname, h.interface)
-            pool = pool_of.get(rail_of[key]) if key in rail_of else None
-            ours = (pool is not None and str(pool.subnet) == h.subnet
-                    and pool.contains(_address(h.address)) and applied.get(key, h.address) == h.address)
+            pool = range_of.get(rail_of[key]) if key in rail_of else None
+            a = _parsed(h.address)
+            ours = (pool is not None and a is not None and pool[0] == h.subnet and pool[1] <= int(a) <= pool[2]
+                    and applied.get(key, h.address) == h.address)
             if ours:
                 applied[key] = h.address
             else:

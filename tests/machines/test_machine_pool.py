@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -119,3 +120,32 @@ def test_a_pool_written_whole_before_diffs_clean_against_the_template_form() -> 
     assert MachinePoolProvider().diff("pool-x", old, new).changes
     whole = sum(len(v) for v in old_base["machines"].values())
     assert sum(len(v) for v in new["machines"].values()) < whole / 3, (whole, new["machines"])
+
+
+def test_a_pools_diff_reads_the_specs_its_check_read_and_only_those(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 29: the engine diffs the inputs a check returned; the diff takes the specs that check read instead of
+    reading 1,024 strings again, and only for exactly those inputs: an edited entry is read and planned afresh."""
+    import providers.machine_pool as mp
+
+    spec = MachineSpec.model_validate(_spec())
+    others = [MachineSpec.model_validate({**_spec(), "hostname": f"local-gpu-{i}", "pxe_mac": f"b0:7b:25:20:00:{i}",
+                                          "ipmi_address": f"172.16.20.{i}"}) for i in range(10, 14)]
+    records = {s.hostname: {"hostname": s.hostname, "system_id": f"id{i}", "status": "Deployed", "outcome": "ready",
+                            "spec_fingerprint": s.spec_fingerprint()} for i, s in enumerate([spec, *others])}
+    base = {"pool": "p", "machines": {s.hostname: spec_delta(s, spec) for s in [spec, *others]},
+            "template": spec.wire(), "connection": CONN, "policy": {}}
+    old = {**base, "machines_state": records}
+    edited = {**base, "machines": {**base["machines"],
+                                   others[1].hostname: spec_delta(others[1].model_copy(update={"tags": ("t",)}), spec)}}
+    p = MachinePoolProvider()
+    checked, checked_edit = p.check(old, base).inputs, p.check(old, edited).inputs
+    read = mp.expand_specs
+    monkeypatch.setattr(mp, "expand_specs", lambda *a: pytest.fail("read again: the check's specs were not used"))
+    assert not p.diff("pool-x", old, checked).changes
+    assert p.diff("pool-x", old, checked_edit).changes
+    monkeypatch.setattr(mp, "expand_specs", read)
+    unchecked = {**base, "machines": {**base["machines"],
+                                      others[2].hostname: spec_delta(others[2].model_copy(update={"tags": ("u",)}),
+                                                                     spec)}}
+    assert p.diff("pool-x", old, unchecked).changes  # never checked: read and planned here
+    assert p.diff("pool-x", old, {**checked, "template": others[0].wire()}).changes  # same entries, other template

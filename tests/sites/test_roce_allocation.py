@@ -49,6 +49,13 @@ def test_held_addresses_are_skipped() -> None:
     assert t[("gpu-1", "ens1f0np0")].address == "10.224.0.11"
 
 
+def test_a_held_text_that_is_no_address_holds_nothing() -> None:
+    held = {"not-an-address": "x/y", "10.224.0.010": "x/z", "10.224.0.10": "other/ens1f0np0 in MAAS"}
+    t = allocate(pools(), nics("gpu-1"), {}, held=held)
+    assert t[("gpu-1", "ens1f0np0")].address == "10.224.0.11"
+    assert t[("gpu-1", "ens2f0np0")].address == "10.224.1.10"
+
+
 def test_exhausted_pool_names_pool_and_hostname() -> None:
     with pytest.raises(AllocationError) as err:
         allocate(pools(size=2), nics("gpu-1", "gpu-2", "gpu-3"), {})

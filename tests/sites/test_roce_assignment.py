@@ -236,6 +236,24 @@ def test_a_machine_renamed_by_hand_keeps_its_addresses_another_stacks_does_not(w
             assert not set(got) & set(table["gpu-a-001"]), got
 
 
+def test_a_maas_address_that_does_not_parse_is_not_ours_and_holds_nothing(world: dict[str, Any]) -> None:
+    """MAAS's holdings are read as they come: a holding whose address does not parse is nobody's address in a
+    pool (not applied to us, not in the way of an allocation), and the plan goes on."""
+    from types import SimpleNamespace
+
+    from clients.maas import StaticHolding
+    from providers.sites.roce import RoceReconciler, RoceSpec
+
+    spec = RoceSpec.model_validate({**world["props"], "stack": "local"})
+    table = {"gpu-a-001": [f"172.16.{r}.10" for r in range(8)]}
+    held = [StaticHolding(address="172.16.0.x", subnet="172.16.0.0/24", hostname="gpu-a-001", system_id="abc123",
+                          interface=IFACES[0])]
+    maas = SimpleNamespace(static_holdings=lambda _c: held, read_many=lambda sids: [])
+    entries, applied = RoceReconciler(spec, None)._allocate(maas, table)  # type: ignore[arg-type]
+    assert [entries[("gpu-a-001", i)].address for i in IFACES] == table["gpu-a-001"]
+    assert not applied
+
+
 def test_a_declared_rename_keeps_the_machines_addresses(world: dict[str, Any]) -> None:
     """A machine is the hardware its PXE MAC names: renamed in the environment (an in-place change the machine
     pool applies after this resource), it keeps its addresses, so its RoCE links and its deploy do not change.
