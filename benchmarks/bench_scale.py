@@ -16,7 +16,9 @@ that set-up builds (tools/pulumi_cli), against the MAAS and platform simulators 
   language host's Python starts) to the CLI's exit (the harness's reading of the event log after the exit,
   0.3-1.3 s at 1,024 machines, is printed beside it, not counted);
 - each with its ratio to the target, and the first up's CPU split (simulators in this process; the
-  runner, CLI and provider plugin as children).
+  runner, CLI and provider plugin as children);
+- the baseline, measured in the same run: the same operations on `benchmarks/floor_project` (one resource of a
+  do-nothing dynamic provider under the same CLI and Python), the floor every pass pays, and each figure over it.
 
     python benchmarks/bench_scale.py [--sizes 64,256,1024]      (make bench-scale)
 
@@ -191,6 +193,24 @@ def cpu_reference() -> float:
     return best
 
 
+def floor() -> dict[str, float]:
+    """The baseline: the same operations, timed the same way, on `benchmarks/floor_project` (one resource of a
+    do-nothing dynamic provider, nothing of this project's) under the same CLI and Python: what each pass costs
+    before the site stack does anything. The median of three of each."""
+    ops = {
+        "noop_s": lambda e: e.up(timeout=600),
+        "noop_update_s": lambda e: e.up(timeout=600, flags=["--skip-preview"]),
+        "preview_s": lambda e: e.preview(timeout=600),
+        "refresh_s": lambda e: e.refresh(timeout=600),
+        "refresh_one_s": lambda e: e.refresh(timeout=600, flags=["--skip-preview"]),
+        "deploy_s": lambda e: e.up(timeout=600, flags=["--refresh"]),
+    }
+    with tempfile.TemporaryDirectory() as tmp:
+        engine = Engine(REPO / "benchmarks" / "floor_project", "floor", Path(tmp) / "backend")
+        _timed(lambda: engine.up(timeout=600, flags=["--skip-preview"]))
+        return {name: sorted(_timed(lambda op=op: op(engine))[0] for _ in range(3))[1] for name, op in ops.items()}
+
+
 def measure(n: int, scale: float = MAAS_SCALE) -> dict[str, Any]:
     p = PARALLEL.get(n, max(1, n // 16))
     with tempfile.TemporaryDirectory() as tmp:
@@ -260,6 +280,7 @@ def main() -> int:
                          "it (its polls do), so a slower scale shows how much of the loss the compression makes")
     args = ap.parse_args()
     reference_before = cpu_reference()
+    base = floor()
     rows = [measure(int(s), args.time_scale) for s in args.sizes.split(",")]
     reference_after = cpu_reference()
     print(f"\nFleet scale: the site stack of `local` scaled to N machines in one pool, real program, Pulumi CLI, "
@@ -270,6 +291,10 @@ def main() -> int:
     print(f"  CPU reference (a fixed Python workload, best of 3): {reference_before:.2f} s before the runs, "
           f"{reference_after:.2f} s after; docs/scale.md quotes it with each row (a slower host scales the "
           "seconds, not the ratios)")
+    print(f"  baseline, the floor of a pass (benchmarks/floor_project: one do-nothing dynamic resource, the same CLI "
+          f"and Python; median of 3): no-op up {base['noop_s']:.1f}s (update {base['noop_update_s']:.1f}s), preview "
+          f"{base['preview_s']:.1f}s, refresh {base['refresh_s']:.1f}s (alone {base['refresh_one_s']:.1f}s), deploy "
+          f"job {base['deploy_s']:.1f}s")
     for r in rows:
         cells = (f"{r['n']}:{r['p']}", f"{r['wall']:.1f}s", f"{r['ideal']:.1f}s", f"{r['efficiency']:.2f}",
                  f"{r['requests']:.1f}", f"{r['peak']:.0f}", f"{r['state_kb']:.2f}KB", f"{r['noop_s']:.1f}s",
@@ -299,6 +324,10 @@ def main() -> int:
         print(f"    first up CPU: simulators {r['sim_cpu']:.0f} s, runner+CLI+provider {r['rest_cpu']:.0f} s, "
               f"on 2 cores over {r['wall']:.0f} s wall ({(r['sim_cpu'] + r['rest_cpu']) / (2 * r['wall']):.0%} busy; "
               f"simulators {r['sim_cpu'] / max(r['sim_cpu'] + r['rest_cpu'], 1e-9):.0%} of the CPU)")
+        print("    over the floor (the site stack's own seconds; x: times the floor): " + ", ".join(
+            f"{label} +{r[k] - base[k]:.1f}s ({r[k] / base[k]:.1f}x)" for label, k in (
+                ("no-op up", "noop_s"), ("update", "noop_update_s"), ("preview", "preview_s"),
+                ("refresh", "refresh_s"), ("refresh alone", "refresh_one_s"), ("deploy job", "deploy_s"))))
         for name, profile in r["profiles"].items():
             print(f"    where the time goes, {name}: {profile}")
         print("    ratio to target (>= 1 meets it): " + ", ".join(f"{k} {v:.2f}" for k, v in ratios.items()))
