@@ -1,5 +1,7 @@
 """Fixtures shared by every test area (each area's own conftest adds its servers)."""
 
+from collections import Counter
+
 import pytest
 
 from clients.threadsafe_ast import install
@@ -15,6 +17,12 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     order). Under make test's `--dist loadfile --no-loadscope-reorder` a worker takes a whole file, in this
     order, so the run ends when its last file does: the long files must start early and the short ones fill the
     gaps (xdist's own order, most tests first, started the 230 s redeploy-kill file 25 minutes into a run)."""
+    twice = sorted(nodeid for nodeid, n in Counter(item.nodeid for item in items).items() if n > 1)
+    if twice:  # pytest-xdist schedules by node id: it would run one test of each and report the rest as nothing
+        raise pytest.UsageError(
+            f"{len(twice)} node id(s) name more than one collected test, e.g. {twice[0]}: under make test's "
+            "pytest-xdist only the first of each runs and the others are silently dropped; give each its own id "
+            "(pyproject.toml pins pytest 9.1.1: 9.2.0 gives a schemathesis test's operations one id)")
     weight: dict[object, float] = {}
     for item in items:
         mark = item.get_closest_marker("slow")
