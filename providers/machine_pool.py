@@ -133,11 +133,12 @@ _CHECKED_LOCK = threading.Lock()
 
 
 def _specs_key(news: Mapping[str, Any]) -> tuple[Any, ...] | None:
-    """What a pool's specs are read from, as a key (None: not plain strings, e.g. unknown at preview)."""
+    """What a pool's specs are read from, as a key (None: not plain strings). In hostname order: the CLI hands the
+    check and the diff the same entries in different orders."""
     machines, template = news.get("machines"), news.get("template")
     if not isinstance(machines, Mapping) or not isinstance(template, str | None):
         return None
-    items = tuple(machines.items())
+    items = tuple(sorted(machines.items()))
     return (template, items) if all(isinstance(v, str) for _, v in items) else None
 
 

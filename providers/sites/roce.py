@@ -72,9 +72,6 @@ class Pool(_M):
     def label(self) -> str:
         return f"pool {self.site}/rail{self.rail} ({self.subnet}, {self.start}-{self.end})"
 
-    def contains(self, addr: ipaddress.IPv4Address) -> bool:
-        return self.start <= addr <= self.end
-
 
 class Nic(_M):
     hostname: str

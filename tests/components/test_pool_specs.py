@@ -16,47 +16,37 @@ from providers.machines.resource_io import expand_specs
 from providers.machines.spec import MachineSpec
 from providers.sites.roce import RoceSpec, allocate, table_of
 
-BUNDLE_OUTS = {"ref": {"bucket": "b", "key": "k", "version_id": "v"}, "url": "s3://b/k", "digest": "0" * 64}
+from .test_stack import STAND_INS, Recorder
 
 
-class Recorder(pulumi.runtime.Mocks):
+class TableRecorder(Recorder):
+    """test_stack's recorder, with the table the RoCE provider would plan (every machine's addresses)."""
+
     def __init__(self) -> None:
-        self.resources: list[pulumi.runtime.MockResourceArgs] = []
+        super().__init__()
         self.tables: dict[str, dict[str, list[str]]] = {}
 
     def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str, dict[str, Any]]:
-        self.resources.append(args)
-        kind = args.typ.rsplit(":", 1)[-1]
-        outs = dict(args.inputs)
-        if kind == "BootstrapBundle":
-            outs |= BUNDLE_OUTS
-        elif kind == "SiteProfile":
-            outs |= {"site_id": "site-1", "profile_id": "prof-1", "commissioning_scripts": []}
-        elif kind == "RoceAssignment":  # the table the provider plans: every machine's addresses
+        rid, outs = super().new_resource(args)
+        if args.typ.endswith(":RoceAssignment"):
             spec = RoceSpec.model_validate(args.inputs)
             table = table_of(allocate(spec.pools, spec.nics(), {}), [m.hostname for m in spec.machines])
             self.tables[spec.site] = table
             outs |= {"table": table, "link_status": {}}
-        elif kind == "MachinePool":
-            outs |= {"machines_state": {}}
-        elif kind == "MaasMachine":
-            outs |= {"node_id": "node-1"}
-        return f"{args.name}-id", outs
-
-    def call(self, args: pulumi.runtime.MockCallArgs) -> dict[str, Any]:
-        return {}
+        return rid, outs
 
 
 @pytest.fixture
-def recorder() -> Recorder:
-    rec = Recorder()
+def recorder() -> TableRecorder:
+    rec = TableRecorder()
     pulumi.runtime.set_mocks(rec, project="gpuaas-infra", stack="staging", preview=False)
     return rec
 
 
 @pytest.mark.parametrize("environment", ["local", "staging"])
 @pulumi.runtime.test
-def test_each_pool_machine_is_the_spec_of_its_bundle_and_its_roce_links(recorder: Recorder, environment: str) -> Any:
+def test_each_pool_machine_is_the_spec_of_its_bundle_and_its_roce_links(recorder: TableRecorder,
+                                                                        environment: str) -> Any:
     from components.settings import StackSettings
     from components.stack import declare_environment
 
@@ -86,7 +76,7 @@ def test_each_pool_machine_is_the_spec_of_its_bundle_and_its_roce_links(recorder
                 pin = got.deploy.validation_bundle
                 validation = {"ref": pin.ref, "digest": pin.digest, "launcher_url": pin.url} if pin else None
                 assert got == machine_spec(env, doc, published, links, validation), hostname
-                assert got.deploy.bundle_digest == BUNDLE_OUTS["digest"]
+                assert got.deploy.bundle_digest == STAND_INS["BootstrapBundle"]["digest"]
                 linked += bool(links)
         assert linked, f"no pool machine of {environment} has RoCE links: the test would check nothing"
 
