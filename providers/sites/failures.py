@@ -51,6 +51,9 @@ class RoceFail(FailureCode):
                          "commission the machine or correct the SKU's fabric_interfaces")
     VAULT = ("ROC008", "the MAAS key could not be read from Vault", "the message names the path and cause")
     MAAS = ("ROC009", "MAAS refused or failed a call (reads, links)", "see MAAS's answer in the message; run up again")
+    RECORD_NOT_ADDRESS = ("ROC010", "an address recorded in the stack state is not an IPv4 address",
+                          "correct or remove the interface's entry in the RoceAssignment's table in the state "
+                          "(pulumi stack export / import), then run up again")
 
 
 @unique

@@ -18,8 +18,8 @@ the machine lifecycle's RoCE stage from this table. The recorded table: addresse
 
 from __future__ import annotations
 
-import functools
 import ipaddress
+import socket
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -50,10 +50,6 @@ Key = tuple[str, str]  # (hostname, interface)
 MISSING = "missing"  # link_status prefix after a refresh found links gone
 NETWORK_EDITABLE = frozenset({MaasStatus.NEW, MaasStatus.READY, MaasStatus.ALLOCATED, MaasStatus.BROKEN,
                               MaasStatus.FAILED_TESTING})
-
-
-# An address is parsed where MAAS reports it and again where the record keeps it: once per process.
-_address = functools.lru_cache(maxsize=1 << 16)(ipaddress.IPv4Address)
 
 
 class _M(BaseModel):
@@ -105,7 +101,7 @@ def allocate(pools: list[Pool], nics: list[Nic], existing: Mapping[Key, str],
     by_rail = {p.rail: p for p in pools}
     # Addresses as integers (issue 29: a site's 8,192 kept addresses were IPv4Address objects hashed, compared
     # and formatted, most of a RoCE check's allocation); a held address that does not parse holds nothing.
-    held_at = {int(parsed): who for text, who in (held or {}).items() if (parsed := _parsed(text)) is not None}
+    held_at = {parsed: who for text, who in (held or {}).items() if (parsed := _parsed(text)) is not None}
     bounds = {p.rail: (int(p.start), int(p.end)) for p in pools}
     taken: dict[int, Key] = {}
     out: dict[Key, Entry] = {}
@@ -125,17 +121,20 @@ def allocate(pools: list[Pool], nics: list[Nic], existing: Mapping[Key, str],
         old = existing.get((n.hostname, n.interface))
         if old is None:
             continue
-        a = int(_address(old))
+        a = _parsed(old)
+        if a is None:  # state edited by hand
+            raise AllocationError(RoceFail.RECORD_NOT_ADDRESS, by_rail[n.rail].label(), n.hostname,
+                                  f"{n.interface} is recorded with {old!r}")
         lo, hi = bounds[n.rail]
-        if not lo <= a <= hi:
+        if not lo <= a <= hi:  # (text inet_pton accepts is canonical: the record's text is the address)
             raise AllocationError(RoceFail.OUTSIDE_RANGE, by_rail[n.rail].label(), n.hostname,
-                                  f"{n.interface} holds {_address(old)}, outside the pool's range now")
+                                  f"{n.interface} holds {old}, outside the pool's range now")
         if a in taken:
             raise AllocationError(RoceFail.ADDRESS_TWICE, by_rail[n.rail].label(), n.hostname,
-                                  f"{n.interface} and {taken[a][0]}/{taken[a][1]} both hold {_address(old)}")
+                                  f"{n.interface} and {taken[a][0]}/{taken[a][1]} both hold {old}")
         if a in held_at:
             raise AllocationError(RoceFail.ADDRESS_HELD, by_rail[n.rail].label(), n.hostname,
-                                  f"{n.interface} holds {_address(old)}, which MAAS also gives to {held_at[a]}")
+                                  f"{n.interface} holds {old}, which MAAS also gives to {held_at[a]}")
         taken[a] = (n.hostname, n.interface)
         out[(n.hostname, n.interface)] = entry(n, old)  # the record's text (what parses is canonical already)
     # 2. new interfaces: lowest free address of the rail's range
@@ -156,10 +155,13 @@ def allocate(pools: list[Pool], nics: list[Nic], existing: Mapping[Key, str],
     return out
 
 
-def _parsed(text: str) -> ipaddress.IPv4Address | None:
+def _parsed(text: str) -> int | None:
+    """The integer of an IPv4 address in dotted-quad text, or None (inet_pton accepts what `IPv4Address` does,
+    leading zeros refused alike, so accepted text is canonical): a RoCE check parses every address MAAS holds
+    on a site's rails and every recorded one, 16,384 at 1,024 machines, ~10x cheaper than IPv4Address."""
     try:
-        return _address(text)
-    except ValueError:
+        return int.from_bytes(socket.inet_pton(socket.AF_INET, text), "big")
+    except (OSError, TypeError):
         return None
 
 
@@ -291,7 +293,7 @@ class RoceReconciler:
             key = (h.hostname, h.interface)
             pool = range_of.get(rail_of[key]) if key in rail_of else None
             a = _parsed(h.address)
-            ours = (pool is not None and a is not None and pool[0] == h.subnet and pool[1] <= int(a) <= pool[2]
+            ours = (pool is not None and a is not None and pool[0] == h.subnet and pool[1] <= a <= pool[2]
                     and applied.get(key, h.address) == h.address)
             if ours:
                 applied[key] = h.address

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from providers.sites.failures import RoceFail
-from providers.sites.roce import AllocationError, Nic, Pool, allocate
+from providers.sites.roce import AllocationError, Nic, Pool, _parsed, allocate
 
 RAILS = 8
 IFACES = [f"ens{r + 1}f0np0" for r in range(RAILS)]
@@ -81,6 +81,27 @@ def test_missing_rail_and_shrunk_range() -> None:
     with pytest.raises(AllocationError) as err:
         allocate(pools(size=2), nics("gpu-1"), {("gpu-1", "ens1f0np0"): "10.224.0.50"})
     assert err.value.code is RoceFail.OUTSIDE_RANGE
+
+
+def test_a_recorded_text_that_is_no_address_is_roc010_naming_interface_and_text() -> None:
+    """State edited by hand: the check refuses with a code and what is recorded (it raised a bare ValueError)."""
+    for text in ("10.224.0.1O", "10.224.0.010", "", "10.224.0.10 "):
+        with pytest.raises(AllocationError) as err:
+            allocate(pools(), nics("gpu-1"), {("gpu-1", "ens3f0np0"): text})
+        assert err.value.code is RoceFail.RECORD_NOT_ADDRESS and err.value.hostname == "gpu-1"
+        assert str(err.value).startswith("ROC010 pool s/rail2 ")
+        assert f"ens3f0np0 is recorded with {text!r}" in str(err.value)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.one_of(st.ip_addresses(v=4).map(str), st.text(alphabet="0123456789. x", max_size=17),
+                 st.lists(st.integers(0, 999).map(str), min_size=3, max_size=5).map(".".join)))
+def test_the_address_parser_accepts_exactly_what_ipaddress_does(text: str) -> None:
+    try:
+        expected: int | None = int(ipaddress.IPv4Address(text))
+    except ValueError:
+        expected = None
+    assert _parsed(text) == expected
 
 
 # --- properties ------------------------------------------------------------------------------------
