@@ -69,7 +69,7 @@ MAAS_LABELS: dict[MaasStatus, str] = {
 
 
 class _View(BaseModel):
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, defer_build=True)  # built on first use: a check reads no machine
 
 
 class InterfaceView(_View):

@@ -24,16 +24,19 @@ CORRELATION_HEADER = "X-Correlation-Id"
 REPLAY_HEADER = "X-Idempotent-Replay"
 
 
+# defer_build: a model's validator is built when it is first used, not when its module loads. Every provider
+# plugin and program imports these ~50 models and most passes use none of them (issue 29; pydantic 2.14's
+# rebuild takes a lock, so first uses on several threads are safe).
 class RequestModel(BaseModel):
     """A body the client sends: closed, immutable."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
 
 class ResponseModel(BaseModel):
     """A body the server returns: immutable, tolerant of additive fields."""
 
-    model_config = ConfigDict(extra="ignore", frozen=True)
+    model_config = ConfigDict(extra="ignore", frozen=True, defer_build=True)
 
 
 class Role(StrEnum):
