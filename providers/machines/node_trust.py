@@ -12,9 +12,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
+if TYPE_CHECKING:  # cryptography loads when a bundle is made (a deploy), not in every provider plugin's imports
+    from cryptography import x509
 
 CA_PATH = "/etc/gpuaas/ca.pem"
 MARK = "# gpuaas-ca:"
@@ -25,6 +26,8 @@ class NodeTrustError(Exception):
 
 
 def _certs(label: str, path: str) -> list[x509.Certificate]:
+    from cryptography import x509
+
     file = Path(path)
     if not file.is_file():
         raise NodeTrustError(f"{label}: the CA bundle {path} does not exist; put the CA's PEM file there (TLS001)")
@@ -37,6 +40,8 @@ def _certs(label: str, path: str) -> list[x509.Certificate]:
 def node_ca_bundle(named: Mapping[str, str | None]) -> str:
     """`{"ca_bundles.platform": <absolute path or None>, "ca_bundles.s3": ...}` -> the PEM text the node gets,
     each certificate once (by fingerprint) and named; "" when no CA is named (the node trusts its system store)."""
+    from cryptography.hazmat.primitives import hashes, serialization
+
     seen: dict[str, tuple[x509.Certificate, list[str]]] = {}
     for label, path in named.items():
         if not path:
