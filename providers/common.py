@@ -21,10 +21,24 @@ from clients.vault import VaultAuthMethod, VaultCredentials, VaultReader, VaultS
 from environments.coded import line
 from environments.findings import CATALOGUE, Code, format_path
 from environments.rules_tls import resolve_ca
-from providers.kind import is_unknown
+from providers.kind import UNKNOWN, is_unknown
+
+# The SDK hands properties over as dicts, lists, str, float, bool and None: the walks below test those exact
+# types first (a 1,024-machine pool's or RoCE table's properties are ~20,000 values, walked at every check and
+# diff, and an ABC isinstance per value was most of the walk), then anything else as before.
+_LEAVES = (str, int, bool, type(None))
 
 
 def has_unknown(value: Any) -> bool:
+    t = type(value)
+    if t is dict:
+        return any(has_unknown(v) for v in value.values())
+    if t is str:
+        return value == UNKNOWN
+    if t in _LEAVES or t is float:
+        return False
+    if t is list or t is tuple:
+        return any(has_unknown(v) for v in value)
     if is_unknown(value):
         return True
     if isinstance(value, Mapping):
@@ -36,12 +50,15 @@ def has_unknown(value: Any) -> bool:
 
 def plain(value: Any) -> Any:
     """Integral floats back to ints, recursively; drops `__provider` and other `__` keys."""
+    t = type(value)
+    if t in _LEAVES:
+        return value
+    if t is dict or (t is not list and isinstance(value, Mapping)):
+        return {k: plain(v) for k, v in value.items() if not str(k).startswith("__")}
+    if t is list or isinstance(value, tuple):
+        return [plain(v) for v in value]
     if isinstance(value, float) and value.is_integer():
         return int(value)
-    if isinstance(value, Mapping):
-        return {k: plain(v) for k, v in value.items() if not str(k).startswith("__")}
-    if isinstance(value, list | tuple):
-        return [plain(v) for v in value]
     return value
 
 

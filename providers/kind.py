@@ -106,6 +106,9 @@ def _changed_paths(old: Mapping[str, Any], new: Mapping[str, Any], keys: Iterabl
 
 def _normal(value: Any) -> Any:
     """Pulumi hands numbers over as floats (4 -> 4.0) and lists as lists or tuples: compare values."""
+    t = type(value)
+    if t is str or t is int or t is bool or value is None:  # most values: no ABC isinstance for them
+        return value
     if isinstance(value, float) and value.is_integer():
         return int(value)
     if isinstance(value, list | tuple):
