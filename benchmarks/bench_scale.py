@@ -11,7 +11,8 @@ that set-up builds (tools/pulumi_cli), against the MAAS and platform simulators 
 - the whole stack's state bytes per machine (`pulumi stack export`);
 - no-op `up` as operators run it (the CLI previews first) and the update alone, `preview`, `refresh`
   (and the MAAS requests it made) and the refresh alone (`--skip-preview`, one pass: how Pulumi's Automation
-  API runs `refresh()`), and the pipeline's deploy job on an unchanged world (`up --refresh`, docs/recovery.md);
+  API runs `refresh()`), and the pipeline's deploy job on an unchanged world (`up --refresh`, docs/recovery.md),
+  each the median of three runs (every run printed: single runs on a 2-core host move by over a second);
 - each timed as an operator waits for it: from the start of the process that serves the program (as a
   language host's Python starts) to the CLI's exit (the harness's reading of the event log after the exit,
   0.3-1.3 s at 1,024 machines, is printed beside it, not counted);
@@ -158,6 +159,16 @@ def _timed(fn: Any) -> tuple[float, Any]:
     return (out.until_cli_exit_s if out.until_cli_exit_s is not None else took), out
 
 
+RUNS = 3  # each unchanged-world operation: its median is the figure (single runs on this host move by > 1 s)
+
+
+def _median_of(fn: Any, runs: int = RUNS) -> tuple[float, Any, list[float]]:
+    """`runs` timed runs of `fn`: (the median's seconds, the median run's result, every run's seconds)."""
+    timed = sorted((_timed(fn) for _ in range(runs)), key=lambda t: t[0])
+    median = timed[len(timed) // 2]
+    return median[0], median[1], [t[0] for t in timed]
+
+
 def where_time_goes(result: Any) -> str:
     """The CLI run's wall time, the program's runs and each resource step's time, with when it started (seconds
     after the CLI's start: `@`), from its events."""
@@ -244,16 +255,19 @@ def measure(n: int, scale: float = MAAS_SCALE) -> dict[str, Any]:
             kinds: dict[str, int] = {}
             for r in export["deployment"]["resources"]:
                 kinds[r["type"].rsplit(":", 1)[-1]] = kinds.get(r["type"].rsplit(":", 1)[-1], 0) + len(json.dumps(r))
-            noop, noop_run = _timed(lambda: engine.up(timeout=3600))  # as operators run it: previews first
-            noop_update, noop_update_run = _timed(lambda: engine.up(timeout=3600, flags=["--skip-preview"]))
-            preview, preview_run = _timed(lambda: engine.preview(timeout=3600))
+            # as operators run it: previews first
+            noop, noop_run, noop_all = _median_of(lambda: engine.up(timeout=3600))
+            noop_update, noop_update_run, update_all = _median_of(
+                lambda: engine.up(timeout=3600, flags=["--skip-preview"]))
+            preview, preview_run, preview_all = _median_of(lambda: engine.preview(timeout=3600))
             world.maas.admin.reset_stats()
-            refresh, refresh_run = _timed(lambda: engine.refresh(timeout=3600))
-            refresh_requests = _requests(world)
-            refresh_one, refresh_one_run = _timed(lambda: engine.refresh(timeout=3600, flags=["--skip-preview"]))
+            refresh, refresh_run, refresh_all = _median_of(lambda: engine.refresh(timeout=3600))
+            refresh_requests = _requests(world) / RUNS
+            refresh_one, refresh_one_run, refresh_one_all = _median_of(
+                lambda: engine.refresh(timeout=3600, flags=["--skip-preview"]))
             world.maas.admin.reset_stats()
-            deploy, deploy_run = _timed(lambda: engine.up(timeout=3600, flags=["--refresh"]))
-            deploy_requests = _requests(world)
+            deploy, deploy_run, deploy_all = _median_of(lambda: engine.up(timeout=3600, flags=["--refresh"]))
+            deploy_requests = _requests(world) / RUNS
             t_machine = per_machine_time(world, racked, stack_policy(export), scale)
     ideal = math.ceil(n / p) * t_machine
     return {
@@ -264,6 +278,8 @@ def measure(n: int, scale: float = MAAS_SCALE) -> dict[str, Any]:
         "refresh_requests": refresh_requests, "refresh_one_s": refresh_one, "deploy_s": deploy,
         "deploy_requests": deploy_requests, "sim_cpu": sim_cpu, "rest_cpu": rest_cpu, "validate_s": validate_s,
         "busy_s": busy_s, "pool_s": pool_s, "idle": idle,
+        "spread": {"no-op up": noop_all, "update": update_all, "preview": preview_all, "refresh": refresh_all,
+                   "refresh alone": refresh_one_all, "deploy job": deploy_all},
         "top_requests": ", ".join(f"{name} {v / n:.1f}" for v, name in top),
         "profiles": {name: where_time_goes(run) for name, run in (
             ("first up", first), ("no-op up", noop_run), ("no-op update", noop_update_run),
@@ -299,7 +315,7 @@ def main() -> int:
         cells = (f"{r['n']}:{r['p']}", f"{r['wall']:.1f}s", f"{r['ideal']:.1f}s", f"{r['efficiency']:.2f}",
                  f"{r['requests']:.1f}", f"{r['peak']:.0f}", f"{r['state_kb']:.2f}KB", f"{r['noop_s']:.1f}s",
                  f"{r['noop_update_s']:.1f}s", f"{r['preview_s']:.1f}s",
-                 f"{r['refresh_s']:.1f}s/{r['refresh_requests']}rq")
+                 f"{r['refresh_s']:.1f}s/{r['refresh_requests']:g}rq")
         print("  " + " ".join(f"{c:>10}" for c in cells))
         ratios = {
             "efficiency": r["efficiency"] / TARGETS["efficiency"],
@@ -310,9 +326,11 @@ def main() -> int:
             "refresh": TARGETS["refresh_s"] / max(r["refresh_s"], 1e-9),
         }
         print(f"    one machine's lifecycle {r['t_machine']:.2f} s; environment validation {r['validate_s']:.2f} s")
+        print(f"    each unchanged-world figure is the median of {RUNS} runs; every run (s): " + "; ".join(
+            f"{k} {', '.join(f'{v:.1f}' for v in vs)}" for k, vs in r["spread"].items()))
         print(f"    refresh alone (--skip-preview, one pass) {r['refresh_one_s']:.1f} s; the deploy job on an "
               f"unchanged world (up --refresh: a refresh in its preview and in its update) {r['deploy_s']:.1f} s, "
-              f"{r['deploy_requests']} MAAS requests (not targets; the target ratios are of the figures above)")
+              f"{r['deploy_requests']:g} MAAS requests (not targets; the target ratios are of the figures above)")
         print(f"    MAAS heavy stages: {r['busy_s']:.0f} machine-seconds ({r['busy_s'] / r['n']:.2f} s per machine); "
               f"the {r['p']} slots were {r['busy_s'] / (r['p'] * r['pool_s']):.1%} occupied over the pool's create "
               f"({r['pool_s']:.1f} s; the rest of the first up, {r['wall'] - r['pool_s']:.1f} s, is the CLI, the "
