@@ -222,6 +222,32 @@ def floor() -> dict[str, float]:
         return {name: sorted(_timed(lambda op=op: op(engine))[0] for _ in range(3))[1] for name, op in ops.items()}
 
 
+Unchanged = tuple[dict[str, float], dict[str, list[float]], dict[str, Any]]
+
+
+def unchanged_world(engine: Engine, world: LocalStack) -> Unchanged:
+    """The operations on the world the first up made, each the median of RUNS: (figures, every run's seconds by
+    operation, the median run of each for its profile)."""
+    ops: list[tuple[str, str, Any]] = [
+        ("noop_s", "no-op up", lambda: engine.up(timeout=3600)),  # as operators run it: previews first
+        ("noop_update_s", "no-op update", lambda: engine.up(timeout=3600, flags=["--skip-preview"])),
+        ("preview_s", "preview", lambda: engine.preview(timeout=3600)),
+        ("refresh_s", "refresh", lambda: engine.refresh(timeout=3600)),
+        ("refresh_one_s", "refresh alone", lambda: engine.refresh(timeout=3600, flags=["--skip-preview"])),
+        ("deploy_s", "deploy job", lambda: engine.up(timeout=3600, flags=["--refresh"])),
+    ]
+    assert world.maas is not None
+    figures: dict[str, float] = {}
+    spread: dict[str, list[float]] = {}
+    runs: dict[str, Any] = {}
+    for key, label, op in ops:
+        world.maas.admin.reset_stats()
+        figures[key], runs[label], spread[label] = _median_of(op)
+        if key in ("refresh_s", "deploy_s"):  # MAAS requests of one run
+            figures[key.replace("_s", "_requests")] = _requests(world) / RUNS
+    return figures, spread, runs
+
+
 def measure(n: int, scale: float = MAAS_SCALE) -> dict[str, Any]:
     p = PARALLEL.get(n, max(1, n // 16))
     with tempfile.TemporaryDirectory() as tmp:
@@ -255,37 +281,58 @@ def measure(n: int, scale: float = MAAS_SCALE) -> dict[str, Any]:
             kinds: dict[str, int] = {}
             for r in export["deployment"]["resources"]:
                 kinds[r["type"].rsplit(":", 1)[-1]] = kinds.get(r["type"].rsplit(":", 1)[-1], 0) + len(json.dumps(r))
-            # as operators run it: previews first
-            noop, noop_run, noop_all = _median_of(lambda: engine.up(timeout=3600))
-            noop_update, noop_update_run, update_all = _median_of(
-                lambda: engine.up(timeout=3600, flags=["--skip-preview"]))
-            preview, preview_run, preview_all = _median_of(lambda: engine.preview(timeout=3600))
-            world.maas.admin.reset_stats()
-            refresh, refresh_run, refresh_all = _median_of(lambda: engine.refresh(timeout=3600))
-            refresh_requests = _requests(world) / RUNS
-            refresh_one, refresh_one_run, refresh_one_all = _median_of(
-                lambda: engine.refresh(timeout=3600, flags=["--skip-preview"]))
-            world.maas.admin.reset_stats()
-            deploy, deploy_run, deploy_all = _median_of(lambda: engine.up(timeout=3600, flags=["--refresh"]))
-            deploy_requests = _requests(world) / RUNS
+            unchanged, spread, runs = unchanged_world(engine, world)
             t_machine = per_machine_time(world, racked, stack_policy(export), scale)
     ideal = math.ceil(n / p) * t_machine
     return {
         "n": n, "p": p, "t_machine": t_machine, "wall": wall, "ideal": ideal, "efficiency": ideal / wall,
         "requests": requests / n, "peak": peak, "state_kb": state_bytes / n / 1024,
         "state_by_kind": ", ".join(f"{k} {v / n / 1024:.2f}" for k, v in sorted(kinds.items(), key=lambda kv: -kv[1])),
-        "noop_s": noop, "noop_update_s": noop_update, "preview_s": preview, "refresh_s": refresh,
-        "refresh_requests": refresh_requests, "refresh_one_s": refresh_one, "deploy_s": deploy,
-        "deploy_requests": deploy_requests, "sim_cpu": sim_cpu, "rest_cpu": rest_cpu, "validate_s": validate_s,
-        "busy_s": busy_s, "pool_s": pool_s, "idle": idle,
-        "spread": {"no-op up": noop_all, "update": update_all, "preview": preview_all, "refresh": refresh_all,
-                   "refresh alone": refresh_one_all, "deploy job": deploy_all},
+        **unchanged, "sim_cpu": sim_cpu, "rest_cpu": rest_cpu, "validate_s": validate_s,
+        "busy_s": busy_s, "pool_s": pool_s, "idle": idle, "spread": spread,
         "top_requests": ", ".join(f"{name} {v / n:.1f}" for v, name in top),
-        "profiles": {name: where_time_goes(run) for name, run in (
-            ("first up", first), ("no-op up", noop_run), ("no-op update", noop_update_run),
-            ("preview", preview_run), ("refresh", refresh_run), ("refresh alone", refresh_one_run),
-            ("deploy job", deploy_run))},
+        "profiles": {name: where_time_goes(run) for name, run in [("first up", first), *runs.items()]},
     }
+
+
+def print_row(r: dict[str, Any], base: dict[str, float]) -> None:
+    cells = (f"{r['n']}:{r['p']}", f"{r['wall']:.1f}s", f"{r['ideal']:.1f}s", f"{r['efficiency']:.2f}",
+             f"{r['requests']:.1f}", f"{r['peak']:.0f}", f"{r['state_kb']:.2f}KB", f"{r['noop_s']:.1f}s",
+             f"{r['noop_update_s']:.1f}s", f"{r['preview_s']:.1f}s",
+             f"{r['refresh_s']:.1f}s/{r['refresh_requests']:g}rq")
+    print("  " + " ".join(f"{c:>10}" for c in cells))
+    ratios = {
+        "efficiency": r["efficiency"] / TARGETS["efficiency"],
+        "requests": TARGETS["requests"] / max(r["requests"], 1e-9),
+        "state": TARGETS["state_kb"] / max(r["state_kb"], 1e-9),
+        "no-op up": TARGETS["noop_s"] / max(r["noop_s"], 1e-9),
+        "preview": TARGETS["preview_s"] / max(r["preview_s"], 1e-9),
+        "refresh": TARGETS["refresh_s"] / max(r["refresh_s"], 1e-9),
+    }
+    print(f"    one machine's lifecycle {r['t_machine']:.2f} s; environment validation {r['validate_s']:.2f} s")
+    print(f"    each unchanged-world figure is the median of {RUNS} runs; every run (s): " + "; ".join(
+        f"{k} {', '.join(f'{v:.1f}' for v in vs)}" for k, vs in r["spread"].items()))
+    print(f"    refresh alone (--skip-preview, one pass) {r['refresh_one_s']:.1f} s; the deploy job on an "
+          f"unchanged world (up --refresh: a refresh in its preview and in its update) {r['deploy_s']:.1f} s, "
+          f"{r['deploy_requests']:g} MAAS requests (not targets; the target ratios are of the figures above)")
+    print(f"    MAAS heavy stages: {r['busy_s']:.0f} machine-seconds ({r['busy_s'] / r['n']:.2f} s per machine); "
+          f"the {r['p']} slots were {r['busy_s'] / (r['p'] * r['pool_s']):.1%} occupied over the pool's create "
+          f"({r['pool_s']:.1f} s; the rest of the first up, {r['wall'] - r['pool_s']:.1f} s, is the CLI, the "
+          "program and the resources the pool waits for)")
+    print("    the slots' idle time, in seconds of wall at P: " + ", ".join(
+        f"{k} {v:.1f} s (over {d:.1f} s)" for k, (v, d) in r["idle"].items()))
+    print(f"    state KB per machine by resource type: {r['state_by_kind']}")
+    print(f"    MAAS requests per machine, largest: {r['top_requests']}")
+    print(f"    first up CPU: simulators {r['sim_cpu']:.0f} s, runner+CLI+provider {r['rest_cpu']:.0f} s, "
+          f"on 2 cores over {r['wall']:.0f} s wall ({(r['sim_cpu'] + r['rest_cpu']) / (2 * r['wall']):.0%} busy; "
+          f"simulators {r['sim_cpu'] / max(r['sim_cpu'] + r['rest_cpu'], 1e-9):.0%} of the CPU)")
+    print("    over the floor (the site stack's own seconds; x: times the floor): " + ", ".join(
+        f"{label} +{r[k] - base[k]:.1f}s ({r[k] / base[k]:.1f}x)" for label, k in (
+            ("no-op up", "noop_s"), ("update", "noop_update_s"), ("preview", "preview_s"),
+            ("refresh", "refresh_s"), ("refresh alone", "refresh_one_s"), ("deploy job", "deploy_s"))))
+    for name, profile in r["profiles"].items():
+        print(f"    where the time goes, {name}: {profile}")
+    print("    ratio to target (>= 1 meets it): " + ", ".join(f"{k} {v:.2f}" for k, v in ratios.items()))
 
 
 def main() -> int:
@@ -312,43 +359,7 @@ def main() -> int:
           f"{base['preview_s']:.1f}s, refresh {base['refresh_s']:.1f}s (alone {base['refresh_one_s']:.1f}s), deploy "
           f"job {base['deploy_s']:.1f}s")
     for r in rows:
-        cells = (f"{r['n']}:{r['p']}", f"{r['wall']:.1f}s", f"{r['ideal']:.1f}s", f"{r['efficiency']:.2f}",
-                 f"{r['requests']:.1f}", f"{r['peak']:.0f}", f"{r['state_kb']:.2f}KB", f"{r['noop_s']:.1f}s",
-                 f"{r['noop_update_s']:.1f}s", f"{r['preview_s']:.1f}s",
-                 f"{r['refresh_s']:.1f}s/{r['refresh_requests']:g}rq")
-        print("  " + " ".join(f"{c:>10}" for c in cells))
-        ratios = {
-            "efficiency": r["efficiency"] / TARGETS["efficiency"],
-            "requests": TARGETS["requests"] / max(r["requests"], 1e-9),
-            "state": TARGETS["state_kb"] / max(r["state_kb"], 1e-9),
-            "no-op up": TARGETS["noop_s"] / max(r["noop_s"], 1e-9),
-            "preview": TARGETS["preview_s"] / max(r["preview_s"], 1e-9),
-            "refresh": TARGETS["refresh_s"] / max(r["refresh_s"], 1e-9),
-        }
-        print(f"    one machine's lifecycle {r['t_machine']:.2f} s; environment validation {r['validate_s']:.2f} s")
-        print(f"    each unchanged-world figure is the median of {RUNS} runs; every run (s): " + "; ".join(
-            f"{k} {', '.join(f'{v:.1f}' for v in vs)}" for k, vs in r["spread"].items()))
-        print(f"    refresh alone (--skip-preview, one pass) {r['refresh_one_s']:.1f} s; the deploy job on an "
-              f"unchanged world (up --refresh: a refresh in its preview and in its update) {r['deploy_s']:.1f} s, "
-              f"{r['deploy_requests']:g} MAAS requests (not targets; the target ratios are of the figures above)")
-        print(f"    MAAS heavy stages: {r['busy_s']:.0f} machine-seconds ({r['busy_s'] / r['n']:.2f} s per machine); "
-              f"the {r['p']} slots were {r['busy_s'] / (r['p'] * r['pool_s']):.1%} occupied over the pool's create "
-              f"({r['pool_s']:.1f} s; the rest of the first up, {r['wall'] - r['pool_s']:.1f} s, is the CLI, the "
-              "program and the resources the pool waits for)")
-        print("    the slots' idle time, in seconds of wall at P: " + ", ".join(
-            f"{k} {v:.1f} s (over {d:.1f} s)" for k, (v, d) in r["idle"].items()))
-        print(f"    state KB per machine by resource type: {r['state_by_kind']}")
-        print(f"    MAAS requests per machine, largest: {r['top_requests']}")
-        print(f"    first up CPU: simulators {r['sim_cpu']:.0f} s, runner+CLI+provider {r['rest_cpu']:.0f} s, "
-              f"on 2 cores over {r['wall']:.0f} s wall ({(r['sim_cpu'] + r['rest_cpu']) / (2 * r['wall']):.0%} busy; "
-              f"simulators {r['sim_cpu'] / max(r['sim_cpu'] + r['rest_cpu'], 1e-9):.0%} of the CPU)")
-        print("    over the floor (the site stack's own seconds; x: times the floor): " + ", ".join(
-            f"{label} +{r[k] - base[k]:.1f}s ({r[k] / base[k]:.1f}x)" for label, k in (
-                ("no-op up", "noop_s"), ("update", "noop_update_s"), ("preview", "preview_s"),
-                ("refresh", "refresh_s"), ("refresh alone", "refresh_one_s"), ("deploy job", "deploy_s"))))
-        for name, profile in r["profiles"].items():
-            print(f"    where the time goes, {name}: {profile}")
-        print("    ratio to target (>= 1 meets it): " + ", ".join(f"{k} {v:.2f}" for k, v in ratios.items()))
+        print_row(r, base)
     return 0
 
 

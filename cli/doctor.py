@@ -35,8 +35,8 @@ from clients.vault import (
 from components.host_roles import host_secret_refs
 from components.settings import EmbeddedEndpointMissing, StackSettings
 from environments import Environment
+from environments.ca_paths import resolve_ca
 from environments.model import EndpointKind
-from environments.rules_tls import resolve_ca
 
 from .doctor_pins import check_pins
 from .doctor_preview import check_preview_identity

@@ -10,8 +10,8 @@ import httpx
 
 from components.settings import StackSettings
 from environments import Environment
+from environments.ca_paths import resolve_ca
 from environments.pins import Pin, load_pins
-from environments.rules_tls import resolve_ca
 
 from .pin import Digest, digest_url
 

@@ -29,18 +29,10 @@ from .model_runtime import (  # noqa: F401 - CapacityShape ... LabStandIn, Mount
     StorageMount,
     UiRoute,
 )
+from .vocabulary import EraseMode, FabricMode, Tier  # noqa: F401 - re-exported: the model's words
 
 # ---------------------------------------------------------------------------------------------
-# Enums (values are the seeds' own words)
-
-
-class Tier(StrEnum):
-    """Promotion order is local -> dev -> staging -> prod (seed 003)."""
-
-    LOCAL = "local"
-    DEV = "dev"
-    STAGING = "staging"
-    PROD = "prod"
+# Enums (values are the seeds' own words; Tier, FabricMode and EraseMode: environments/vocabulary.py)
 
 
 class LogicalRole(StrEnum):
@@ -74,21 +66,6 @@ class RunnerTag(StrEnum):
     SIM = "sim"
     APP_CONTROL = "app-control"
     WORKER_COMPUTE = "worker-compute"
-
-
-class FabricMode(StrEnum):
-    ETHERNET = "ethernet"
-    ROCE = "roce"
-    IB = "ib"
-
-
-class EraseMode(StrEnum):
-    """How MAAS wipes disks on release: none, quick (wipe signatures), secure (ATA secure erase), full."""
-
-    NONE = "none"
-    QUICK = "quick"
-    SECURE = "secure"
-    FULL = "full"
 
 
 class TeardownMode(StrEnum):

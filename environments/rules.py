@@ -10,24 +10,23 @@ import ipaddress
 from collections import Counter
 from collections.abc import Callable, Iterator
 
-from .findings import Code, Finding, Level, finding
+from .findings import Code, Finding, finding
 from .model import (
     Blueprint,
     EnvironmentDocument,
-    EraseMode,
-    FabricMode,
     Site,
-    Tier,
 )
 from .rules_apps import app_instances
 from .rules_fabric import fabric_and_bindings
 from .rules_hosts import effective_roles as _roles
 from .rules_hosts import host_roles
 from .rules_node import apt_sources, login_users, weka_clients
+from .rules_policy import profile_policy, site_tls
 from .rules_runtime import endpoint_refs, storage_mounts
 from .rules_storage import storage_devices
 from .rules_tls import ca_bundles
 from .rules_values import typed_values
+from .vocabulary import FabricMode
 
 Rule = Callable[[EnvironmentDocument, Blueprint, str], Iterator[Finding]]
 
@@ -290,49 +289,10 @@ def roce_pools(doc: EnvironmentDocument, bp: Blueprint, file: str) -> Iterator[F
             )
 
 
-def site_tls(site: str, tls_verify: bool, tier: str, file: str, path: str) -> Iterator[Finding]:
-    """POL: TLS verification off in prod. Narrow signature: providers call it with their own values."""
-    if not tls_verify and Tier(tier) is Tier.PROD:
-        yield finding(Code.TLS_OFF_IN_PROD, file, path, f"site {site} disables TLS verification in prod")
 
 
-def profile_policy(
-    site: str,
-    profile: str,
-    *,
-    fabric_mode: str,
-    enable_phase2_roce: bool,
-    retry_enabled: bool,
-    retry_attempts_set: bool,
-    customer_handoff: bool,
-    release_erase_mode: str,
-    file: str,
-    base: str,
-) -> Iterator[Finding]:
-    """One profile's policy combinations (base: the profile's path). Providers call it too."""
-    if enable_phase2_roce and FabricMode(fabric_mode) is not FabricMode.ROCE:
-        yield finding(
-            Code.ROCE_NEEDS_ROCE_FABRIC,
-            file,
-            f"{base}.enable_phase2_roce",
-            f"profile {profile} enables phase-2 RoCE with fabric_mode {FabricMode(fabric_mode).value}",
-        )
-    if not retry_enabled and retry_attempts_set:
-        yield finding(
-            Code.RETRY_ATTEMPTS_UNUSED,
-            file,
-            f"{base}.max_deploy_retry_attempts",
-            "max_deploy_retry_attempts has no effect while retry is disabled",
-            level=Level.WARNING,
-        )
-    if customer_handoff and EraseMode(release_erase_mode) is not EraseMode.NONE:
-        yield finding(
-            Code.HANDOFF_SITE_ERASES,
-            file,
-            f"{base}.release_erase_mode",
-            f"site {site} is a customer-handoff site but profile {profile} erases "
-            f"({EraseMode(release_erase_mode).value})",
-        )
+
+
 
 
 def policy_combinations(doc: EnvironmentDocument, bp: Blueprint, file: str) -> Iterator[Finding]:

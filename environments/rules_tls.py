@@ -1,6 +1,6 @@
 """Rules about the private CAs an environment names (`ca_bundles`): the file exists, holds PEM
 certificates only (never a private key), none has expired, and the kind has an https endpoint that
-uses it. Registered in `rules.RULES`; `resolve_ca` is the one place a named bundle becomes a file."""
+uses it. Registered in `rules.RULES`; `ca_paths.resolve_ca` is the one place a named bundle becomes a file."""
 
 from __future__ import annotations
 
@@ -8,24 +8,15 @@ import datetime as dt
 from collections.abc import Iterator
 from pathlib import Path
 
+from .ca_paths import REPO_ROOT, resolve_ca
 from .findings import Code, Finding, Level, finding
 from .model import Blueprint, CaBundles, EndpointKind, EnvironmentDocument
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
 _MAX_BYTES = 1 << 20
 _KEY_MARKER = b"PRIVATE KEY-----"
 PLACEHOLDER_MARK = "placeholder: replace with the site CA"
 """In the subject of the CA certificate the repository ships (environments/ca/gpuaas-internal.pem), whose key
 was never kept: a site replaces the file with its own CA's certificate."""
-
-
-def resolve_ca(path: str | None, root: Path = REPO_ROOT) -> str | None:
-    """A named CA bundle as an absolute file path (relative names are relative to the repository root,
-    the directory Pulumi runs the program and the providers in)."""
-    if not path:
-        return None
-    p = Path(path)
-    return str(p if p.is_absolute() else root / p)
 
 
 def ca_problem(file: Path) -> tuple[Code, str] | None:

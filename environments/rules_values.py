@@ -9,7 +9,8 @@ from collections import Counter
 from collections.abc import Iterator
 
 from .findings import Code, Finding, finding
-from .model import Blueprint, EnvironmentDocument, Tier
+from .model import Blueprint, EnvironmentDocument
+from .vocabulary import Tier
 
 # MAAS accepts tag names of letters, digits, '-' and '_' only (canonical/maas,
 # src/maasserver/models/tag.py: the tag name validator); anything else is a 400 at deploy time.

@@ -18,9 +18,9 @@ from pulumi.dynamic import CheckFailure
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from clients.vault import VaultAuthMethod, VaultCredentials, VaultReader, VaultSettings, credentials_from_config
+from environments.ca_paths import resolve_ca
 from environments.coded import line
 from environments.findings import CATALOGUE, Code, format_path
-from environments.rules_tls import resolve_ca
 from providers.kind import UNKNOWN, is_unknown
 
 # The SDK hands properties over as dicts, lists, str, float, bool and None: the walks below test those exact

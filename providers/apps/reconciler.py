@@ -33,8 +33,8 @@ from clients.platform import PlatformApiError
 from clients.platform import models as pm
 from clients.platform.models import ErrorCode
 from clients.vault import VaultCredentials, VaultError
+from environments.ca_paths import resolve_ca
 from environments.coded import coded_errors
-from environments.rules_tls import resolve_ca
 from providers.common import vault_reader
 
 from .failures import REFUSED, AppFail, AppInstanceFailed, OpFailure, idempotency_key

@@ -20,7 +20,7 @@ from clients.maas import DEFAULT_BUDGET
 from clients.platform import PlatformApiError, models
 from clients.s3 import ArtifactStore, s3_credentials
 from clients.vault import VaultCredentials, VaultReader
-from environments.rules_tls import resolve_ca
+from environments.ca_paths import resolve_ca
 from providers.common import vault_reader
 from providers.machines.records import Context
 

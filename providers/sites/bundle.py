@@ -35,8 +35,8 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from clients.s3 import ArtifactStore, S3Error, S3ErrorKind, S3Location, StoredObject, s3_credentials
 from clients.vault import VaultCredentials
+from environments.ca_paths import resolve_ca
 from environments.coded import CodedError, raises_coded
-from environments.rules_tls import resolve_ca
 from providers.common import VaultInputs, vault_reader
 from providers.hosts.mounts import MountSet, bundle_files
 from providers.sites.bundle_checks import APPLIED, problems

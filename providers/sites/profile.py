@@ -36,10 +36,10 @@ from clients.platform import PlatformApiError
 from clients.platform import models as pm
 from clients.s3 import ArtifactStore, s3_credentials
 from clients.vault import VaultCredentials, VaultReader, parse_ref
-from environments import rules
+from environments.ca_paths import resolve_ca
 from environments.coded import line, raises_coded
 from environments.findings import Level
-from environments.rules_tls import resolve_ca
+from environments.rules_policy import profile_policy, site_tls
 from providers.common import VaultInputs, plain, vault_reader
 from providers.sites.bundle import Script, StoreInputs, bundle_scripts
 from providers.sites.failures import PROFILE_CLIENTS, SiteProfileFail
@@ -150,12 +150,12 @@ def policy_findings(spec: SiteProfileArgs) -> list[str]:
     """The environment's own rules (POL001, POL003 ...) over this one site and profile."""
     s, p = spec.site, spec.profile
     source, base = f"{SOURCE}[{s.name}]", f"profiles[{p.name}]"
-    found = [*rules.site_tls(s.name, s.tls_verify, spec.tier, source, "site.tls_verify"),
-             *rules.profile_policy(s.name, p.name, fabric_mode=p.fabric_mode, enable_phase2_roce=p.enable_phase2_roce,
-                                   retry_enabled=p.enable_deploy_retry_on_datasource_failure,
-                                   retry_attempts_set="max_deploy_retry_attempts" in p.model_fields_set,
-                                   customer_handoff=s.customer_handoff, release_erase_mode=p.release_erase_mode,
-                                   file=source, base=base)]
+    found = [*site_tls(s.name, s.tls_verify, spec.tier, source, "site.tls_verify"),
+             *profile_policy(s.name, p.name, fabric_mode=p.fabric_mode, enable_phase2_roce=p.enable_phase2_roce,
+                            retry_enabled=p.enable_deploy_retry_on_datasource_failure,
+                            retry_attempts_set="max_deploy_retry_attempts" in p.model_fields_set,
+                            customer_handoff=s.customer_handoff, release_erase_mode=p.release_erase_mode,
+                            file=source, base=base)]
     return [line(f.code.value, f"{f.file}: {f.path}", f.message, f.hint) for f in found if f.level is Level.ERROR]
 
 

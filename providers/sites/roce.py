@@ -31,9 +31,9 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 import clients.maas
 from clients.maas import MaasError, MaasStatus
 from clients.vault import VaultCredentials, VaultError
+from environments.ca_paths import resolve_ca
 from environments.coded import CodedError, line, raises_coded
 from environments.findings import Code
-from environments.rules_tls import resolve_ca
 from providers.common import VaultInputs, vault_reader
 from providers.machines.records import OWNER_RESOURCE
 from providers.sites.failures import ROCE_CLIENTS, RoceFail

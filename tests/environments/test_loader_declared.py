@@ -10,7 +10,8 @@ import pytest
 from environments import declared_environments, load_environment
 from environments.findings import CATALOGUE, Code
 from environments.loader import REPO_ROOT
-from environments.model import FabricMode, HostRole, LogicalRole
+from environments.model import HostRole, LogicalRole
+from environments.vocabulary import FabricMode
 
 
 def test_four_environments_declared() -> None:

@@ -16,7 +16,6 @@ from cryptography.x509.oid import NameOID
 from environments import validate_environment
 from environments.findings import Code, Level
 from environments.loader import ENVIRONMENTS_DIR
-from environments.rules_tls import REPO_ROOT, resolve_ca
 from simulators.tls import PrivateCa
 
 
@@ -85,7 +84,3 @@ def test_a_bundle_name_is_a_pem_path(tmp_path: Path, bad: str) -> None:
     _, found = validate_environment(path)
     assert [(f.code, f.path) for f in found] == [(Code.INVALID_VALUE, "ca_bundles.maas")]
 
-
-def test_relative_names_are_relative_to_the_repository() -> None:
-    assert resolve_ca("environments/ca/x.pem") == str(REPO_ROOT / "environments/ca/x.pem")
-    assert resolve_ca("/etc/ssl/x.pem") == "/etc/ssl/x.pem" and resolve_ca(None) is None

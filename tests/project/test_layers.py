@@ -15,8 +15,8 @@ ALLOWED: dict[str, tuple[str, ...]] = {
     "clients": ("clients",),
     "environments": ("environments",),
     # The environment's pure rule functions, from the modules that define them (one import path each).
-    "providers": ("providers", "clients", "environments.rules", "environments.rules_apps", "environments.rules_hosts",
-                  "environments.rules_tls", "environments.findings", "environments.coded"),
+    "providers": ("providers", "clients", "environments.rules_policy", "environments.rules_apps",
+                  "environments.rules_hosts", "environments.ca_paths", "environments.findings", "environments.coded"),
     "components": ("components", "providers", "environments"),
     "__main__": ("components", "environments"),
 }

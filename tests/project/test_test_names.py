@@ -68,6 +68,7 @@ EXCEPTIONS: dict[str, tuple[str | None, str]] = {
                         "the bundles it declares"),
     "environments.documents": ("tests/environments/test_loader_bad_input.py", "the loader's safe document reading; "
                                "tested with the loader's bad input"),
+    "environments.vocabulary": (None, "the tier, fabric and erase modes the model and rules_policy name"),
     "environments.findings": (None, "the finding catalogue and types every validation test asserts"),
     "environments.model": (None, "the compiled environment's models; validated through the loader's tests"),
     "environments.pins": ("tests/cli/test_pin.py", "the pins file; tested with the `pin` command that writes it"),
