@@ -17,8 +17,8 @@ _NOT_BOOL = (int, int | None, ipaddress.IPv4Address, ipaddress.IPv4Network, ipad
 
 
 class _Model(BaseModel):
-    # defer_build: validators are built on first use; the provider plugins import the model (the rules they share
-    # with validation name its types) and never validate an environment (issue 29).
+    # defer_build: validators are built on first use; the apps' and host roles' provider plugins import the model
+    # (the rules they share with validation name its types) and never validate an environment (issue 29).
     model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     @field_validator("*", mode="before")

@@ -289,12 +289,6 @@ def roce_pools(doc: EnvironmentDocument, bp: Blueprint, file: str) -> Iterator[F
             )
 
 
-
-
-
-
-
-
 def policy_combinations(doc: EnvironmentDocument, bp: Blueprint, file: str) -> Iterator[Finding]:
     for si, s in enumerate(doc.sites):
         yield from site_tls(s.name, s.tls_verify, doc.tier, file, f"sites[{si}].tls_verify")
