@@ -8,6 +8,8 @@ import datetime as dt
 from collections.abc import Iterator
 from pathlib import Path
 
+from cryptography import x509
+
 from .ca_paths import REPO_ROOT, resolve_ca
 from .findings import Code, Finding, Level, finding
 from .model import Blueprint, CaBundles, EndpointKind, EnvironmentDocument
@@ -26,9 +28,6 @@ def ca_problem(file: Path) -> tuple[Code, str] | None:
     data = file.read_bytes()[:_MAX_BYTES]
     if _KEY_MARKER in data:
         return Code.CA_BUNDLE_HAS_KEY, f"{file} holds a private key"
-    # imported here: the provider plugins import this module for `resolve_ca` and never check a bundle
-    from cryptography import x509
-
     try:
         certs = x509.load_pem_x509_certificates(data)
     except ValueError:

@@ -53,7 +53,7 @@ def plain(value: Any) -> Any:
     t = type(value)
     if t in _LEAVES:
         return value
-    if t is dict or (t is not list and isinstance(value, Mapping)):
+    if t is dict or isinstance(value, Mapping):
         return {k: plain(v) for k, v in value.items() if not str(k).startswith("__")}
     if t is list or isinstance(value, tuple):
         return [plain(v) for v in value]
