@@ -7,6 +7,7 @@ A subclass of the machine client: same session, loop and errors.
   c.scripts() -> {name: ScriptView}      c.put_script(...) / c.delete_script(name)
   c.subnets() -> [SubnetView]            c.machine_nics([hostnames]) -> {hostname: MachineNics}
   c.static_holdings({cidr, ...}) -> [StaticHolding]   (each subnet's own address list)
+  c.interface_addresses({cidr, ...}) -> [StaticHolding]   (the same, any link mode: who has which link)
   c.link_static(...) (inherited)          c.unlink(system_id, interface_id, link_id)
   c.hardware_sync_interval() -> seconds  c.set_hardware_sync_interval(seconds)   (the region's setting)
 """
@@ -188,6 +189,15 @@ class MaasSiteClient(MaasClient):
         """Every STATIC address MAAS holds on these subnets: each subnet's own address list
         (`Subnet.ip_addresses`, one request per subnet) after one `Subnets.read` for their ids. The answer
         follows the addresses on those subnets, never the region's machines (docs/scale.md)."""
+        return self._holdings(cidrs, sticky_only=True)
+
+    def interface_addresses(self, cidrs: set[str]) -> list[StaticHolding]:
+        """Every address a machine's interface holds on these subnets, whatever its link mode: the same reads
+        as `static_holdings`. A link is there exactly when its address is listed on the interface (what a
+        machine's interface links show, at a subnet's size instead of the machines' whole objects)."""
+        return self._holdings(cidrs, sticky_only=False)
+
+    def _holdings(self, cidrs: set[str], *, sticky_only: bool) -> list[StaticHolding]:
         ids = {s.cidr: s.id for s in self.subnets() if s.cidr in cidrs}
 
         def rows_of(cidr: str) -> Any:
@@ -202,7 +212,8 @@ class MaasSiteClient(MaasClient):
         for cidr, rows in answers.items():
             for row in rows or ():
                 node = row.get("node_summary") or {}
-                if int(row.get("alloc_type", -1)) != STICKY or not node.get("system_id") or not row.get("ip"):
+                if (sticky_only and int(row.get("alloc_type", -1)) != STICKY) or not node.get("system_id") \
+                        or not row.get("ip"):
                     continue
                 out.append(StaticHolding(address=str(row["ip"]), subnet=cidr, hostname=str(node.get("hostname") or ""),
                                          system_id=str(node["system_id"]), interface=str(node.get("via") or "")))

@@ -183,6 +183,94 @@ def test_refresh_finds_a_link_removed_by_hand_and_update_restores_it(world: dict
     assert p.read(res.id, repaired).outs["link_status"]["gpu-a-001"] == "linked"
 
 
+def _counts(sim: Any) -> dict[str, int]:
+    return {f"{h}.{op}": n for h, ops in sim.admin.request_counts().items() for op, n in ops.items()}
+
+
+def test_refresh_reads_the_rails_address_lists_not_the_machines(world: dict[str, Any]) -> None:
+    p, props, sim = world["p"], world["props"], world["sim"]
+    res = p.create(p.check({}, props).inputs)
+    before = _counts(sim)
+    assert set(p.read(res.id, res.outs).outs["link_status"].values()) == {"linked"}
+    after = _counts(sim)
+    calls = {k: after[k] - before.get(k, 0) for k in after if after[k] != before.get(k, 0)}
+    # one subnets read and one address list per rail, whatever the number of machines (issue 29)
+    assert calls == {"SubnetsHandler.read": 1, "SubnetHandler.ip_addresses": 8}, calls
+
+
+def _move_link(maas: MaasSiteClient, host: str, iface: str, address: str | None) -> None:
+    """Unlink `host`'s RoCE link on `iface`; with `address`, link that address there instead."""
+    m = maas.machine_nics([host])[host]
+    link_id, _mode, cidr, _ip = next(lk for lk in m.nics[iface].links if lk[2] in CIDRS)
+    maas.unlink(m.system_id, m.nics[iface].id, link_id)
+    if address is not None:
+        maas.link_static(m.system_id, m.nics[iface].id, str(cidr), address)
+
+
+# (name, hand change, link status the refresh reports for gpu-a-001, links the next update makes)
+HAND_CHANGES = [
+    ("nothing", None, "linked", 0),
+    ("unlinked", ("ens3f0np0", None), "missing 1 link(s): ens3f0np0", 1),
+    # MAAS is the truth of what is applied: an address of the rail's pool on the interface is adopted
+    ("another address on its interface", ("ens3f0np0", "172.16.2.19"), "missing 1 link(s): ens3f0np0",
+     0),
+]
+
+
+@pytest.mark.parametrize(("change", "status", "links"), [c[1:] for c in HAND_CHANGES], ids=[c[0] for c in HAND_CHANGES])
+def test_refresh_and_update_agree_on_what_is_linked(world: dict[str, Any], change: Any, status: str,
+                                                    links: int) -> None:
+    """What a refresh reports linked is what an update leaves alone; after a hand change, one update brings the
+    table and MAAS together, and the next refresh reports every host linked with nothing to change."""
+    p, props, maas, sim = world["p"], world["props"], world["maas"], world["sim"]
+    res = p.create(p.check({}, props).inputs)
+    if change is not None:
+        _move_link(maas, "gpu-a-001", *change)
+    refreshed = p.read(res.id, res.outs).outs
+    assert refreshed["link_status"] == {"gpu-a-001": status, "gpu-a-002": "linked"}
+    d = p.diff(res.id, refreshed, p.check(refreshed, props).inputs)
+    assert bool(d.changes) == (status != "linked")
+    before = _counts(sim).get("InterfaceHandler.link_subnet", 0)
+    updated = p.update(res.id, refreshed, p.check(refreshed, props).inputs).outs
+    assert _counts(sim).get("InterfaceHandler.link_subnet", 0) - before == links
+    held = holdings(maas)
+    assert all(held.get((h, IFACES[r])) == a for h, addrs in updated["table"].items() for r, a in enumerate(addrs))
+    again = p.read(res.id, updated).outs
+    assert set(again["link_status"].values()) == {"linked"}
+    assert not p.diff(res.id, again, p.check(again, props).inputs).changes
+
+
+def test_a_pending_machine_its_lifecycle_linked_is_reported_linked(world: dict[str, Any]) -> None:
+    """A machine MAAS would not let the assignment link (deployed) is `pending`; once its lifecycle has put every
+    address of the table on its interfaces, a refresh reports it linked, and an update agrees (it does not report
+    it pending again, nor link anything): what the stack output counts is what MAAS has."""
+    p, props, maas, sim = world["p"], world["props"], world["maas"], world["sim"]
+    m = maas.machine_nics(["gpu-a-002"])["gpu-a-002"]
+    deploy = {"user_data": b"#cloud-config\n", "distro_series": "jammy", "hwe_kernel": None, "enable_hw_sync": False}
+    maas.deploy(m.system_id, **deploy)
+    sim.admin.wait_for_status(m.system_id, NodeStatus.DEPLOYED)
+    res = p.create(p.check({}, props).inputs)
+    assert res.outs["link_status"] == {"gpu-a-001": "linked", "gpu-a-002": "pending: MAAS status DEPLOYED"}
+    # the machine lifecycle (released, linked from the table, deployed again), one rail short at first
+    maas.release(m.system_id, erase=False, secure_erase=False, quick_erase=False, force=False)
+    sim.admin.wait_for_status(m.system_id, NodeStatus.READY)
+    addresses = res.outs["table"]["gpu-a-002"]
+    for r in range(7):
+        maas.link_static(m.system_id, m.nics[IFACES[r]].id, f"172.16.{r}.0/24", addresses[r])
+    assert p.read(res.id, res.outs).outs["link_status"]["gpu-a-002"] == "pending: MAAS status DEPLOYED"
+    maas.link_static(m.system_id, m.nics[IFACES[7]].id, "172.16.7.0/24", addresses[7])
+    maas.deploy(m.system_id, **deploy)
+    sim.admin.wait_for_status(m.system_id, NodeStatus.DEPLOYED)
+    refreshed = p.read(res.id, res.outs).outs
+    assert refreshed["link_status"] == {"gpu-a-001": "linked", "gpu-a-002": "linked"}
+    checked = p.check(refreshed, props).inputs
+    assert not p.diff(res.id, refreshed, checked).changes
+    before = _counts(sim).get("InterfaceHandler.link_subnet", 0)
+    updated = p.update(res.id, refreshed, checked).outs
+    assert updated["link_status"] == refreshed["link_status"]
+    assert _counts(sim).get("InterfaceHandler.link_subnet", 0) == before
+
+
 def test_an_interface_missing_in_maas_fails_before_any_link(world: dict[str, Any]) -> None:
     p, props = world["p"], world["props"]
     wrong = copy.deepcopy(props)
