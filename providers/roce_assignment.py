@@ -79,7 +79,7 @@ class RoceAssignmentProvider(KindProvider[RoceSpec]):
         return f"roce-{props['site']}"
 
     def observe(self, id_: str, props: dict[str, Any]) -> dict[str, Any]:
-        """The table lives in state; refresh checks that linked machines still have their links.
+        """The table lives in state; refresh reads which of its links MAAS has (`RoceReconciler.observe`).
         Outputs keep exactly the shape create/update wrote (a refresh after up shows no drift)."""
         table = canonical_table(props.get("table"))
         status = self._rec({**plain(props), "table": table}).observe(table, props.get("link_status") or {})

@@ -212,8 +212,8 @@ class MaasSiteClient(MaasClient):
         for cidr, rows in answers.items():
             for row in rows or ():
                 node = row.get("node_summary") or {}
-                if (sticky_only and int(row.get("alloc_type", -1)) != STICKY) or not node.get("system_id") \
-                        or not row.get("ip"):
+                held = not sticky_only or int(row.get("alloc_type", -1)) == STICKY
+                if not held or not node.get("system_id") or not row.get("ip"):
                     continue
                 out.append(StaticHolding(address=str(row["ip"]), subnet=cidr, hostname=str(node.get("hostname") or ""),
                                          system_id=str(node["system_id"]), interface=str(node.get("via") or "")))
