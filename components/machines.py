@@ -22,6 +22,7 @@ from environments.model import MaasMachine as MachineDoc
 from environments.model_node import LoginUser
 from providers.maas_machine import MaasMachine
 from providers.machine_pool import MachinePool
+from providers.machines.plan import record_fields
 from providers.machines.resource_io import spec_deltas
 from providers.machines.spec import (
     AptKeyPin,
@@ -270,7 +271,7 @@ def _identity(system_id: Any, fingerprint: Any) -> dict[str, Any] | None:
 
 def _pool_identity(hostname: str) -> Any:
     def pick(records: dict[str, Any] | None) -> dict[str, Any] | None:
-        rec = (records or {}).get(hostname) or {}
+        rec = record_fields((records or {}).get(hostname)) or {}
         return _identity(rec.get("system_id"), rec.get("deploy_fingerprint"))
 
     return pick
@@ -323,10 +324,8 @@ _SUMMARY_FIELDS = ("system_id", "status", "outcome", "node_id")
 
 def _summary_records(records: Mapping[str, Any] | None) -> dict[str, dict[str, Any]]:
     # a dict, not a read-only mapping: the SDK turns a stack output's other mappings into lists of their keys
-    return {
-        host: {k: rec[k] for k in _SUMMARY_FIELDS if isinstance(rec, dict) and rec.get(k) is not None}
-        for host, rec in (records or {}).items()
-    }
+    fields = {host: record_fields(raw) or {} for host, raw in (records or {}).items()}
+    return {host: {k: rec[k] for k in _SUMMARY_FIELDS if rec.get(k) is not None} for host, rec in fields.items()}
 
 
 def _gathered(outputs: list[pulumi.Output[Any]]) -> pulumi.Output[list[Any]]:

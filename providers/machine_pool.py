@@ -170,7 +170,7 @@ def _result(records: dict[str, MachineRecord]) -> dict[str, Any]:
     for r in records.values():
         key = r.outcome.value if r.outcome else "unknown"
         counts[key] = counts.get(key, 0) + 1
-    return {"machines_state": {h: r.state() for h, r in records.items()}, "counts": counts}
+    return {"machines_state": {h: r.wire() for h, r in records.items()}, "counts": counts}
 
 
 class MachinePool(Resource, module="gpuaas", name="MachinePool"):

@@ -173,15 +173,34 @@ class MachineRecord(BaseModel):
             return None
         return MachineIdentity.model_validate({k: getattr(self, k) for k in MachineIdentity.model_fields})
 
+    def wire(self) -> str:
+        """The record as a pool's `machines_state` keeps it: one canonical JSON string of `state()` per
+        hostname, as the pool's `machines` input keeps each spec (the SDK (de)serialised the records' ~15
+        leaves each at every gRPC hop: ~0.15 s of a refresh pass at 1,024 machines, issue 29)."""
+        return json.dumps(self.state(), sort_keys=True, separators=(",", ":"))
+
     @staticmethod
     def parse(hostname: str, raw: Any) -> MachineRecord | None:
-        """A record from state, or None if state holds nothing usable for it."""
-        if not isinstance(raw, Mapping):
+        """A record from state (a mapping, or the JSON string `wire` writes), or None if state holds nothing
+        usable for it."""
+        raw = record_fields(raw)
+        if raw is None:
             return None
         try:
             return MachineRecord.model_validate({**raw, "hostname": raw.get("hostname") or hostname})
         except ValidationError:
             return None
+
+
+def record_fields(raw: Any) -> Mapping[str, Any] | None:
+    """One machine's record as state holds it, as a mapping: pools wrote mappings before they wrote the JSON
+    string of `MachineRecord.wire`; None for anything else."""
+    if isinstance(raw, str):
+        try:
+            raw = json.loads(raw)
+        except ValueError:
+            return None
+    return raw if isinstance(raw, Mapping) else None
 
 
 def parse_records(raw: Any) -> dict[str, MachineRecord]:

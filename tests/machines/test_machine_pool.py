@@ -12,9 +12,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from providers.kind import UNKNOWN
-from providers.machine_pool import MachinePoolProvider
+from providers.machine_pool import MachinePoolProvider, _result
+from providers.machines.plan import MachineRecord, parse_records
 from providers.machines.resource_io import PoolInputs, expand_specs, pool_machines, spec_delta, wire_machines
 from providers.machines.spec import MachineSpec
+from providers.machines.status import MachineOutcome
 
 from .test_maas_machine import CONN, _spec
 
@@ -152,3 +154,30 @@ def test_a_pools_diff_reads_the_specs_its_check_read_and_only_those(monkeypatch:
                                                                      spec)}}
     assert p.diff("pool-x", old, unchecked).changes  # never checked: read and planned here
     assert p.diff("pool-x", old, {**checked, "template": others[0].wire()}).changes  # same entries, other template
+
+
+record_strategy = st.builds(
+    MachineRecord,
+    hostname=st.from_regex(r"[a-z][a-z0-9-]{0,12}", fullmatch=True),
+    system_id=st.none() | st.from_regex(r"[a-z0-9]{6}", fullmatch=True),
+    status=st.none() | st.sampled_from(["Deployed", "Missing", "Ready"]),
+    outcome=st.none() | st.sampled_from(list(MachineOutcome)),
+    node_id=st.none() | st.text(max_size=8),
+    deploy_fingerprint=st.none() | st.text(max_size=8),
+    tags=st.lists(st.text(max_size=5), max_size=3).map(tuple),
+    deploy_attempts=st.integers(0, 3),
+    leaving=st.booleans(),
+    drift=st.lists(st.sampled_from(["hostname", "tags"]), max_size=2, unique=True).map(tuple),
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(record_strategy)
+def test_a_pool_keeps_each_record_as_one_json_string_and_reads_older_mappings_the_same(rec: MachineRecord) -> None:
+    """State keeps a record as `MachineRecord.wire` (one string: the SDK carries it as one leaf); state written
+    before kept a mapping (`state()`): both read back as the same record, and a string no record can be read
+    from is no record, never a crash."""
+    written = _result({rec.hostname: rec})["machines_state"]
+    assert written == {rec.hostname: rec.wire()} and isinstance(written[rec.hostname], str)
+    assert parse_records(written) == parse_records({rec.hostname: rec.state()}) == {rec.hostname: rec}
+    assert parse_records({rec.hostname: rec.wire()[:-1]}) == {} == parse_records({rec.hostname: "[1]"})

@@ -12,6 +12,7 @@ import pytest
 
 from providers.machines.progress import Progress, stage_times
 from simulators.localstack import LocalStack
+from tests.stack.test_machines_engine import pool_records_of
 from tools.tables import bundle_rows, machine_rows, member_rows, render_outputs
 
 REPO = Path(__file__).resolve().parents[2]
@@ -40,7 +41,7 @@ def test_progress_and_tables_match_the_state(engine_factory: Any, world: LocalSt
 
     (pool_res,) = _state(state, "MachinePool")
     (machine_res,) = _state(state, "MaasMachine")
-    records = pool_res["outputs"]["machines_state"]
+    records = pool_records_of(pool_res)
     expected = {h: (r["system_id"], r["status"], r["node_id"]) for h, r in records.items()}
     expected[machine_res["outputs"]["machine"]["hostname"]] = (
         machine_res["outputs"]["system_id"], machine_res["outputs"]["status"], machine_res["outputs"]["node_id"])

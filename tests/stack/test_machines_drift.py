@@ -14,6 +14,7 @@ from tests.stack.test_machines_engine import (  # noqa: F401
     env_file,
     maas_machines,
     machine_ops,
+    pool_records_of,
     state_resources,
     world,
 )
@@ -25,7 +26,7 @@ def _state(engine: Any) -> dict[str, dict[str, Any]]:
     for res in state_resources(engine, "MaasMachine"):
         out[res["outputs"]["machine"]["hostname"]] = res["outputs"]
     for res in state_resources(engine, "MachinePool"):
-        out.update(res["outputs"]["machines_state"])
+        out.update(pool_records_of(res))
     assert len(out) == 4, sorted(out)
     return out
 

@@ -14,6 +14,7 @@ import yaml
 
 from clients.maas import MaasClient
 from preview_note import StackPreview, parse_preview, render_note
+from providers.machines.plan import record_fields
 from simulators.localstack import LocalStack
 
 REPO = Path(__file__).resolve().parents[2]
@@ -56,6 +57,11 @@ def machine_ops(result: Any) -> dict[str, str]:
 def state_resources(engine: Any, kind: str) -> list[dict[str, Any]]:
     """The stack's resources of one kind (`MachinePool`, `MaasMachine`, ...), from `pulumi stack export`."""
     return [r for r in engine.resources().values() if r["type"].endswith(f"gpuaas:{kind}")]
+
+
+def pool_records_of(res: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """A MachinePool resource's records, hostname -> fields (state keeps each as one JSON string)."""
+    return {h: dict(record_fields(r) or {}) for h, r in res["outputs"]["machines_state"].items()}
 
 
 def maas_machines(world: LocalStack) -> dict[str, dict[str, Any]]:

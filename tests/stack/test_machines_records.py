@@ -4,6 +4,7 @@ after each is clean."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -12,7 +13,14 @@ import pytest
 
 from clients.maas import MaasClient
 from simulators.localstack import LocalStack
-from tests.stack.test_machines_engine import edit, engine_for, maas_machines, machine_ops, state_resources
+from tests.stack.test_machines_engine import (
+    edit,
+    engine_for,
+    maas_machines,
+    machine_ops,
+    pool_records_of,
+    state_resources,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 POOL = ("local-gpu-2", "local-gpu-3", "local-gpu-4")
@@ -38,7 +46,8 @@ def _outputs(engine: Any, kind: str) -> dict[str, Any]:
 
 
 def _pool_records(engine: Any) -> dict[str, dict[str, Any]]:
-    return {h: {k: r.get(k) for k in KEPT} for h, r in _outputs(engine, "MachinePool")["machines_state"].items()}
+    (res,) = state_resources(engine, "MachinePool")
+    return {h: {k: r.get(k) for k in KEPT} for h, r in pool_records_of(res).items()}
 
 
 def test_pool_update_keeps_untouched_records_and_the_next_preview_is_clean(
@@ -49,7 +58,9 @@ def test_pool_update_keeps_untouched_records_and_the_next_preview_is_clean(
     first = _pool_records(engine)
     assert {r["outcome"] for r in first.values()} == {"ready"} and all(r["node_id"] for r in first.values())
     state = _outputs(engine, "MachinePool")["machines_state"]
-    assert not any({"notes", "stage_seconds"} & set(r) for r in state.values()), "notes and timings are not state"
+    assert all(isinstance(r, str) for r in state.values()), "each record is one JSON string (MachineRecord.wire)"
+    records = {h: json.loads(r) for h, r in state.items()}
+    assert not any({"notes", "stage_seconds"} & set(r) for r in records.values()), "notes and timings are not state"
 
     # Repair one: released by hand, found by refresh, redeployed by up.
     assert world.maas is not None
