@@ -62,6 +62,19 @@ def test_pool_update_keeps_untouched_records_and_the_next_preview_is_clean(
     records = {h: json.loads(r) for h, r in state.items()}
     assert not any({"notes", "stage_seconds"} & set(r) for r in records.values()), "notes and timings are not state"
 
+    # State the version before wrote (each record a mapping): a no-op up hands the program those outputs as they
+    # are (a `same` step), changes nothing, and the stack outputs read the same.
+    outputs = engine.up().outputs
+    exported = engine.export()
+    for res in exported["deployment"]["resources"]:
+        if res["type"].endswith("gpuaas:MachinePool"):
+            res["outputs"]["machines_state"] = records
+    engine.import_(exported)
+    older = engine.up(expect_no_changes=True)
+    assert older.ok and set(machine_ops(older).values()) == {"same"}, older.errors()
+    assert older.outputs == outputs
+    assert _outputs(engine, "MachinePool")["machines_state"] == records, "a same step keeps what state held"
+
     # Repair one: released by hand, found by refresh, redeployed by up.
     assert world.maas is not None
     MaasClient(world.maas.url, world.maas.api_key).release(
