@@ -87,9 +87,12 @@ def exercise(sim, n: int) -> list[str]:
     assert m.status == NodeStatus.READY
     done += ["deploy", "power", "set_owner_data", "release"]
     # abort a deploy, release, break and fix, delete (the deploy stalls, so it is still going when the abort
-    # arrives: at the suite's 1e-4 a 60 ms deploy ended first on a loaded host, run23's 409 "Cannot abort")
-    sim.admin.set_machine_faults(name, MachineFaults(deploy_stalls=1))
+    # arrives: at the suite's 1e-4 a 60 ms deploy ended first on a loaded host, run23's 409 "Cannot abort").
+    # The fault is keyed by system_id: the machine was renamed above, and a fault keyed by its first hostname
+    # never applied (run42's 409, the same race, two sessions after the stall was added).
+    sim.admin.set_machine_faults(sid, MachineFaults(deploy_stalls=1))
     m.deploy()
+    assert any("deploy stalled" in e["description"] for e in sim.admin.events(sid)), "the stall must apply"
     m.abort()
     assert m.status == NodeStatus.ALLOCATED
     m.release(**WAIT)
