@@ -52,6 +52,9 @@ def check_pins(env: Environment, settings: StackSettings, add: Add,
             add("pin", target, "FAIL", f"unreachable ({type(e).__name__})",
                 "check the mirror's URL, DNS and certificate (ca_bundles.s3)")
             continue
+        except ValueError as e:  # the CA bundle (clients.tls.trust): its message names the file and the fix
+            add("pin", target, "FAIL", str(e), "fix ca_bundles.s3 in the environment")
+            continue
         if got.sha256 != pin.sha256:
             add("pin", target, "FAIL", f"sha256 {got.sha256[:16]}… differs from the pin {pin.sha256[:16]}…",
                 "the mirror serves another file: upload the pinned release again, or pin what it serves "

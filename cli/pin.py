@@ -21,6 +21,7 @@ from pathlib import Path
 import httpx
 from pydantic import BaseModel, ConfigDict
 
+from clients.tls import trust
 from environments.pins import ARTIFACTS, Pin, load_pins
 from environments.pins import resolve as resolve_pins
 
@@ -45,10 +46,10 @@ def digest_file(path: Path) -> Digest:
 
 
 def digest_url(url: str, ca_bundle: str | None = None, timeout: float = TIMEOUT_S) -> Digest:
-    """Stream `url` and hash it (httpx errors propagate: the caller says what failed)."""
+    """Stream `url` and hash it (httpx errors, and a CA bundle that cannot be loaded as ValueError, propagate:
+    the caller says what failed)."""
     h, size = hashlib.sha256(), 0
-    verify: str | bool = ca_bundle or True
-    with httpx.stream("GET", url, timeout=timeout, follow_redirects=True, verify=verify) as resp:
+    with httpx.stream("GET", url, timeout=timeout, follow_redirects=True, verify=trust(ca_bundle)) as resp:
         resp.raise_for_status()
         for chunk in resp.iter_bytes(CHUNK):
             h.update(chunk)
@@ -93,7 +94,7 @@ def pin_main(argv: list[str]) -> int:
         parser.error("--pins needs --name")
     try:
         got = digest_url(args.source, args.ca_bundle) if is_url else digest_file(Path(args.source))
-    except (OSError, httpx.HTTPError) as e:
+    except (OSError, ValueError, httpx.HTTPError) as e:
         sys.stderr.write(f"gpuaas-infra pin: cannot read {args.source}: {type(e).__name__}: {e}\n")
         return 1
     pin = Pin(url=args.url or args.source, sha256=got.sha256, version=args.version)

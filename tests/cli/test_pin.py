@@ -93,3 +93,26 @@ def test_doctor_fetches_every_pin_and_compares_its_digest(tmp_path: Path, mirror
     assert by_name["gitlab_runner"][2:4] == ("FAIL", "HTTP 404")
     assert by_name["gitlab"][2] == "FAIL" and by_name["gitlab"][4].startswith(
         "gpuaas-infra pin https://mirror.invalid/gitlab-ce.deb --name gitlab --pins ")
+
+
+def test_a_ca_bundle_that_is_no_pem_is_one_fail_row_and_one_clear_error(tmp_path: Path, mirror: str,
+                                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    """The mirror's CA bundle goes to httpx as an SSL context (a path string is deprecated there): a file that is
+    not a PEM of CA certificates is the pin command's error and doctor's FAIL row, naming the file, not a crash."""
+    bogus = tmp_path / "not-a-ca.pem"
+    bogus.write_text("not a certificate\n")
+    with pytest.raises(ValueError, match="not-a-ca.pem"):
+        digest_url(f"{mirror}/k3s/k3s", str(bogus))
+    assert main(["pin", f"{mirror}/k3s/k3s", "--name", "k3s", "--ca-bundle", str(bogus)]) == 1
+    assert "not-a-ca.pem" in capsys.readouterr().err
+    pins = _pins_file(tmp_path, mirror)
+    main(["pin", f"{mirror}/k3s/k3s", "--name", "k3s", "--pins", str(pins)])
+    settings = StackSettings.from_config("staging", {"environment": "staging", "hostRoles": {"pins": str(pins)}})
+    rows: list[tuple[str, str, str, str, str]] = []
+
+    def fetch(url: str, ca: str | None) -> object:
+        return digest_url(url, str(bogus))
+
+    check_pins(load_environment("staging"), settings, lambda *row: rows.append(row), fetch=fetch)  # type: ignore[arg-type]
+    k3s = next(r for r in rows if r[1].startswith("k3s "))
+    assert k3s[2] == "FAIL" and "not-a-ca.pem" in k3s[3] and "ca_bundles.s3" in k3s[4]
