@@ -126,7 +126,8 @@ def _expired_admin_token(w: LocalStack) -> list[str]:
 def _revoked_app_token(w: LocalStack) -> list[str]:
     assert w.vault is not None and w.platform is not None
     path = "local/platform/sa-proj-lab"
-    token = w.vault.client().secrets.kv.v2.read_secret_version(path=path, mount_point=KV)["data"]["data"]["token"]
+    token = w.vault.client().secrets.kv.v2.read_secret_version(path=path, mount_point=KV,
+                                                               raise_on_deleted_version=True)["data"]["data"]["token"]
     w.platform.revoke_token(token)
     return []
 
