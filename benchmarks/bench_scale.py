@@ -16,6 +16,8 @@ that set-up builds (tools/pulumi_cli), against the MAAS and platform simulators 
 - each timed as an operator waits for it: from the start of the process that serves the program (as a
   language host's Python starts) to the CLI's exit (the harness's reading of the event log after the exit,
   0.3-1.3 s at 1,024 machines, is printed beside it, not counted);
+- after the first up, a rest until the host runs the CPU reference as before the runs (printed), so the
+  unchanged-world figures and the floor are timed on a host in the same state;
 - each with its ratio to the target, and the first up's CPU split (simulators in this process; the
   runner, CLI and provider plugin as children);
 - the baseline, measured in the same run: the same operations on `benchmarks/floor_project` (one resource of a
