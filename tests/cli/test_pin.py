@@ -18,7 +18,7 @@ import pytest
 
 from cli.doctor_pins import check_pins
 from cli.main import main
-from cli.pin import digest_url
+from cli.pin import Digest, digest_url
 from components.settings import StackSettings
 from environments import load_environment
 from environments.pins import load_pins
@@ -110,9 +110,9 @@ def test_a_ca_bundle_that_is_no_pem_is_one_fail_row_and_one_clear_error(tmp_path
     settings = StackSettings.from_config("staging", {"environment": "staging", "hostRoles": {"pins": str(pins)}})
     rows: list[tuple[str, str, str, str, str]] = []
 
-    def fetch(url: str, ca: str | None) -> object:
+    def fetch(url: str, ca: str | None) -> Digest:
         return digest_url(url, str(bogus))
 
-    check_pins(load_environment("staging"), settings, lambda *row: rows.append(row), fetch=fetch)  # type: ignore[arg-type]
+    check_pins(load_environment("staging"), settings, lambda *row: rows.append(row), fetch=fetch)
     k3s = next(r for r in rows if r[1].startswith("k3s "))
     assert k3s[2] == "FAIL" and "not-a-ca.pem" in k3s[3] and "ca_bundles.s3" in k3s[4]
