@@ -23,7 +23,7 @@ def trust(ca_bundle: str | None = None) -> ssl.SSLContext:
         return ssl.create_default_context()
     try:
         return ssl.create_default_context(cafile=ca_bundle)
-    except (FileNotFoundError, ssl.SSLError) as e:
+    except OSError as e:  # missing, a directory, unreadable, or no PEM of CAs (ssl.SSLError is an OSError)
         raise ValueError(f"CA bundle {ca_bundle}: {type(e).__name__}; fix: name a PEM file of CA certificates") \
             from None
 

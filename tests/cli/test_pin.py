@@ -95,12 +95,17 @@ def test_doctor_fetches_every_pin_and_compares_its_digest(tmp_path: Path, mirror
         "gpuaas-infra pin https://mirror.invalid/gitlab-ce.deb --name gitlab --pins ")
 
 
-def test_a_ca_bundle_that_is_no_pem_is_one_fail_row_and_one_clear_error(tmp_path: Path, mirror: str,
+@pytest.mark.parametrize("kind", ["no PEM", "a directory", "missing"])
+def test_a_ca_bundle_that_is_no_pem_is_one_fail_row_and_one_clear_error(tmp_path: Path, mirror: str, kind: str,
                                                                        capsys: pytest.CaptureFixture[str]) -> None:
-    """The mirror's CA bundle goes to httpx as an SSL context (a path string is deprecated there): a file that is
-    not a PEM of CA certificates is the pin command's error and doctor's FAIL row, naming the file, not a crash."""
+    """The mirror's CA bundle goes to httpx as an SSL context (a path string is deprecated there): a path that is
+    not a PEM file of CA certificates (a file of something else, a directory, nothing) is the pin command's error
+    and doctor's FAIL row, naming the file, not a crash."""
     bogus = tmp_path / "not-a-ca.pem"
-    bogus.write_text("not a certificate\n")
+    if kind == "no PEM":
+        bogus.write_text("not a certificate\n")
+    elif kind == "a directory":
+        bogus.mkdir()
     with pytest.raises(ValueError, match="not-a-ca.pem"):
         digest_url(f"{mirror}/k3s/k3s", str(bogus))
     assert main(["pin", f"{mirror}/k3s/k3s", "--name", "k3s", "--ca-bundle", str(bogus)]) == 1
