@@ -263,7 +263,7 @@ def unchanged_world(engine: Engine, world: LocalStack) -> Unchanged:
     return figures, spread, runs
 
 
-def measure(n: int, scale: float = MAAS_SCALE, reference: float | None = None) -> dict[str, Any]:
+def measure(n: int, scale: float, reference: float) -> dict[str, Any]:
     p = PARALLEL.get(n, max(1, n // 16))
     with tempfile.TemporaryDirectory() as tmp:
         declared, racked = scaled_environment(Path(tmp), n, p)
@@ -296,7 +296,7 @@ def measure(n: int, scale: float = MAAS_SCALE, reference: float | None = None) -
             kinds: dict[str, int] = {}
             for r in export["deployment"]["resources"]:
                 kinds[r["type"].rsplit(":", 1)[-1]] = kinds.get(r["type"].rsplit(":", 1)[-1], 0) + len(json.dumps(r))
-            settled = settle(reference) if reference is not None else (0.0, [])
+            settled = settle(reference)
             unchanged, spread, runs = unchanged_world(engine, world)
             t_machine = per_machine_time(world, racked, stack_policy(export), scale)
     ideal = math.ceil(n / p) * t_machine

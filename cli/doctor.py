@@ -22,7 +22,7 @@ from clients.maas import MaasError, MaasSiteClient
 from clients.platform import PlatformApiError, PlatformClient, RetryPolicy
 from clients.platform.contract import API_VERSION
 from clients.s3 import ArtifactStore, S3Error, S3Location, s3_credentials
-from clients.tls import trust, untrusted, untrusted_hint
+from clients.tls import CaBundleError, trust, untrusted, untrusted_hint
 from clients.vault import (
     VaultAuthMethod,
     VaultCredentials,
@@ -136,8 +136,8 @@ class Doctor:
         try:
             context = trust(self.ca(kind)) if verify else False
             resp = httpx.get(base + path, verify=context, timeout=TIMEOUT_S, follow_redirects=False)
-        except ValueError as e:  # the named CA bundle cannot be loaded
-            self.fail("tls", target, "CA bundle unusable", str(e).split("; fix: ")[-1])
+        except CaBundleError as e:
+            self.fail("tls", target, "CA bundle unusable", e.fix)
             self.reachable[base] = False
             return None
         except httpx.ConnectError as e:

@@ -8,6 +8,7 @@ from collections.abc import Callable
 
 import httpx
 
+from clients.tls import CaBundleError
 from components.settings import StackSettings
 from environments import Environment
 from environments.ca_paths import resolve_ca
@@ -52,8 +53,8 @@ def check_pins(env: Environment, settings: StackSettings, add: Add,
             add("pin", target, "FAIL", f"unreachable ({type(e).__name__})",
                 "check the mirror's URL, DNS and certificate (ca_bundles.s3)")
             continue
-        except ValueError as e:  # the CA bundle (clients.tls.trust): its message names the file and the fix
-            add("pin", target, "FAIL", str(e), "fix ca_bundles.s3 in the environment")
+        except CaBundleError as e:
+            add("pin", target, "FAIL", f"CA bundle {e.path} unusable ({e.reason})", f"ca_bundles.s3: {e.fix}")
             continue
         if got.sha256 != pin.sha256:
             add("pin", target, "FAIL", f"sha256 {got.sha256[:16]}… differs from the pin {pin.sha256[:16]}…",

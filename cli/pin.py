@@ -21,7 +21,7 @@ from pathlib import Path
 import httpx
 from pydantic import BaseModel, ConfigDict
 
-from clients.tls import trust
+from clients.tls import CaBundleError, trust
 from environments.pins import ARTIFACTS, Pin, load_pins
 from environments.pins import resolve as resolve_pins
 
@@ -46,8 +46,8 @@ def digest_file(path: Path) -> Digest:
 
 
 def digest_url(url: str, ca_bundle: str | None = None, timeout: float = TIMEOUT_S) -> Digest:
-    """Stream `url` and hash it (httpx errors, and a CA bundle that cannot be loaded as ValueError, propagate:
-    the caller says what failed)."""
+    """Stream `url` and hash it (httpx errors, and `CaBundleError` for a CA bundle that cannot be loaded,
+    propagate: the caller says what failed)."""
     h, size = hashlib.sha256(), 0
     with httpx.stream("GET", url, timeout=timeout, follow_redirects=True, verify=trust(ca_bundle)) as resp:
         resp.raise_for_status()
@@ -94,7 +94,7 @@ def pin_main(argv: list[str]) -> int:
         parser.error("--pins needs --name")
     try:
         got = digest_url(args.source, args.ca_bundle) if is_url else digest_file(Path(args.source))
-    except (OSError, ValueError, httpx.HTTPError) as e:
+    except (OSError, CaBundleError, httpx.HTTPError) as e:
         sys.stderr.write(f"gpuaas-infra pin: cannot read {args.source}: {type(e).__name__}: {e}\n")
         return 1
     pin = Pin(url=args.url or args.source, sha256=got.sha256, version=args.version)

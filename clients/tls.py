@@ -12,7 +12,17 @@ from __future__ import annotations
 import functools
 import ssl
 
-__all__ = ["trust", "untrusted", "untrusted_hint"]
+__all__ = ["CaBundleError", "trust", "untrusted", "untrusted_hint"]
+
+CA_BUNDLE_FIX = "name a PEM file of CA certificates"
+
+
+class CaBundleError(ValueError):
+    """A named CA bundle that cannot be loaded: its path, why (the OS's or OpenSSL's error name) and the fix."""
+
+    def __init__(self, path: str, reason: str) -> None:
+        self.path, self.reason, self.fix = path, reason, CA_BUNDLE_FIX
+        super().__init__(f"CA bundle {path}: {reason}; fix: {CA_BUNDLE_FIX}")
 
 
 @functools.cache
@@ -24,8 +34,7 @@ def trust(ca_bundle: str | None = None) -> ssl.SSLContext:
     try:
         return ssl.create_default_context(cafile=ca_bundle)
     except OSError as e:  # missing, a directory, unreadable, or no PEM of CAs (ssl.SSLError is an OSError)
-        raise ValueError(f"CA bundle {ca_bundle}: {type(e).__name__}; fix: name a PEM file of CA certificates") \
-            from None
+        raise CaBundleError(ca_bundle, type(e).__name__) from None
 
 
 def untrusted(exc: BaseException | None) -> bool:

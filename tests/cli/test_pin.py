@@ -19,6 +19,7 @@ import pytest
 from cli.doctor_pins import check_pins
 from cli.main import main
 from cli.pin import Digest, digest_url
+from clients.tls import CaBundleError
 from components.settings import StackSettings
 from environments import load_environment
 from environments.pins import load_pins
@@ -106,7 +107,7 @@ def test_a_ca_bundle_that_is_no_pem_is_one_fail_row_and_one_clear_error(tmp_path
         bogus.write_text("not a certificate\n")
     elif kind == "a directory":
         bogus.mkdir()
-    with pytest.raises(ValueError, match="not-a-ca.pem"):
+    with pytest.raises(CaBundleError, match="not-a-ca.pem"):
         digest_url(f"{mirror}/k3s/k3s", str(bogus))
     assert main(["pin", f"{mirror}/k3s/k3s", "--name", "k3s", "--ca-bundle", str(bogus)]) == 1
     assert "not-a-ca.pem" in capsys.readouterr().err
