@@ -343,18 +343,25 @@ def _leader(nspawn_pid: int) -> int:
     raise RuntimeError(f"no running node under systemd-nspawn {nspawn_pid}")
 
 
-def detach_stale_loops(lab_dir: Path = LAB_DIR) -> list[str]:
-    """Detach loop devices whose image is a lab node's data disk of a run that is gone (a killed session)."""
+def attached_loops(under: Path) -> dict[str, Path]:
+    """The host's loop devices whose image lies under `under` (a run's directory, or all runs): device ->
+    image. By image, not device name: another run frees and takes /dev/loopN at any moment."""
     out = subprocess.run(["losetup", "--list", "--noheadings", "--output", "NAME,BACK-FILE"],
-                         capture_output=True, text=True).stdout
-    runs, detached = (lab_dir / "runs").resolve(), []
+                         capture_output=True, text=True, check=True).stdout
+    root, found = under.resolve(), {}
     for line in out.splitlines():
         name, _, back = line.strip().partition(" ")
-        back = back.strip().removesuffix(" (deleted)")
-        if not back.startswith(f"{runs}/"):
-            continue
-        run_dir = runs / Path(back).relative_to(runs).parts[0]
-        state = run_dir / "state.json"
+        image = Path(back.strip().removesuffix(" (deleted)"))
+        if image.is_relative_to(root):
+            found[name] = image
+    return found
+
+
+def detach_stale_loops(lab_dir: Path = LAB_DIR) -> list[str]:
+    """Detach loop devices whose image is a lab node's data disk of a run that is gone (a killed session)."""
+    runs, detached = (lab_dir / "runs").resolve(), []
+    for name, image in attached_loops(runs).items():
+        state = runs / image.relative_to(runs).parts[0] / "state.json"
         with contextlib.suppress(ProcessLookupError, PermissionError, OSError, ValueError):
             if state.exists():
                 os.kill(json.loads(state.read_text())["owner_pid"], 0)

@@ -23,7 +23,7 @@ import pytest
 
 from clients.platform.models import NodeStatus
 from environments import load_environment
-from lab.node import NodeLab
+from lab.node import NodeLab, attached_loops
 from providers.machines.scheduler import Scheduler
 from providers.machines.status import MachineOutcome
 from simulators.localstack import NSPAWN_MACHINE_TIME_SCALE, maas_inventory
@@ -222,12 +222,12 @@ def test_a_real_node_formats_and_mounts_its_data_disks_by_label(lab_world: Calla
     """The storage step on real (loop-device) data disks named as the layout's data_devices: /share0 and
     /share1 are ext4 filesystems mounted by label through systemd mount units; a rerun of the step keeps
     the data (label exists); after a restart the units mount them again. Loop devices detached at the end."""
-    loops: dict[str, str] = {}
     with lab_world([HOSTNAME], storage_layout_profile="h200-boss-flat", data_devices=DATA_DISKS) as (nodes, world):
         node_id, _token, _url, user_data = world.user_data()
         node = nodes.boot(HOSTNAME, user_data, data_disks=DATA_DISKS)
-        loops = dict(node.data_disks)
-        assert set(loops) == set(DATA_DISKS) and all(d.startswith("/dev/loop") for d in loops.values())
+        assert set(node.data_disks) == set(DATA_DISKS)
+        assert all(d.startswith("/dev/loop") for d in node.data_disks.values())
+        assert set(attached_loops(nodes.run_dir)) == set(node.data_disks.values()), "found by their images"
         nodes.wait_cloud_init(HOSTNAME)
         steps = _steps(node.root)
         assert steps["storage"]["ok"], steps["storage"]["output_tail"]
@@ -262,9 +262,37 @@ def test_a_real_node_formats_and_mounts_its_data_disks_by_label(lab_world: Calla
             time.sleep(0.5)  # poll interval for the node's boot
         assert nodes.exec(HOSTNAME, ["cat", "/share0/marker"]).stdout.strip() == "kept"
         assert world.admin.wait_for_node(node_id, timeout_s=20).status is NodeStatus.ACTIVE
-    attached = subprocess.run(["losetup", "--list", "--noheadings", "--output", "NAME"], capture_output=True,
-                              text=True, check=True).stdout.split()
-    assert not set(loops.values()) & set(attached), f"loop devices left attached: {loops}"
+    left = attached_loops(nodes.run_dir)  # by image: the freed device names are any run's to take
+    assert not left, f"loop devices left attached: {left}"
+
+
+def test_a_runs_loop_devices_are_found_by_their_images_not_by_device_names(tmp_path: Path) -> None:
+    """A device name freed by one run is the next `losetup --find`'s, any run's (CI's stop 47 failed the
+    data-disk test on that: another xdist worker took /dev/loop8 the moment it was freed). A run's loop
+    devices are those backed by its images: the device this run freed and another took is not this run's."""
+    require_lab("loop devices")
+    mine, other = tmp_path / "run-a", tmp_path / "run-b"
+    images = []
+    for d in (mine, other):
+        d.mkdir()
+        images.append(d / "nvme1n1.img")
+        images[-1].write_bytes(b"\0" * (1 << 20))
+
+    def attach(image: Path) -> str:
+        return subprocess.run(["losetup", "--find", "--show", str(image)], check=True, capture_output=True,
+                              text=True).stdout.strip()
+
+    taken: list[str] = []
+    try:
+        taken.append(attach(images[0]))
+        assert attached_loops(mine) == {taken[0]: images[0].resolve()} and attached_loops(other) == {}
+        subprocess.run(["losetup", "-d", taken.pop()], check=True)
+        taken.append(attach(images[1]))  # most often the name just freed
+        assert attached_loops(mine) == {}, "the other run's device is not this run's, whatever its name"
+        assert attached_loops(other) == {taken[0]: images[1].resolve()}
+    finally:
+        for loop in taken:
+            subprocess.run(["losetup", "-d", loop], capture_output=True)
 
 
 def test_a_real_node_runs_the_separate_validation_bundles_scripts(lab_world: Callable[..., Any]) -> None:

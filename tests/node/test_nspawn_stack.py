@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import stat
-import subprocess
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -23,7 +22,7 @@ import yaml
 from oauthlib import oauth1
 
 from clients.maas import MaasClient
-from lab.node import BootedNode
+from lab.node import BootedNode, attached_loops
 from simulators.localstack import LAB_NODE_PROFILE, LocalStack, write_lab_environment
 from simulators.maas import MachineBackend
 from tests.fixtures.lab_gate import require_lab
@@ -45,14 +44,14 @@ def lab_env(tmp_path: Path) -> Path:
 @pytest.fixture
 def real_world(lab_env: Path) -> Iterator[LocalStack]:
     require_lab("nspawn nodes behind the MAAS simulator")
-    loops: set[str] = set()
+    run_dir: Path | None = None
     with LocalStack(lab_env, machine_backend=MachineBackend.NSPAWN) as world:  # halts every node at the end
         try:
             yield world
         finally:
-            if world.nodes is not None:
-                loops = {loop for b in world.nodes.boots for loop in b.node.data_disks.values()}
-    assert not loops & _loops_attached(), f"loop devices left attached: {sorted(loops & _loops_attached())}"
+            if world.lab is not None:
+                run_dir = world.lab.run_dir
+    _assert_no_loop_left(run_dir)
 
 
 def _engine(engine_factory: Any, world: LocalStack, lab_env: Path, tmp_path: Path) -> Any:
@@ -96,10 +95,11 @@ def _shares(world: LocalStack, hostname: str) -> dict[str, tuple[str, str]]:
     return shares
 
 
-def _loops_attached() -> set[str]:
-    out = subprocess.run(["losetup", "--list", "--noheadings", "--output", "NAME"], capture_output=True, text=True,
-                         check=True).stdout
-    return set(out.split())
+def _assert_no_loop_left(run_dir: Path | None) -> None:
+    """No loop device still holds a data disk of the run (by image: the freed device names are any run's)."""
+    assert run_dir is not None, "the run had no lab"
+    left = attached_loops(run_dir)
+    assert not left, f"loop devices left attached: {left}"
 
 
 def _steps(node: BootedNode) -> dict[str, dict[str, Any]]:
@@ -343,7 +343,7 @@ def test_a_node_that_cannot_fetch_its_bundle_fails_its_deployment(
     reports FAIL, MAAS says Failed deployment; the up fails naming the machine, the step (`fetch`) and what
     to do (MCH022, from the node's own report). The other machine's node deploys regardless."""
     require_lab("nspawn nodes behind the MAAS simulator")
-    loops: set[str] = set()
+    run_dir: Path | None = None
     with LocalStack(lab_env, machine_backend=MachineBackend.NSPAWN) as world:
         try:
             assert world.maas is not None and world.nodes is not None and world.lab is not None
@@ -374,6 +374,6 @@ def test_a_node_that_cannot_fetch_its_bundle_fails_its_deployment(
                 "the other machine's node bootstrapped regardless"
             assert not world.nodes.errors, world.nodes.errors
         finally:
-            if world.nodes is not None:
-                loops = {loop for b in world.nodes.boots for loop in b.node.data_disks.values()}
-    assert not loops & _loops_attached(), f"loop devices left attached: {sorted(loops & _loops_attached())}"
+            if world.lab is not None:
+                run_dir = world.lab.run_dir
+    _assert_no_loop_left(run_dir)
