@@ -31,19 +31,23 @@ def _playbook(tmp_path: Path, *tasks: dict[str, Any]) -> Path:
     return path
 
 
-def _children(pid: int) -> list[tuple[int, str]]:
+def _processes() -> list[tuple[int, int, str]]:
+    """(pid, parent pid, command line) of every process on the host (any text: other runs' too)."""
     out = []
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
         try:
             stat = Path(f"/proc/{entry}/stat").read_text()
-            cmdline = Path(f"/proc/{entry}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+            cmdline = Path(f"/proc/{entry}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
         except OSError:
             continue
-        if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
-            out.append((int(entry), cmdline))
+        out.append((int(entry), int(stat.rsplit(")", 1)[1].split()[1]), cmdline))
     return out
+
+
+def _children(pid: int) -> list[tuple[int, str]]:
+    return [(child, cmdline) for child, ppid, cmdline in _processes() if ppid == pid]
 
 
 def test_a_run_streams_task_results_from_a_worker_process_and_leaves_no_private_data(
@@ -126,11 +130,4 @@ def test_closing_the_workers_stdin_cancels_a_running_playbook_and_cleans_up(tmp_
 
 
 def _all_processes() -> list[tuple[int, str]]:
-    out = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                out.append((int(entry), Path(f"/proc/{entry}/cmdline").read_bytes().replace(b"\0", b" ").decode()))
-            except OSError:
-                continue
-    return out
+    return [(pid, cmdline) for pid, _, cmdline in _processes()]
