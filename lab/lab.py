@@ -115,6 +115,29 @@ class _Run(BaseModel):
     network: net.LabNetwork | None = None
     merged: list[Path] = []
 
+    def save(self, run_dir: Path) -> None:
+        """Written whole (a temporary file renamed over it): other sessions' clean-ups read it at any moment,
+        and a half-written record must never read as a run to undo."""
+        tmp = run_dir / "state.json.tmp"
+        tmp.write_text(self.model_dump_json())
+        os.replace(tmp, run_dir / "state.json")
+
+
+def stale_run(run_dir: Path) -> _Run | None:
+    """The run's record when its owning process is gone (a killed session): a run to undo. None when the owner
+    lives, or the record does not parse (not ours to judge). A run without a record has nothing to undo."""
+    try:
+        run = _Run.model_validate_json((run_dir / "state.json").read_text())
+    except (OSError, ValueError):
+        return None
+    try:
+        os.kill(run.owner_pid, 0)
+    except ProcessLookupError:
+        return run
+    except PermissionError:
+        pass  # alive, another user's
+    return None
+
 
 def _undo(run_dir: Path, run: _Run) -> None:
     for m in run.merged:
@@ -130,12 +153,10 @@ def clean_stale() -> list[str]:
     """Undo runs whose owning process is gone (a killed test session). Returns their ids."""
     cleaned = []
     for state in (LAB_DIR / "runs").glob("*/state.json"):
-        run = _Run.model_validate_json(state.read_text())
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.kill(run.owner_pid, 0)
-            continue
-        _undo(state.parent, run)
-        cleaned.append(state.parent.name)
+        run = stale_run(state.parent)
+        if run is not None:
+            _undo(state.parent, run)
+            cleaned.append(state.parent.name)
     return cleaned
 
 
@@ -150,7 +171,7 @@ class Lab:
         self._httpd: http.server.ThreadingHTTPServer | None = None
 
     def _save(self) -> None:
-        (self.run_dir / "state.json").write_text(self._run.model_dump_json())
+        self._run.save(self.run_dir)
 
     def __enter__(self) -> LabInfo:
         try:

@@ -37,7 +37,6 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import hashlib
-import json
 import os
 import secrets
 import shutil
@@ -52,7 +51,7 @@ from pydantic import BaseModel, ConfigDict
 
 from . import net
 from .image import MIRROR, SUITE, ImageBuildError, cache_key, ensure_image, failure_reason
-from .lab import LAB_DIR, _Run, _undo
+from .lab import LAB_DIR, _Run, _undo, stale_run
 
 NODE_PACKAGES = ("cloud-init", "locales")
 NODE_REVISION = 2  # 2: en_US.UTF-8 generated (cloud-init's locale module failed on every boot)
@@ -158,7 +157,7 @@ class NodeLab:
         return str(self._run.network.host_addresses[hostname])
 
     def _save(self) -> None:
-        (self.run_dir / "state.json").write_text(self._run.model_dump_json())
+        self._run.save(self.run_dir)
 
     def start(self) -> NodeLab:
         detach_stale_loops()
@@ -361,11 +360,9 @@ def detach_stale_loops(lab_dir: Path = LAB_DIR) -> list[str]:
     """Detach loop devices whose image is a lab node's data disk of a run that is gone (a killed session)."""
     runs, detached = (lab_dir / "runs").resolve(), []
     for name, image in attached_loops(runs).items():
-        state = runs / image.relative_to(runs).parts[0] / "state.json"
-        with contextlib.suppress(ProcessLookupError, PermissionError, OSError, ValueError):
-            if state.exists():
-                os.kill(json.loads(state.read_text())["owner_pid"], 0)
-                continue  # its run is alive
+        run_dir = runs / image.relative_to(runs).parts[0]
+        if (run_dir / "state.json").exists() and stale_run(run_dir) is None:
+            continue  # its run is alive (or its record is not ours to judge)
         subprocess.run(["losetup", "-d", name], capture_output=True)
         detached.append(name)
     return detached

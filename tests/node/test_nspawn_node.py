@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import shutil
 import stat
 import subprocess
@@ -23,7 +24,8 @@ import pytest
 
 from clients.platform.models import NodeStatus
 from environments import load_environment
-from lab.node import NodeLab, attached_loops
+from lab.lab import _Run
+from lab.node import NodeLab, attached_loops, detach_stale_loops
 from providers.machines.scheduler import Scheduler
 from providers.machines.status import MachineOutcome
 from simulators.localstack import NSPAWN_MACHINE_TIME_SCALE, maas_inventory
@@ -33,6 +35,7 @@ from simulators.maas.nspawn import NspawnNodes
 from tests.fixtures.lab_gate import require_lab
 from tests.fixtures.maas_sim import TEST_TIME_SCALE as MAAS_SCALE
 from tests.fixtures.platform_sim import platform_sim_factory  # noqa: F401
+from tests.fixtures.processes import dead_pid
 
 from .conftest import HOSTNAME, NodeWorld, world_at
 from .test_lifecycle_nodes import HOSTS, context_for, specs_for_world
@@ -292,6 +295,29 @@ def test_a_runs_loop_devices_are_found_by_their_images_not_by_device_names(tmp_p
         assert attached_loops(other) == {taken[0]: images[1].resolve()}
     finally:
         for loop in taken:
+            subprocess.run(["losetup", "-d", loop], capture_output=True)
+
+
+def test_a_killed_runs_loop_devices_are_detached_and_a_live_runs_kept(tmp_path: Path) -> None:
+    """`detach_stale_loops` (each node lab's start) detaches the data disks of a run whose owner is gone,
+    and of a run whose record is gone with it; a live run's stay attached, its record read whole."""
+    require_lab("loop devices")
+    runs = tmp_path / "runs"
+    owners = {"live": os.getpid(), "killed": dead_pid(), "undone": None}
+    loops: dict[str, str] = {}
+    try:
+        for run, owner in owners.items():
+            (runs / run / "disks").mkdir(parents=True)
+            if owner is not None:
+                _Run(owner_pid=owner).save(runs / run)
+            image = runs / run / "disks" / "nvme1n1.img"
+            image.write_bytes(b"\0" * (1 << 20))
+            loops[run] = subprocess.run(["losetup", "--find", "--show", str(image)], check=True,
+                                        capture_output=True, text=True).stdout.strip()
+        assert sorted(detach_stale_loops(tmp_path)) == sorted([loops["killed"], loops["undone"]])
+        assert attached_loops(runs) == {loops["live"]: (runs / "live/disks/nvme1n1.img").resolve()}
+    finally:
+        for loop in loops.values():
             subprocess.run(["losetup", "-d", loop], capture_output=True)
 
 
