@@ -137,7 +137,7 @@ class Doctor:
             context = trust(self.ca(kind)) if verify else False
             resp = httpx.get(base + path, verify=context, timeout=TIMEOUT_S, follow_redirects=False)
         except CaBundleError as e:
-            self.fail("tls", target, "CA bundle unusable", e.fix)
+            self.fail("tls", target, e.detail, e.hint(kind.value))
             self.reachable[base] = False
             return None
         except httpx.ConnectError as e:

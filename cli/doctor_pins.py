@@ -12,6 +12,7 @@ from clients.tls import CaBundleError
 from components.settings import StackSettings
 from environments import Environment
 from environments.ca_paths import resolve_ca
+from environments.model import EndpointKind
 from environments.pins import Pin, load_pins
 
 from .pin import Digest, digest_url
@@ -54,7 +55,7 @@ def check_pins(env: Environment, settings: StackSettings, add: Add,
                 "check the mirror's URL, DNS and certificate (ca_bundles.s3)")
             continue
         except CaBundleError as e:
-            add("pin", target, "FAIL", f"CA bundle {e.path} unusable ({e.reason})", f"ca_bundles.s3: {e.fix}")
+            add("pin", target, "FAIL", e.detail, e.hint(EndpointKind.S3.value))
             continue
         if got.sha256 != pin.sha256:
             add("pin", target, "FAIL", f"sha256 {got.sha256[:16]}… differs from the pin {pin.sha256[:16]}…",

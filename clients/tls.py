@@ -22,7 +22,12 @@ class CaBundleError(ValueError):
 
     def __init__(self, path: str, reason: str) -> None:
         self.path, self.reason, self.fix = path, reason, CA_BUNDLE_FIX
+        self.detail = f"CA bundle {path} unusable ({reason})"
         super().__init__(f"CA bundle {path}: {reason}; fix: {CA_BUNDLE_FIX}")
+
+    def hint(self, kind: str) -> str:
+        """What to change, at the environment's key naming the bundle for an endpoint kind."""
+        return f"ca_bundles.{kind}: {self.fix}"
 
 
 @functools.cache

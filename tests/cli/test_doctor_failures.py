@@ -79,8 +79,9 @@ def test_a_ca_bundle_it_cannot_load_fails_tls_with_the_fix(world: LocalStack, tm
     bad.write_text("not a certificate\n")
     rows = _rows(world, world.env.model_copy(update={"ca_bundles": CaBundles(vault=str(bad))}))
     (only,) = _failed(rows)
-    assert (only.check, only.detail) == ("tls", "CA bundle unusable") and only.target.startswith("vault")
-    assert only.hint and "PEM" in only.hint, only
+    assert (only.check, only.detail) == ("tls", f"CA bundle {bad} unusable (SSLError)")
+    assert only.target.startswith("vault")
+    assert only.hint == "ca_bundles.vault: name a PEM file of CA certificates", only
 
 
 def test_an_endpoint_that_never_answers_fails_reachable(

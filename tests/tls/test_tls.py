@@ -35,6 +35,7 @@ def test_a_ca_bundle_that_cannot_be_loaded_is_refused_naming_it(tmp_path: Path, 
     e = caught.value
     assert (e.path, e.reason) == (str(path), reason)
     assert str(e) == f"CA bundle {path}: {reason}; fix: {e.fix}" and "PEM" in e.fix
+    assert (e.detail, e.hint("s3")) == (f"CA bundle {path} unusable ({reason})", f"ca_bundles.s3: {e.fix}")
     assert isinstance(e, ValueError)  # what callers that predate the type catch
 
 
